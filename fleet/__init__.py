@@ -1,0 +1,1 @@
+"""fleet: autoscaler and eviction-policy service for rented GPU pools serving LLM tokens."""

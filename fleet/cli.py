@@ -1,0 +1,136 @@
+"""The `fleet` command line: a thin shell over the pure core."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from fleet.config import ConfigError, load_preset, preset_names
+
+app = typer.Typer(
+    help="Autoscaler and eviction-policy service for rented GPU pools serving LLM tokens.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+
+class UsageError(Exception):
+    """A bad input named by the message; exits with status 2 and no traceback."""
+
+
+@app.command("presets")
+def presets_cmd() -> None:
+    """List the presets with a one-line story each."""
+    from rich.table import Table
+
+    table = Table("preset", "the month", "the fix", box=None)
+    for name in preset_names():
+        p = load_preset(name)
+        table.add_row(name, p.scenario.story, p.scenario.fix_story)
+    console.print(table)
+
+
+@app.command("replay")
+def replay_cmd(
+    preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")] = None,
+    all_presets: Annotated[bool, typer.Option("--all", help="Replay every preset and its fix.")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Replay the preset's fix instead.")] = False,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter, KEY=VALUE (repeatable), e.g. policy.window=day.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Redraw the month with this seed.")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", help="Replay this many seeds (seed, seed+1, ...) and print the spread of each figure.", min=1)] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (a list with --all or --seeds).")] = False,
+    export: Annotated[Optional[Path], typer.Option("--export", help="Write cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json to this folder.")] = None,
+) -> None:
+    """Replay a month of a pool under a policy and give its verdict with every figure."""
+    from fleet.report import render_spread, render_verdict, spread
+    from fleet.replay import replay
+    from fleet.export import export_month
+
+    if all_presets == (preset is not None):
+        raise UsageError("give one of --preset NAME or --all")
+    if all_presets and (set_ or export or seeds > 1):
+        raise UsageError("--all cannot be combined with --set, --export or --seeds")
+    names = preset_names() if all_presets else [preset]
+    runs = [(n, f) for n in names for f in ((False, True) if all_presets else (fix,))]
+    out = []
+    for name, f in runs:
+        p = load_preset(name)
+        scenario = p.resolve(fix=f, overrides=set_ or [], seed=seed)
+        base_dir = p.path.parent if p.path else None
+        if seeds > 1:
+            rows = []
+            from rich.progress import track
+
+            for s in track(range(scenario.seed, scenario.seed + seeds), description=f"{p.name} seeds", console=err_console, transient=True):
+                r = replay(scenario.model_copy(update={"seed": s}), base_dir=base_dir)
+                r.figures["fix"] = f
+                rows.append(r.figures)
+            summary = spread(rows)
+            if as_json:
+                out.append({"preset": p.name, "fix": f, "seeds": [scenario.seed, scenario.seed + seeds - 1], "spread": summary})
+            else:
+                render_spread(console, p, f, seeds, scenario.seed, summary)
+            continue
+        r = replay(scenario, base_dir=base_dir)
+        r.figures["fix"] = f
+        if export:
+            export_month(r, export)
+        if as_json:
+            out.append(r.figures)
+        else:
+            render_verdict(console, p, f, r)
+    if as_json:
+        from fleet.verdict import json_safe
+
+        payload = out[0] if len(out) == 1 else out
+        typer.echo(json.dumps(json_safe(payload), indent=2))
+
+
+def _register_extensions() -> None:
+    """Command groups that live in their own modules."""
+    import importlib
+
+    for module in ("fleet.cli_store", "fleet.cli_compare", "fleet.cli_serve"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if err.name == module:
+                continue
+            raise
+        mod.register(app)
+
+
+_register_extensions()
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except (ConfigError, UsageError) as err:
+        err_console.print(f"fleet: error: {err}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        err_console.print("fleet: aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("fleet: interrupted")
+        sys.exit(130)
+    except Exception as err:  # click's own usage errors
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            sys.exit(err.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""Scenario configuration: the TOML presets, their fixes, and `--set` overrides.
+
+A scenario is plain data: a market of card classes, the lottery and dips a card
+rides, the demand, the telemetry noise, a policy and the pass marks of the three
+checks. Presets live in `presets/*.toml`; each carries its fix as a `[fix]` table
+of overrides merged onto the scenario. Validation is strict (unknown keys are
+refused) so a typo is an error, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+
+class ConfigError(ValueError):
+    """A preset, override or config that cannot be used; the message names it and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CardClass(_Strict):
+    """One class of card on the market: its rated rate, rent, and how many the provider offers."""
+
+    name: str = Field(min_length=1)
+    rated_tps: float = Field(gt=0)
+    rent_usd_per_month: float = Field(gt=0)
+    pool_cards: int = Field(ge=0, le=1_000_000)
+
+
+class Lottery(_Strict):
+    """The quality ticket a card draws at boot: true rate = rated × lognormal(mean, sigma)."""
+
+    sigma: float = Field(default=0.2, ge=0, le=2)
+    mean: float = Field(default=0.0, ge=-2, le=2)
+
+
+class Dips(_Strict):
+    """Silent dips: episodes starting with a per-hour probability, lasting `hours`, cutting the rate by `depth`."""
+
+    start_prob_per_hour: float = Field(default=0.0, ge=0, le=1)
+    hours: int = Field(default=6, ge=1, le=720)
+    depth: float = Field(default=0.5, ge=0, lt=1)
+
+
+class Telemetry(_Strict):
+    """Measurement noise: the relative standard deviation of one hour's measured rate."""
+
+    hour_noise: float = Field(default=0.25, ge=0, le=1)
+
+
+class Demand(_Strict):
+    """The hourly demand to serve, in tokens/s."""
+
+    shape: Literal["flat", "diurnal", "file"] = "flat"
+    avg_tps: float = Field(default=60_000, gt=0)
+    peak_to_avg: float = Field(default=2.0, ge=1)
+    peak_hour: float = Field(default=14, ge=0, lt=24)
+    jitter: float = Field(default=0.0, ge=0, le=1)
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _file_given(self) -> "Demand":
+        if self.shape == "file" and not self.file:
+            raise ValueError("demand.shape = 'file' needs demand.file")
+        return self
+
+
+class Eviction(_Strict):
+    """The eviction policy: a rule read through the policy's window, at a cadence, within a monthly share."""
+
+    rule: str = "none"
+    fraction: float = Field(default=0.8, gt=0, le=1)
+    cadence_hours: int = Field(default=24, ge=1)
+    share: float = Field(default=0.0, ge=0, le=1)
+
+
+class Policy(_Strict):
+    """What the operator controls: the class it rents, the window it scores through, how it sizes and evicts."""
+
+    card_class: str
+    window: str = "day"
+    mode: str = "steady"
+    headroom: float = Field(default=1.0, ge=0.5, le=5)
+    eviction: Eviction = Eviction()
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+class Checks(_Strict):
+    """Pass marks of the three checks."""
+
+    max_unmet_share: float = Field(default=0.005, ge=0, le=1)
+    min_convergence: float = Field(default=0.90, ge=0)
+    max_wrong_evictions: int = Field(default=0, ge=0)
+
+
+class Scenario(_Strict):
+    """One month of one pool under one policy."""
+
+    name: str = "custom"
+    story: str = ""
+    fix_story: str = ""
+    seed: int = Field(default=0, ge=0)
+    hours: int = Field(default=720, ge=1, le=24 * 366)
+    warmup_hours: int = Field(default=168, ge=1, le=24 * 366)
+    classes: tuple[CardClass, ...] = Field(min_length=1)
+    lottery: Lottery = Lottery()
+    dips: Dips = Dips()
+    telemetry: Telemetry = Telemetry()
+    demand: Demand = Demand()
+    policy: Policy
+    checks: Checks = Checks()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Scenario":
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"card class names must be unique, got {names}")
+        if self.policy.card_class not in names:
+            raise ValueError(f"policy.card_class {self.policy.card_class!r} is not one of the classes {names}")
+        return self
+
+    def card_class(self, name: str) -> CardClass:
+        return next(c for c in self.classes if c.name == name)
+
+
+def _format_validation(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """Return `base` with `over` merged in, tables merged key by key, everything else replaced."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def parse_value(text: str) -> Any:
+    """Read a `--set` value as a TOML value (number, bool, string, array), or a bare string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_override(raw: dict, assignment: str) -> dict:
+    """Apply one `KEY=VALUE` override (dotted key, e.g. `policy.eviction.share=0.1`) to a raw scenario dict."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r}: expected KEY=VALUE")
+    key, _, text = assignment.partition("=")
+    key = key.strip()
+    path = key.split(".")
+    if not key or any(not p for p in path):
+        raise ConfigError(f"override {assignment!r}: empty key")
+    value = parse_value(text.strip())
+    if path[0] == "classes":
+        return _override_class(raw, path, value, assignment)
+    node: Any = _template()
+    for p in path:
+        if not isinstance(node, dict) or p not in node:
+            raise ConfigError(f"override {assignment!r}: unknown key {key!r}")
+        node = node[p]
+    if isinstance(node, dict):
+        raise ConfigError(f"override {assignment!r}: {key!r} is a table, set one of its keys")
+    out = copy.deepcopy(raw)
+    cur = out
+    for p in path[:-1]:
+        cur = cur.setdefault(p, {})
+    cur[path[-1]] = value
+    return out
+
+
+def _override_class(raw: dict, path: list[str], value: Any, assignment: str) -> dict:
+    """`classes.NAME.KEY=VALUE` edits one card class of the market."""
+    if len(path) != 3:
+        raise ConfigError(f"override {assignment!r}: expected classes.CLASS.KEY=VALUE")
+    _, name, field = path
+    if field not in CardClass.model_fields:
+        raise ConfigError(f"override {assignment!r}: unknown key {field!r} for a card class")
+    out = copy.deepcopy(raw)
+    for c in out.get("classes", []):
+        if c.get("name") == name:
+            c[field] = value
+            return out
+    raise ConfigError(f"override {assignment!r}: no card class named {name!r}")
+
+
+def _template() -> dict:
+    """Every settable key of a scenario, as a nested dict (values unused)."""
+
+    def walk(model: type[BaseModel]) -> dict:
+        out: dict = {}
+        for name, f in model.model_fields.items():
+            ann = f.annotation
+            out[name] = walk(ann) if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        return out
+
+    return walk(Scenario)
+
+
+def build_scenario(raw: dict, source: str) -> Scenario:
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {_format_validation(err)}") from None
+
+
+class Preset:
+    """A preset file: the scenario as written, and its fix as overrides."""
+
+    def __init__(self, raw: dict, source: str, path: Path | None = None):
+        raw = dict(raw)
+        fix = raw.pop("fix", {})
+        if not isinstance(fix, dict):
+            raise ConfigError(f"{source}: [fix] must be a table")
+        self.raw = raw
+        self.fix_raw = fix
+        self.source = source
+        self.path = path
+        self.scenario = build_scenario(raw, source)
+        if fix:
+            build_scenario(deep_merge(raw, fix), f"{source} [fix]")
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    def resolve(self, fix: bool = False, overrides: list[str] | None = None, seed: int | None = None) -> Scenario:
+        """The scenario to replay: the preset or its fix, with overrides and seed applied."""
+        if fix and not self.fix_raw:
+            raise ConfigError(f"{self.source}: this preset has no [fix]")
+        raw = deep_merge(self.raw, self.fix_raw) if fix else copy.deepcopy(self.raw)
+        for a in overrides or []:
+            raw = apply_override(raw, a)
+        if seed is not None:
+            raw["seed"] = seed
+        return build_scenario(raw, self.source if not overrides else f"{self.source} with --set")
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
+
+
+def load_preset(name_or_path: str) -> Preset:
+    """Load a preset by name (from `presets/`) or by path to a TOML file."""
+    path = Path(name_or_path)
+    if not (path.suffix == ".toml" or path.exists() or "/" in name_or_path):
+        path = PRESETS_DIR / f"{name_or_path}.toml"
+        if not path.exists():
+            known = ", ".join(preset_names()) or "none"
+            raise ConfigError(f"unknown preset {name_or_path!r} (known: {known})")
+    if not path.is_file():
+        raise ConfigError(f"preset file {str(path)!r}: not found")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"preset file {str(path)!r}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"preset file {str(path)!r}: not valid TOML ({err})") from None
+    return Preset(raw, f"preset file {str(path)!r}", path)
+
+
+def budget_cards(share: float, pool_cards: int) -> int:
+    """The month's eviction budget: the share of the pool, rounded down (a share never exceeded)."""
+    return int(math.floor(share * pool_cards + 1e-9))

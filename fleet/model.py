@@ -1,0 +1,160 @@
+"""The month's draws: the pool with its lottery and dips, the demand, and the noisy telemetry.
+
+Everything here is a pure function of the scenario and its seed. Each card class
+draws from its own random stream, and demand from another, so changing the
+policy (or which class the run set rents) never changes what the month drew:
+a preset and its fix see the same cards, dips, noise and demand.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import brentq
+
+from fleet.config import ConfigError, Demand, Scenario
+
+
+@dataclass(frozen=True)
+class Month:
+    """A month's cards and series. Hourly arrays span `warmup_hours` of history then `hours` of the month."""
+
+    hours: int
+    warmup_hours: int
+    class_names: tuple[str, ...]
+    card_class: np.ndarray  # class index per card, (cards,)
+    card_ids: np.ndarray  # (cards,) str
+    rated_tps: np.ndarray  # (cards,)
+    true_tps: np.ndarray  # the lottery ticket: rated × quality, (cards,)
+    rent_usd_per_month: np.ndarray  # (cards,)
+    true_rate_tps: np.ndarray  # true rate with dips, (cards, warmup + hours) float32
+    measured_tps: np.ndarray  # telemetry, (cards, warmup + hours) float32
+    demand_tps: np.ndarray  # (hours,)
+
+    @property
+    def n_cards(self) -> int:
+        return int(self.card_class.size)
+
+    @property
+    def rent_usd_per_hour(self) -> np.ndarray:
+        return self.rent_usd_per_month / self.hours
+
+
+def _stream(seed: int, label: str) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(label.encode())]))
+
+
+def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
+    """Rate factor per card-hour: 1 − depth while any dip that started in the last `dip_hours` runs."""
+    cs = np.cumsum(starts, axis=1, dtype=np.int32)
+    lagged = np.zeros_like(cs)
+    lagged[:, dip_hours:] = cs[:, :-dip_hours]
+    active = (cs - lagged) > 0
+    return np.where(active, np.float32(1.0 - depth), np.float32(1.0))
+
+
+def demand_series(demand: Demand, hours: int, rng: np.random.Generator, base_dir: Path | None = None) -> np.ndarray:
+    """Hourly demand in tokens/s with the scenario's average and shape."""
+    h = np.arange(hours, dtype=np.float64)
+    if demand.shape == "flat":
+        shape = np.ones(hours)
+    elif demand.shape == "diurnal":
+        shape = diurnal_shape(h, demand.peak_to_avg, demand.peak_hour)
+    else:
+        return read_demand_file(demand.file or "", hours, base_dir)
+    if demand.jitter > 0:
+        shape = shape * np.clip(1.0 + demand.jitter * rng.standard_normal(hours), 0.0, None)
+    return demand.avg_tps * shape / shape.mean()
+
+
+def diurnal_shape(h: np.ndarray, peak_to_avg: float, peak_hour: float) -> np.ndarray:
+    """A daily bump (von Mises in the hour of day) whose peak over its mean is `peak_to_avg`."""
+    phase = np.cos(2 * np.pi * (h - peak_hour) / 24.0)
+    if peak_to_avg <= 1.0 + 1e-9:
+        return np.ones_like(h)
+
+    def ratio(k: float) -> float:
+        f = np.exp(k * (phase - 1.0))
+        return float(f.max() / f.mean())
+
+    hi = 1.0
+    while ratio(hi) < peak_to_avg and hi < 500:
+        hi *= 2
+    if ratio(hi) < peak_to_avg:
+        raise ConfigError(f"demand.peak_to_avg {peak_to_avg} is more than a daily bump can give")
+    k = brentq(lambda k: ratio(k) - peak_to_avg, 1e-9, hi, xtol=1e-12)
+    return np.exp(k * (phase - 1.0))
+
+
+def read_demand_file(path: str, hours: int, base_dir: Path | None) -> np.ndarray:
+    """Demand from a CSV with a `demand_tps` column, one row an hour."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_absolute() and base_dir is not None:
+        p = base_dir / p
+    try:
+        frame = pd.read_csv(p)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"demand file {str(p)!r}: {err}") from None
+    if "demand_tps" not in frame.columns:
+        raise ConfigError(f"demand file {str(p)!r}: no demand_tps column")
+    values = pd.to_numeric(frame["demand_tps"], errors="coerce").to_numpy(dtype=np.float64)
+    if len(values) < hours:
+        raise ConfigError(f"demand file {str(p)!r}: {len(values)} rows, the month needs {hours}")
+    values = values[:hours]
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ConfigError(f"demand file {str(p)!r}: demand_tps must be finite and non-negative")
+    return values
+
+
+def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
+    """Draw the pool, dips, telemetry and demand of one month from the scenario's seed."""
+    total = scenario.warmup_hours + scenario.hours
+    cls_idx, ids, rated, true, rent, rates, measured = [], [], [], [], [], [], []
+    for i, cc in enumerate(scenario.classes):
+        rng = _stream(scenario.seed, f"class:{cc.name}")
+        n = cc.pool_cards
+        quality = rng.lognormal(scenario.lottery.mean, scenario.lottery.sigma, n) if scenario.lottery.sigma > 0 else np.full(n, np.exp(scenario.lottery.mean))
+        ticket = cc.rated_tps * quality
+        starts = rng.random((n, total), dtype=np.float32) < scenario.dips.start_prob_per_hour
+        rate = ticket.astype(np.float32)[:, None] * dip_factor(starts, scenario.dips.hours, scenario.dips.depth)
+        noise = rng.standard_normal((n, total), dtype=np.float32)
+        noise *= np.float32(scenario.telemetry.hour_noise)
+        noise += np.float32(1.0)
+        np.maximum(noise, 0.0, out=noise)
+        noise *= rate
+        cls_idx.append(np.full(n, i, dtype=np.int32))
+        ids.append(np.array([f"{cc.name}-{j:05d}" for j in range(n)], dtype=object))
+        rated.append(np.full(n, cc.rated_tps))
+        true.append(ticket)
+        rent.append(np.full(n, cc.rent_usd_per_month))
+        rates.append(rate)
+        measured.append(noise)
+    demand = demand_series(scenario.demand, scenario.hours, _stream(scenario.seed, "demand"), base_dir)
+    return Month(
+        hours=scenario.hours,
+        warmup_hours=scenario.warmup_hours,
+        class_names=tuple(c.name for c in scenario.classes),
+        card_class=np.concatenate(cls_idx),
+        card_ids=np.concatenate(ids),
+        rated_tps=np.concatenate(rated),
+        true_tps=np.concatenate(true),
+        rent_usd_per_month=np.concatenate(rent),
+        true_rate_tps=np.concatenate(rates, axis=0),
+        measured_tps=np.concatenate(measured, axis=0),
+        demand_tps=demand,
+    )
+
+
+def window_scores(measured_tps: np.ndarray, warmup_hours: int, hours: int, window_hours: int) -> np.ndarray:
+    """Each card's score at each month hour: the mean measured rate over the `window_hours` before it."""
+    if window_hours > warmup_hours:
+        raise ConfigError(f"window of {window_hours} hours is longer than the {warmup_hours} hours of warm-up history")
+    cs = np.zeros((measured_tps.shape[0], measured_tps.shape[1] + 1), dtype=np.float64)
+    np.cumsum(measured_tps, axis=1, dtype=np.float64, out=cs[:, 1:])
+    end = warmup_hours + np.arange(hours)
+    return ((cs[:, end] - cs[:, end - window_hours]) / window_hours).astype(np.float32)

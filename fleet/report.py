@@ -1,0 +1,83 @@
+"""Rendering a verdict and a spread over seeds for the terminal."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+SPREAD_FIGURES = (
+    "bill_usd",
+    "bill_warm_usd",
+    "bill_churn_usd",
+    "idle_usd",
+    "idle_share",
+    "ideal_bill_usd",
+    "convergence",
+    "demand_avg_tps",
+    "delivered_avg_tps",
+    "unmet_share",
+    "cards_warm_avg",
+    "cards_warm_max",
+    "evictions",
+    "wrong_evictions",
+)
+
+
+def _usd(v: float) -> str:
+    return f"${v:,.0f}"
+
+
+def _mark(ok: bool) -> str:
+    return "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
+
+
+def render_verdict(console: Console, preset, fix: bool, r) -> None:
+    f = r.figures
+    title = f"{preset.name}{' (fix)' if fix else ''}: {preset.scenario.fix_story if fix else preset.scenario.story}"
+    console.print(f"[bold]{title}[/bold]", highlight=False)
+    console.print(
+        f"  policy: {f['card_class']} cards, {f['window']} window, {f['mode']} mode, headroom {f['headroom']:g}, "
+        f"eviction {f['eviction_rule']} (share {f['eviction_share']:g}, budget {f['eviction_budget']} of {f['pool_cards']}), seed {f['seed']}",
+        highlight=False,
+    )
+    t = Table(box=None, show_header=False, padding=(0, 2))
+    t.add_row("bill", _usd(f["bill_usd"]), f"warm rent {_usd(f['bill_warm_usd'])} + churn fees {_usd(f['bill_churn_usd'])}")
+    t.add_row("idle cost", _usd(f["idle_usd"]), f"{f['idle_share']:.1%} of the bill bought capacity that moved no tokens")
+    t.add_row("demand", f"{f['demand_avg_tps']:,.0f} tok/s", f"average; peak {f['demand_peak_tps']:,.0f} tok/s")
+    t.add_row("delivered", f"{f['delivered_avg_tps']:,.0f} tok/s", f"unmet {f['unmet_avg_tps']:,.0f} tok/s ({f['unmet_share']:.2%}), short in {f['short_hours']} of {f['hours']} hours")
+    t.add_row("run set", f"{f['cards_warm_avg']:.2f} cards", f"average warm; max {f['cards_warm_max']}; {f['cards_used']} cards used")
+    t.add_row("evictions", f"{f['evictions']} of {f['pool_cards']}", f"{f['wrong_evictions']} wrong ({f['wrong_eviction_share']:.0%})")
+    t.add_row("ideal bill", _usd(f["ideal_bill_usd"]), f"convergence {f['convergence']:.1%}")
+    console.print(t)
+    for name, c in f["checks"].items():
+        console.print(f"  {name:<12} {_mark(c['pass'])}  {c['mark']}", highlight=False)
+    console.print()
+
+
+def spread(rows: list[dict]) -> dict:
+    """Median, 5th and 95th percentile, min and max of each figure, and each check's pass rate."""
+    out: dict = {}
+    for key in SPREAD_FIGURES:
+        v = np.array([r[key] for r in rows], dtype=np.float64)
+        out[key] = {
+            "median": float(np.median(v)),
+            "p05": float(np.percentile(v, 5)),
+            "p95": float(np.percentile(v, 95)),
+            "min": float(v.min()),
+            "max": float(v.max()),
+        }
+    out["pass_rate"] = {c: float(np.mean([r["checks"][c]["pass"] for r in rows])) for c in ("capacity", "convergence", "eviction")}
+    return out
+
+
+def render_spread(console: Console, preset, fix: bool, n: int, first_seed: int, s: dict) -> None:
+    console.print(f"[bold]{preset.name}{' (fix)' if fix else ''}[/bold]: {n} seeds from {first_seed}", highlight=False)
+    t = Table("figure", "median", "p05", "p95", "min", "max", box=None)
+    for key in SPREAD_FIGURES:
+        v = s[key]
+        fmt = "{:.1%}" if key in ("convergence", "unmet_share", "idle_share") else "{:,.2f}" if key == "cards_warm_avg" else "{:,.0f}"
+        t.add_row(key, *(fmt.format(v[q]) for q in ("median", "p05", "p95", "min", "max")))
+    console.print(t)
+    console.print("  pass rate: " + ", ".join(f"{c} {r:.0%}" for c, r in s["pass_rate"].items()), highlight=False)
+    console.print()

@@ -1,0 +1,29 @@
+"""Held mode: the greedy sized once for the month's peak demand × headroom and kept warm all month.
+
+An evicted card is replaced by the best spares until the scored capacity covers the target again.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleet.sizing import greedy_run_set
+from policies.base import SizingInput
+
+
+class Held:
+    name = "held"
+
+    def size(self, inp: SizingInput) -> np.ndarray:
+        target = inp.peak_demand_tps * inp.headroom
+        score = inp.score_tps[:, 0]
+        if inp.previous is None:
+            chosen = greedy_run_set(score, inp.rent_usd_per_hour, target, inp.eligible)
+        else:
+            keep = inp.previous & inp.eligible
+            chosen = keep
+            if (inp.previous & ~inp.eligible).any():
+                short = target - float(score[keep].sum())
+                if short > 0:
+                    chosen = keep | greedy_run_set(score, inp.rent_usd_per_hour, short, inp.eligible & ~keep)
+        return np.repeat(chosen[:, None], len(inp.hours), axis=1)

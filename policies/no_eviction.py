@@ -1,0 +1,14 @@
+"""No eviction: the rule that never has a candidate."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from policies.base import Judgement
+
+
+class NoEviction:
+    name = "none"
+
+    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float) -> Judgement:
+        return Judgement(np.empty(0, dtype=np.int64), float("nan"), float("nan"), "eviction is off")

@@ -1,0 +1,27 @@
+"""Windows: how many trailing hours of telemetry a score averages.
+
+Named windows are registered here; any whole number of hours is a window too,
+written `36h` or `36`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fleet.config import ConfigError
+from policies.registry import Registry
+
+WINDOWS: Registry[int] = Registry("window")
+WINDOWS.register("hour", 1)
+WINDOWS.register("day", 24)
+WINDOWS.register("week", 168)
+
+
+def window_hours(name: str) -> int:
+    """Hours a window averages; `hour`, `day`, `week`, or `Nh`."""
+    if name in WINDOWS:
+        return WINDOWS.get(name)
+    m = re.fullmatch(r"\s*(\d+)\s*h?\s*", str(name))
+    if m and int(m.group(1)) >= 1:
+        return int(m.group(1))
+    raise ConfigError(f"unknown window {name!r} (known: {', '.join(WINDOWS.names())}, or a number of hours like 36h)")
