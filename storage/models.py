@@ -1,0 +1,198 @@
+"""The store's tables as SQLAlchemy 2.0 models.
+
+Alembic (alembic/versions) owns the schema; these models must match it, and a
+test compares them (autogenerate finds no difference). Times are UTC epoch
+seconds in integer columns (`*_ts`), so hour buckets are plain arithmetic and
+no driver converts time zones behind our back.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Named constraints so batch-mode migrations on SQLite can find them again.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class CardClass(Base):
+    """A class of card: its rated serving rate and rent (either may be unknown for a class registered on first sight)."""
+
+    __tablename__ = "card_classes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    rated_tps: Mapped[float | None] = mapped_column(Float)
+    rent_usd_per_month: Mapped[float | None] = mapped_column(Float)
+
+
+class Card(Base):
+    """One rented card, known by the id its telemetry carries (`card_key`)."""
+
+    __tablename__ = "cards"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    card_key: Mapped[str] = mapped_column(String(200), unique=True)
+    class_id: Mapped[int] = mapped_column(ForeignKey("card_classes.id"))
+    registered_ts: Mapped[int] = mapped_column(Integer)
+    retired_ts: Mapped[int | None] = mapped_column(Integer)
+
+
+class IngestRun(Base):
+    """One ingest of one source (a file, a pull). `finished_ts` stays NULL until its last batch is in."""
+
+    __tablename__ = "ingest_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    source: Mapped[str] = mapped_column(Text)
+    source_digest: Mapped[str] = mapped_column(String(64))
+    started_ts: Mapped[int] = mapped_column(Integer)
+    finished_ts: Mapped[int | None] = mapped_column(Integer)
+    read: Mapped[int] = mapped_column(Integer, default=0)
+    stored: Mapped[int] = mapped_column(Integer, default=0)
+    duplicates: Mapped[int] = mapped_column(Integer, default=0)
+    quarantined: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IngestBatch(Base):
+    """One transaction of an ingest: a slice of the source's records and what became of them."""
+
+    __tablename__ = "ingest_batches"
+    __table_args__ = (UniqueConstraint("run_id", "part"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("ingest_runs.id"))
+    part: Mapped[int] = mapped_column(Integer)
+    first_record: Mapped[int] = mapped_column(Integer)
+    read: Mapped[int] = mapped_column(Integer)
+    stored: Mapped[int] = mapped_column(Integer)
+    duplicates: Mapped[int] = mapped_column(Integer)
+    quarantined: Mapped[int] = mapped_column(Integer)
+    committed_ts: Mapped[int] = mapped_column(Integer)
+
+
+class TelemetrySample(Base):
+    """One measured rate of one card at one second. The key (card_id, ts) stores a re-sent sample once."""
+
+    __tablename__ = "telemetry_samples"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
+    ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tokens_per_s: Mapped[float] = mapped_column(Float)
+    busy_fraction: Mapped[float | None] = mapped_column(Float)
+    batch_id: Mapped[int] = mapped_column(ForeignKey("ingest_batches.id"))
+
+
+class HourlyRollup(Base):
+    """Per card and hour: sums and counts of the samples stored so far, kept current by every batch.
+
+    Sums rather than means so a batch can add to an hour without rereading it;
+    the repository turns them into means (and tokens per busy second).
+    """
+
+    __tablename__ = "hourly_rollups"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
+    hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sample_count: Mapped[int] = mapped_column(Integer)
+    tokens_per_s_sum: Mapped[float] = mapped_column(Float)
+    busy_count: Mapped[int] = mapped_column(Integer)
+    busy_fraction_sum: Mapped[float] = mapped_column(Float)
+    busy_tokens_per_s_sum: Mapped[float] = mapped_column(Float)
+
+
+class Score(Base):
+    """A card's windowed rate at an hour, and its tokens per dollar."""
+
+    __tablename__ = "scores"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
+    hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    window_hours: Mapped[int] = mapped_column(Integer, primary_key=True)
+    score_tps: Mapped[float] = mapped_column(Float)
+    tokens_per_usd: Mapped[float] = mapped_column(Float)
+
+
+class RunSetInterval(Base):
+    """A stretch during which a card was in the run set (warm); `end_ts` NULL while it still is."""
+
+    __tablename__ = "run_set_intervals"
+    __table_args__ = (Index("ix_run_set_intervals_card_start", "card_id", "start_ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"))
+    start_ts: Mapped[int] = mapped_column(Integer)
+    end_ts: Mapped[int | None] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, default="")
+
+
+class Decision(Base):
+    """The decision journal: what the autoscaler decided, about which card, and why."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (Index("ix_decisions_ts", "ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(40))
+    card_id: Mapped[int | None] = mapped_column(ForeignKey("cards.id"))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    detail_json: Mapped[str] = mapped_column(Text, default="{}")
+
+
+class Bill(Base):
+    """One line of the bill: rent for warm hours or a churn fee, for a card over a period."""
+
+    __tablename__ = "bills"
+    __table_args__ = (Index("ix_bills_period", "period_start_ts"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    card_id: Mapped[int | None] = mapped_column(ForeignKey("cards.id"))
+    period_start_ts: Mapped[int] = mapped_column(Integer)
+    period_end_ts: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    usd: Mapped[float] = mapped_column(Float)
+
+
+class QuarantinedInput(Base):
+    """A record that was not stored: its raw text, why, and where it came from.
+
+    Unique per (source digest, record number), so sending the same bad file twice
+    quarantines each bad record once.
+    """
+
+    __tablename__ = "quarantined_input"
+    __table_args__ = (
+        UniqueConstraint("source_digest", "record_no"),
+        Index("ix_quarantined_input_reason", "reason"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    batch_id: Mapped[int] = mapped_column(ForeignKey("ingest_batches.id"))
+    source: Mapped[str] = mapped_column(Text)
+    source_digest: Mapped[str] = mapped_column(String(64))
+    record_no: Mapped[int] = mapped_column(Integer)
+    raw_text: Mapped[str] = mapped_column(Text)
+    reason: Mapped[str] = mapped_column(String(80))

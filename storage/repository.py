@@ -1,0 +1,465 @@
+"""The narrow interface between `fleet` and its store, and its SQLAlchemy implementation.
+
+`Repository` is what the rest of `fleet` calls; nothing outside `storage/`
+writes SQL. `SqlRepository` implements it on any SQLAlchemy URL (tested on
+SQLite); `memory_repository()` gives the same implementation on a private
+in-memory SQLite database, the twin the tests use.
+
+Bulk writes go through the driver's executemany with bound parameters, into a
+temporary staging table, then set-based SQL moves them on: one statement stores
+the new samples (`ON CONFLICT DO NOTHING` on the (card_id, ts) key), one finds
+re-sent samples whose values differ, one adds the batch to the hourly rollups.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Protocol
+
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, Engine, text
+
+from storage.db import DEFAULT_URL, ensure_schema, make_engine
+
+HOUR_S = 3600
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    """A card class as declared or registered; rated rate and rent are None when unknown."""
+
+    name: str
+    rated_tps: float | None = None
+    rent_usd_per_month: float | None = None
+
+
+@dataclass(frozen=True)
+class CardInfo:
+    id: int
+    card_key: str
+    class_name: str
+    rated_tps: float | None
+
+
+@dataclass(frozen=True)
+class SampleBatch:
+    """Valid samples of one batch, one entry per record (cards by key, ts in UTC epoch seconds)."""
+
+    card_key: np.ndarray  # object (str)
+    ts: np.ndarray  # int64
+    tokens_per_s: np.ndarray  # float64
+    busy_fraction: np.ndarray  # float64, NaN where the record had none
+    record_no: np.ndarray  # int64, the record's number in its source (0-based)
+
+    def __len__(self) -> int:
+        return int(self.ts.size)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Records of one batch that will not be stored: their number, raw text and reason."""
+
+    record_no: list[int] = field(default_factory=list)
+    raw_text: list[str] = field(default_factory=list)
+    reason: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.record_no)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What became of one batch's records: stored + duplicates + quarantined = read."""
+
+    read: int
+    stored: int
+    duplicates: int
+    quarantined: int
+    reasons: dict[str, int]
+    registered: tuple[CardInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    id: int
+    source: str
+    source_digest: str
+    started_ts: int
+    finished_ts: int | None
+    read: int
+    stored: int
+    duplicates: int
+    quarantined: int
+
+
+class Repository(Protocol):
+    """What `fleet` asks of its store."""
+
+    def declare_classes(self, classes: Iterable[ClassSpec]) -> None: ...
+    def declare_cards(self, cards: Mapping[str, str], now_ts: int) -> None: ...
+    def classes(self) -> dict[str, ClassSpec]: ...
+    def cards(self) -> dict[str, CardInfo]: ...
+    def begin_run(self, source: str, source_digest: str, now_ts: int) -> int: ...
+    def write_batch(self, run_id: int, part: int, first_record: int, samples: SampleBatch, rejected: Rejected,
+                    register: Mapping[str, str], source: str, source_digest: str, now_ts: int,
+                    raw_text_of: Callable[[list[int]], list[str]] | None = None) -> BatchOutcome: ...
+    def finish_run(self, run_id: int, now_ts: int) -> None: ...
+    def runs(self) -> list[RunSummary]: ...
+    def quarantined(self, limit: int = 100, reason: str | None = None) -> pd.DataFrame: ...
+    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame: ...
+    def sample_count(self) -> int: ...
+    def record_scores(self, hour_ts: int, window_hours: int, scores: Mapping[str, tuple[float, float]]) -> None: ...
+    def journal(self, ts: int, kind: str, reason: str, card_key: str | None = None, detail: Mapping | None = None) -> None: ...
+    def open_interval(self, card_key: str, start_ts: int, reason: str = "") -> None: ...
+    def close_interval(self, card_key: str, end_ts: int) -> None: ...
+    def add_bill(self, kind: str, usd: float, period_start_ts: int, period_end_ts: int, card_key: str | None = None) -> None: ...
+    def retire_card(self, card_key: str, ts: int) -> None: ...
+
+
+def open_repository(url: str = DEFAULT_URL) -> "SqlRepository":
+    """The repository at `url`; a new, empty database is given the schema, an old one must be upgraded first."""
+    engine = make_engine(url)
+    ensure_schema(engine, url)
+    return SqlRepository(engine)
+
+
+def memory_repository() -> "SqlRepository":
+    """A private in-memory store with the full schema, for tests and one-off replays."""
+    return open_repository("sqlite://")
+
+
+class SqlRepository:
+    """`Repository` on SQLAlchemy Core: plain SQL with bound parameters, one transaction per call."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
+        if mark is None:
+            raise ValueError(f"driver paramstyle {engine.dialect.paramstyle!r} is not supported")
+        self._mark = mark
+
+    def _values(self, n: int) -> str:
+        return "(" + ", ".join([self._mark] * n) + ")"
+
+    # -- pool ---------------------------------------------------------------
+    def declare_classes(self, classes: Iterable[ClassSpec]) -> None:
+        """Add classes, or update the rated rate and rent of classes already known."""
+        rows = [{"name": c.name, "rated": c.rated_tps, "rent": c.rent_usd_per_month} for c in classes]
+        if not rows:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO card_classes (name, rated_tps, rent_usd_per_month) VALUES (:name, :rated, :rent) "
+                    "ON CONFLICT (name) DO UPDATE SET rated_tps = excluded.rated_tps, rent_usd_per_month = excluded.rent_usd_per_month"
+                ),
+                rows,
+            )
+
+    def declare_cards(self, cards: Mapping[str, str], now_ts: int) -> None:
+        """Add cards (card key → class name); a class not yet known is added with unknown rates."""
+        if not cards:
+            return
+        with self.engine.begin() as conn:
+            self._register(conn, cards, now_ts)
+
+    def _register(self, conn: Connection, cards: Mapping[str, str], now_ts: int) -> None:
+        names = sorted(set(cards.values()))
+        conn.execute(text("INSERT INTO card_classes (name) VALUES (:name) ON CONFLICT (name) DO NOTHING"), [{"name": n} for n in names])
+        ids = dict(conn.execute(text("SELECT name, id FROM card_classes")).all())
+        conn.execute(
+            text("INSERT INTO cards (card_key, class_id, registered_ts) VALUES (:k, :c, :t) ON CONFLICT (card_key) DO NOTHING"),
+            [{"k": k, "c": ids[v], "t": now_ts} for k, v in cards.items()],
+        )
+
+    def classes(self) -> dict[str, ClassSpec]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(text("SELECT name, rated_tps, rent_usd_per_month FROM card_classes ORDER BY id")).all()
+        return {r[0]: ClassSpec(r[0], r[1], r[2]) for r in rows}
+
+    def cards(self) -> dict[str, CardInfo]:
+        with self.engine.connect() as conn:
+            return self._cards(conn)
+
+    @staticmethod
+    def _cards(conn: Connection, keys: Iterable[str] | None = None) -> dict[str, CardInfo]:
+        sql = "SELECT c.id, c.card_key, k.name, k.rated_tps FROM cards c JOIN card_classes k ON k.id = c.class_id"
+        if keys is None:
+            rows = conn.execute(text(sql + " ORDER BY c.id")).all()
+        else:
+            rows = [r for key in keys for r in conn.execute(text(sql + " WHERE c.card_key = :k"), {"k": key}).all()]
+        return {r[1]: CardInfo(r[0], r[1], r[2], r[3]) for r in rows}
+
+    def retire_card(self, card_key: str, ts: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(text("UPDATE cards SET retired_ts = :t WHERE card_key = :k AND retired_ts IS NULL"), {"t": ts, "k": card_key})
+
+    # -- ingest -------------------------------------------------------------
+    def begin_run(self, source: str, source_digest: str, now_ts: int) -> int:
+        with self.engine.begin() as conn:
+            return int(
+                conn.execute(
+                    text(
+                        "INSERT INTO ingest_runs (source, source_digest, started_ts, read, stored, duplicates, quarantined) "
+                        "VALUES (:s, :d, :t, 0, 0, 0, 0) RETURNING id"
+                    ),
+                    {"s": source, "d": source_digest, "t": now_ts},
+                ).scalar_one()
+            )
+
+    def finish_run(self, run_id: int, now_ts: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(text("UPDATE ingest_runs SET finished_ts = :t WHERE id = :r"), {"t": now_ts, "r": run_id})
+
+    def write_batch(
+        self,
+        run_id: int,
+        part: int,
+        first_record: int,
+        samples: SampleBatch,
+        rejected: Rejected,
+        register: Mapping[str, str],
+        source: str,
+        source_digest: str,
+        now_ts: int,
+        raw_text_of: Callable[[list[int]], list[str]] | None = None,
+    ) -> BatchOutcome:
+        """Store one batch in one transaction: register new cards, store new samples, quarantine the rest, update rollups.
+
+        A re-sent sample with the same values is a duplicate; one whose values
+        differ from the stored sample is quarantined as `conflicting-duplicate`
+        (the stored value stands). Samples must be unique by (card, ts) within the batch.
+        """
+        n = len(samples)
+        reasons: dict[str, int] = {}
+        q_no, q_raw, q_reason = list(rejected.record_no), list(rejected.raw_text), list(rejected.reason)
+        with self.engine.begin() as conn:
+            batch_id = int(
+                conn.execute(
+                    text(
+                        "INSERT INTO ingest_batches (run_id, part, first_record, read, stored, duplicates, quarantined, committed_ts) "
+                        "VALUES (:r, :p, :f, 0, 0, 0, 0, :t) RETURNING id"
+                    ),
+                    {"r": run_id, "p": part, "f": first_record, "t": now_ts},
+                ).scalar_one()
+            )
+            registered: tuple[CardInfo, ...] = ()
+            if register:
+                self._register(conn, register, now_ts)
+                registered = tuple(self._cards(conn, register.keys()).values())
+            stored = conflicts = 0
+            if n:
+                directory = {c.card_key: c.id for c in registered}
+                missing = set(np.unique(samples.card_key).tolist()) - directory.keys()
+                if missing:
+                    directory.update({k: c.id for k, c in self._cards(conn, missing).items()})
+                card_id = pd.Series(samples.card_key).map(directory).to_numpy(dtype=np.int64)
+                stored, conflict_records = self._store_samples(conn, batch_id, card_id, samples)
+                conflicts = len(conflict_records)
+                if conflicts:
+                    raw = raw_text_of(conflict_records) if raw_text_of else _sample_text(samples, conflict_records)
+                    q_no.extend(conflict_records)
+                    q_raw.extend(raw)
+                    q_reason.extend(["conflicting-duplicate"] * conflicts)
+            if q_no:
+                cur = conn.connection.driver_connection.cursor()
+                cur.executemany(
+                    "INSERT INTO quarantined_input (batch_id, source, source_digest, record_no, raw_text, reason) "
+                    f"VALUES {self._values(6)} ON CONFLICT (source_digest, record_no) DO NOTHING",
+                    [(batch_id, source, source_digest, int(r), t, why) for r, t, why in zip(q_no, q_raw, q_reason)],
+                )
+                cur.close()
+                for why in q_reason:
+                    reasons[why] = reasons.get(why, 0) + 1
+            duplicates = n - stored - conflicts
+            quarantined = len(q_no)
+            read = n + len(rejected)
+            counts = {"read": read, "stored": stored, "dup": duplicates, "q": quarantined}
+            conn.execute(
+                text("UPDATE ingest_batches SET read = :read, stored = :stored, duplicates = :dup, quarantined = :q WHERE id = :b"),
+                {**counts, "b": batch_id},
+            )
+            conn.execute(
+                text(
+                    "UPDATE ingest_runs SET read = read + :read, stored = stored + :stored, "
+                    "duplicates = duplicates + :dup, quarantined = quarantined + :q WHERE id = :r"
+                ),
+                {**counts, "r": run_id},
+            )
+        return BatchOutcome(read, stored, duplicates, quarantined, reasons, registered)
+
+    def _store_samples(self, conn: Connection, batch_id: int, card_id: np.ndarray, s: SampleBatch) -> tuple[int, list[int]]:
+        conn.exec_driver_sql(
+            "CREATE TEMP TABLE IF NOT EXISTS fleet_staging "
+            "(card_id INTEGER, ts INTEGER, tokens_per_s REAL, busy_fraction REAL, record_no INTEGER)"
+        )
+        conn.exec_driver_sql("DELETE FROM fleet_staging")
+        busy = s.busy_fraction.astype(object)
+        busy[np.isnan(s.busy_fraction)] = None
+        order = np.lexsort((s.ts, card_id))  # key order: the sample table's B-tree takes them in sequence
+        rows = zip(card_id[order].tolist(), s.ts[order].tolist(), s.tokens_per_s[order].tolist(), busy[order].tolist(), s.record_no[order].tolist())
+        cur = conn.connection.driver_connection.cursor()
+        cur.executemany(f"INSERT INTO fleet_staging VALUES {self._values(5)}", rows)
+        cur.close()
+        stored = conn.execute(
+            text(
+                "INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) "
+                "SELECT card_id, ts, tokens_per_s, busy_fraction, :b FROM fleet_staging WHERE true "
+                "ON CONFLICT (card_id, ts) DO NOTHING"
+            ),
+            {"b": batch_id},
+        ).rowcount
+        conflicts: list[int] = []
+        new_rows = "fleet_staging"
+        if stored < len(s):
+            conflicts = [
+                int(r[0])
+                for r in conn.execute(
+                    text(
+                        "SELECT s.record_no FROM fleet_staging s JOIN telemetry_samples t ON t.card_id = s.card_id AND t.ts = s.ts "
+                        "WHERE t.batch_id != :b AND (t.tokens_per_s IS DISTINCT FROM s.tokens_per_s "
+                        "OR t.busy_fraction IS DISTINCT FROM s.busy_fraction) ORDER BY s.record_no"
+                    ),
+                    {"b": batch_id},
+                ).all()
+            ]
+            new_rows = (
+                "(SELECT s.card_id, s.ts, s.tokens_per_s, s.busy_fraction FROM fleet_staging s "
+                "JOIN telemetry_samples t ON t.card_id = s.card_id AND t.ts = s.ts WHERE t.batch_id = :b)"
+            )
+        if stored:
+            conn.execute(
+                text(
+                    "INSERT INTO hourly_rollups (card_id, hour_ts, sample_count, tokens_per_s_sum, busy_count, "
+                    "busy_fraction_sum, busy_tokens_per_s_sum) "
+                    "SELECT card_id, ts - (ts % 3600), COUNT(*), SUM(tokens_per_s), COUNT(busy_fraction), "
+                    "COALESCE(SUM(busy_fraction), 0.0), COALESCE(SUM(CASE WHEN busy_fraction IS NOT NULL THEN tokens_per_s END), 0.0) "
+                    f"FROM {new_rows} AS n WHERE true GROUP BY card_id, ts - (ts % 3600) "
+                    "ON CONFLICT (card_id, hour_ts) DO UPDATE SET "
+                    "sample_count = hourly_rollups.sample_count + excluded.sample_count, "
+                    "tokens_per_s_sum = hourly_rollups.tokens_per_s_sum + excluded.tokens_per_s_sum, "
+                    "busy_count = hourly_rollups.busy_count + excluded.busy_count, "
+                    "busy_fraction_sum = hourly_rollups.busy_fraction_sum + excluded.busy_fraction_sum, "
+                    "busy_tokens_per_s_sum = hourly_rollups.busy_tokens_per_s_sum + excluded.busy_tokens_per_s_sum"
+                ),
+                {"b": batch_id},
+            )
+        conn.exec_driver_sql("DELETE FROM fleet_staging")
+        return int(stored), conflicts
+
+    # -- reading --------------------------------------------------------------
+    def runs(self) -> list[RunSummary]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT id, source, source_digest, started_ts, finished_ts, read, stored, duplicates, quarantined FROM ingest_runs ORDER BY id")
+            ).all()
+        return [RunSummary(*r) for r in rows]
+
+    def quarantined(self, limit: int = 100, reason: str | None = None) -> pd.DataFrame:
+        """The quarantine, oldest first: source, record number, raw text, reason."""
+        sql = "SELECT source, record_no, raw_text, reason FROM quarantined_input"
+        params: dict = {"n": int(limit)}
+        if reason is not None:
+            sql += " WHERE reason = :why"
+            params["why"] = reason
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(sql + " ORDER BY id LIMIT :n"), params).all()
+        return pd.DataFrame(rows, columns=["source", "record_no", "raw_text", "reason"])
+
+    def quarantine_reasons(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return dict(conn.execute(text("SELECT reason, COUNT(*) FROM quarantined_input GROUP BY reason ORDER BY reason")).all())
+
+    def sample_count(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(text("SELECT COUNT(*) FROM telemetry_samples")).scalar_one())
+
+    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame:
+        """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps,
+        busy_fraction (mean, NaN without busy data) and busy_tps (tokens per busy second, NaN without busy data)."""
+        lo = -(2**62) if start_ts is None else int(start_ts)
+        hi = 2**62 if end_ts is None else int(end_ts)
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT c.card_key, k.name, r.hour_ts, r.sample_count, r.tokens_per_s_sum, r.busy_count, "
+                    "r.busy_fraction_sum, r.busy_tokens_per_s_sum FROM hourly_rollups r "
+                    "JOIN cards c ON c.id = r.card_id JOIN card_classes k ON k.id = c.class_id "
+                    "WHERE r.hour_ts >= :lo AND r.hour_ts < :hi ORDER BY c.card_key, r.hour_ts"
+                ),
+                {"lo": lo, "hi": hi},
+            ).all()
+        f = pd.DataFrame(
+            rows, columns=["card_key", "card_class", "hour_ts", "sample_count", "tps_sum", "busy_count", "busy_sum", "busy_tps_sum"]
+        )
+        out = f[["card_key", "card_class", "hour_ts", "sample_count"]].copy()
+        out["mean_tps"] = f["tps_sum"].astype(float) / f["sample_count"].astype(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            busy_n = f["busy_count"].astype(float).to_numpy()
+            busy_sum = f["busy_sum"].astype(float).to_numpy()
+            out["busy_fraction"] = np.where(busy_n > 0, busy_sum / busy_n, np.nan)
+            out["busy_tps"] = np.where(busy_sum > 0, f["busy_tps_sum"].astype(float).to_numpy() / busy_sum, np.nan)
+        return out
+
+    # -- the scheduler's side ------------------------------------------------
+    def _card_id(self, conn: Connection, card_key: str) -> int:
+        got = conn.execute(text("SELECT id FROM cards WHERE card_key = :k"), {"k": card_key}).scalar()
+        if got is None:
+            raise KeyError(f"unknown card {card_key!r}")
+        return int(got)
+
+    def record_scores(self, hour_ts: int, window_hours: int, scores: Mapping[str, tuple[float, float]]) -> None:
+        """Scores at an hour through a window: card key → (score_tps, tokens_per_usd); a rerun replaces them."""
+        with self.engine.begin() as conn:
+            ids = {k: c.id for k, c in self._cards(conn).items()}
+            unknown = sorted(set(scores) - ids.keys())
+            if unknown:
+                raise KeyError(f"unknown cards {unknown[:5]}")
+            conn.execute(
+                text(
+                    "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) VALUES (:c, :h, :w, :s, :t) "
+                    "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, tokens_per_usd = excluded.tokens_per_usd"
+                ),
+                [{"c": ids[k], "h": hour_ts, "w": window_hours, "s": float(v[0]), "t": float(v[1])} for k, v in scores.items()],
+            )
+
+    def journal(self, ts: int, kind: str, reason: str, card_key: str | None = None, detail: Mapping | None = None) -> None:
+        with self.engine.begin() as conn:
+            cid = self._card_id(conn, card_key) if card_key is not None else None
+            conn.execute(
+                text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json) VALUES (:t, :k, :c, :r, :d)"),
+                {"t": ts, "k": kind, "c": cid, "r": reason, "d": json.dumps(dict(detail or {}), sort_keys=True)},
+            )
+
+    def open_interval(self, card_key: str, start_ts: int, reason: str = "") -> None:
+        with self.engine.begin() as conn:
+            cid = self._card_id(conn, card_key)
+            conn.execute(
+                text("INSERT INTO run_set_intervals (card_id, start_ts, reason) VALUES (:c, :t, :r)"), {"c": cid, "t": start_ts, "r": reason}
+            )
+
+    def close_interval(self, card_key: str, end_ts: int) -> None:
+        with self.engine.begin() as conn:
+            cid = self._card_id(conn, card_key)
+            conn.execute(text("UPDATE run_set_intervals SET end_ts = :t WHERE card_id = :c AND end_ts IS NULL"), {"c": cid, "t": end_ts})
+
+    def add_bill(self, kind: str, usd: float, period_start_ts: int, period_end_ts: int, card_key: str | None = None) -> None:
+        with self.engine.begin() as conn:
+            cid = self._card_id(conn, card_key) if card_key is not None else None
+            conn.execute(
+                text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"),
+                {"c": cid, "a": period_start_ts, "b": period_end_ts, "k": kind, "u": float(usd)},
+            )
+
+
+def _sample_text(s: SampleBatch, record_nos: list[int]) -> list[str]:
+    """The raw text of samples that turned out bad only at the store (conflicts), rebuilt from their parsed values."""
+    pos = {int(r): i for i, r in enumerate(s.record_no.tolist())}
+    out = []
+    for r in record_nos:
+        i = pos[r]
+        busy = None if np.isnan(s.busy_fraction[i]) else float(s.busy_fraction[i])
+        out.append(json.dumps({"card_id": s.card_key[i], "ts": int(s.ts[i]), "tokens_per_s": float(s.tokens_per_s[i]), "busy_fraction": busy}))
+    return out
