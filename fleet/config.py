@@ -76,12 +76,18 @@ class Demand(_Strict):
 
 
 class Eviction(_Strict):
-    """The eviction policy: a rule read through the policy's window, at a cadence, within a monthly share."""
+    """The eviction policy: a rule read through a window, at a cadence, within a monthly share."""
 
     rule: str = "none"
+    window: str | None = None  # the window the rule reads; None reads the policy's window
     fraction: float = Field(default=0.8, gt=0, le=1)
     cadence_hours: int = Field(default=24, ge=1)
     share: float = Field(default=0.0, ge=0, le=1)
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _window_str(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 class Policy(_Strict):
@@ -97,6 +103,10 @@ class Policy(_Strict):
     @classmethod
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @property
+    def eviction_window(self) -> str:
+        return self.eviction.window or self.window
 
 
 class Checks(_Strict):

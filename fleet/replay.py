@@ -15,7 +15,7 @@ import numpy as np
 
 from fleet.billing import churn_fee_usd, delivered_tps, idle_usd_by_hour, warm_usd_by_hour
 from fleet.config import Scenario, budget_cards
-from fleet.ideal import ideal_greedy_usd_by_hour
+from fleet.ideal import ideal_exact_usd_by_hour
 from fleet.model import Month, draw_month, window_scores
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
 
@@ -92,6 +92,11 @@ def replay(
     idx = np.flatnonzero(in_class)
     score = np.zeros((n, H), dtype=np.float32)
     score[idx] = window_scores(month.measured_tps[idx], W, H, window_hours(policy.window))
+    if window_hours(policy.eviction_window) == window_hours(policy.window):
+        evict_score = score
+    else:
+        evict_score = np.zeros((n, H), dtype=np.float32)
+        evict_score[idx] = window_scores(month.measured_tps[idx], W, H, window_hours(policy.eviction_window))
 
     eligible = in_class.copy()
     budget = budget_cards(policy.eviction.share, int(idx.size))
@@ -110,7 +115,7 @@ def replay(
     for a, b in zip(bounds[:-1], bounds[1:]):
         if a > 0 and decide:
             run_set = warm[:, a - 1]
-            judgement = rule.judge(score[:, a], run_set, policy.eviction.fraction)
+            judgement = rule.judge(evict_score[:, a], run_set, policy.eviction.fraction)
             taken = judgement.candidates[:budget_left]
             median_true = float(np.median(month.true_tps[run_set])) if run_set.any() else float("nan")
             for c in taken:
@@ -118,7 +123,7 @@ def replay(
                     Eviction(
                         hour=a,
                         card=int(c),
-                        score_tps=float(score[c, a]),
+                        score_tps=float(evict_score[c, a]),
                         median_score_tps=judgement.median_tps,
                         threshold_tps=judgement.threshold_tps,
                         true_tps=float(month.true_tps[c]),
@@ -173,8 +178,10 @@ def replay(
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
     idle = idle_usd_by_hour(warm_usd, delivered, capacity)
-    ideal_fn = ideal or ideal_greedy_usd_by_hour
-    ideal_usd = ideal_fn(true_month, rent_h, demand)
+    if ideal is None:
+        ideal_usd = ideal_exact_usd_by_hour(true_month, rent_h, demand, month.card_class)
+    else:
+        ideal_usd = ideal(true_month, rent_h, demand)
     churn = float(churn_fee_usd(month.rent_usd_per_month[[e.card for e in evictions]]).sum()) if evictions else 0.0
 
     result = MonthResult(

@@ -38,7 +38,7 @@ def render_verdict(console: Console, preset, fix: bool, r) -> None:
     console.print(f"[bold]{title}[/bold]", highlight=False)
     console.print(
         f"  policy: {f['card_class']} cards, {f['window']} window, {f['mode']} mode, headroom {f['headroom']:g}, "
-        f"eviction {f['eviction_rule']} (share {f['eviction_share']:g}, budget {f['eviction_budget']} of {f['pool_cards']}), seed {f['seed']}",
+        f"eviction {f['eviction_rule']} through the {f['eviction_window']} window (share {f['eviction_share']:g}, budget {f['eviction_budget']} of {f['pool_cards']}), seed {f['seed']}",
         highlight=False,
     )
     t = Table(box=None, show_header=False, padding=(0, 2))

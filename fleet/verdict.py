@@ -56,6 +56,7 @@ def figures(r: "MonthResult") -> dict:
         "mode": s.policy.mode,
         "headroom": s.policy.headroom,
         "eviction_rule": s.policy.eviction.rule,
+        "eviction_window": s.policy.eviction_window,
         "eviction_share": s.policy.eviction.share,
         "demand_avg_tps": demand_sum / H,
         "demand_peak_tps": float(r.demand_tps.max()) if r.demand_tps.size else 0.0,

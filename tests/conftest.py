@@ -1,0 +1,30 @@
+"""Shared factories for small scenarios and months."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.config import Scenario
+
+
+def make_scenario(**over) -> Scenario:
+    """A small one-class scenario; keyword arguments replace top-level tables or fields."""
+    raw = {
+        "name": "tiny",
+        "seed": 3,
+        "hours": 72,
+        "warmup_hours": 24,
+        "classes": [{"name": "flagship", "rated_tps": 6000, "rent_usd_per_month": 2690, "pool_cards": 12}],
+        "lottery": {"sigma": 0.2},
+        "dips": {"start_prob_per_hour": 0.01, "hours": 4, "depth": 0.5},
+        "demand": {"shape": "diurnal", "avg_tps": 30000, "peak_to_avg": 1.8},
+        "policy": {"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.05,
+                   "eviction": {"rule": "below-median", "fraction": 0.8, "cadence_hours": 24, "share": 0.25}},
+    }
+    raw.update(over)
+    return Scenario.model_validate(raw)
+
+
+@pytest.fixture
+def tiny() -> Scenario:
+    return make_scenario()
