@@ -1,0 +1,131 @@
+"""The `fleet` command: verdicts, JSON, export, and one-line errors with status 2."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+REQUIRED = {
+    "preset", "fix", "hours", "demand_avg_tps", "delivered_avg_tps", "unmet_avg_tps", "cards_warm_avg",
+    "cards_warm_max", "bill_usd", "bill_warm_usd", "bill_churn_usd", "idle_usd", "ideal_bill_usd",
+    "convergence", "evictions", "wrong_evictions", "checks",
+}
+
+
+def fleet(*args, check=True):
+    p = subprocess.run([sys.executable, "-m", "fleet.cli", *args], capture_output=True, text=True)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_replay_json_has_every_figure():
+    out = json.loads(fleet("replay", "--preset", "noise-evictor", "--fix", "--json").stdout)
+    assert REQUIRED <= set(out)
+    assert out["fix"] is True and out["preset"] == "noise-evictor"
+    assert set(out["checks"]) == {"capacity", "convergence", "eviction"}
+    assert all("pass" in c for c in out["checks"].values())
+
+
+def test_replay_text_verdict_names_each_check_and_its_mark():
+    out = fleet("replay", "--preset", "golden-idler").stdout
+    for word in ("bill", "idle cost", "delivered", "run set", "evictions", "ideal bill", "convergence", "capacity", "PASS", "FAIL"):
+        assert word in out
+
+
+def test_set_and_seed_change_the_month():
+    a = json.loads(fleet("replay", "-p", "noise-evictor", "--json").stdout)
+    b = json.loads(fleet("replay", "-p", "noise-evictor", "--json", "--seed", "7").stdout)
+    c = json.loads(fleet("replay", "-p", "noise-evictor", "--json", "--set", "policy.eviction.share=0.1").stdout)
+    assert a["ideal_bill_usd"] != b["ideal_bill_usd"]
+    assert c["evictions"] <= 3 and c["ideal_bill_usd"] == a["ideal_bill_usd"]
+
+
+def test_a_copied_preset_replays_by_path(tmp_path):
+    from fleet.config import PRESETS_DIR
+
+    text = (PRESETS_DIR / "noise-evictor.toml").read_text().replace("avg_tps = 110000", "avg_tps = 90000")
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    out = json.loads(fleet("replay", "--preset", str(path), "--json").stdout)
+    assert out["demand_avg_tps"] == pytest.approx(90_000)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["replay", "--preset", "no-such-preset"], "unknown preset 'no-such-preset'"),
+        (["replay", "-p", "golden-idler", "--set", "policy.nope=1"], "unknown key 'policy.nope'"),
+        (["replay", "-p", "golden-idler", "--set", "policy.headroom=fast"], "policy.headroom"),
+        (["replay", "-p", "golden-idler", "--set", "policy.window=fortnight"], "unknown window 'fortnight'"),
+        (["replay", "-p", "golden-idler", "--set", "policy.mode=lazy"], "unknown sizing mode 'lazy'"),
+        (["replay", "-p", "golden-idler", "--set", "noequals"], "expected KEY=VALUE"),
+        (["replay", "-p", "golden-idler", "--set", "classes.tpu.rated_tps=1"], "no card class named 'tpu'"),
+        (["replay", "-p", "golden-idler", "--set", "policy.card_class=tpu"], "policy.card_class"),
+    ],
+)
+def test_bad_input_is_one_line_and_status_2(args, needle):
+    p = fleet(*args, check=False)
+    assert p.returncode == 2
+    assert needle in p.stderr
+    assert "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("this is = = not toml", "not valid TOML"),
+        ('name = "x"\n[policy]\ncard_class = "flagship"\n', "classes"),
+        (b"\xff\xfe\x00bad", "not UTF-8"),
+    ],
+)
+def test_bad_preset_file_is_one_line_and_status_2(tmp_path, content, needle):
+    path = tmp_path / "bad.toml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    p = fleet("replay", "--preset", str(path), check=False)
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr and str(path) in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_export_files_add_up_to_the_summary(tmp_path):
+    fleet("replay", "-p", "noise-evictor", "--export", str(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    cards = pd.read_csv(tmp_path / "cards.csv")
+    iv = pd.read_csv(tmp_path / "intervals.csv")
+    hours = pd.read_csv(tmp_path / "hours.csv")
+    ev = pd.read_csv(tmp_path / "evictions.csv")
+    H = summary["hours"]
+    assert len(hours) == H
+    rent_h = cards.set_index("card_id")["rent_usd_per_month"] / H
+    warm = float(((iv.end_hour - iv.start_hour) * rent_h.loc[iv.card_id].to_numpy()).sum())
+    assert warm == pytest.approx(summary["bill_warm_usd"])
+    churn = 0.15 * float(cards.set_index("card_id").loc[ev.card_id, "rent_usd_per_month"].sum())
+    assert churn == pytest.approx(summary["bill_churn_usd"])
+    assert summary["bill_usd"] == pytest.approx(warm + churn)
+    assert (iv.end_reason == "evicted").sum() <= summary["evictions"]
+    assert set(iv.end_reason) <= {"evicted", "released", "month_end"}
+    delivered = np.minimum(hours.demand_tps, hours.capacity_tps)
+    assert np.allclose(delivered, hours.delivered_tps)
+    assert delivered.mean() == pytest.approx(summary["delivered_avg_tps"])
+    assert hours.ideal_usd.sum() == pytest.approx(summary["ideal_bill_usd"])
+    idle = (hours.warm_usd * (1 - hours.delivered_tps / hours.capacity_tps)).sum()
+    assert idle == pytest.approx(summary["idle_usd"])
+    assert summary["ideal_bill_usd"] / summary["bill_usd"] == pytest.approx(summary["convergence"])
+    assert len(ev) == summary["evictions"] and int(ev.wrong.sum()) == summary["wrong_evictions"]
+    assert (ev.true_tps >= ev.median_true_tps).sum() == summary["wrong_evictions"]
+    # cards_warm follows from the intervals.
+    counts = np.zeros(H, int)
+    for s, e in zip(iv.start_hour, iv.end_hour):
+        counts[s:e] += 1
+    assert (counts == hours.cards_warm).all()
+
+
+def test_presets_lists_each_with_its_story():
+    out = fleet("presets").stdout
+    for name in ("golden-idler", "noise-evictor", "bargain-shortfall"):
+        assert name in out
