@@ -27,3 +27,10 @@ def test_noise_evictor_hour_window_keeps_evicting_healthy_cards():
     fixed = over_seeds("noise-evictor", True)
     assert all(r["wrong_evictions"] == 0 for r in fixed)
     assert np.median([r["convergence"] for r in fixed]) > np.median([r["convergence"] for r in rows]) + 0.1
+
+
+def test_bargain_month_stays_short_and_the_swap_covers_it():
+    rows = over_seeds("bargain-shortfall", False)
+    assert all(r["unmet_share"] > 0.2 and r["bill_usd"] < 30_000 for r in rows)
+    fixed = over_seeds("bargain-shortfall", True)
+    assert all(r["unmet_share"] < 0.01 for r in fixed)

@@ -50,3 +50,23 @@ def test_noise_evictor_fix():
     assert f["wrong_evictions"] == 0
     assert f["evictions"] <= 3
     assert all(c["pass"] for c in f["checks"].values())
+
+
+def test_bargain_shortfall():
+    f = figures("bargain-shortfall", False)
+    assert f["card_class"] == "bargain"
+    assert f["bill_usd"] == pytest.approx(28_840, abs=0.01)
+    assert within(f["delivered_avg_tps"], 61_015, 0.01)
+    assert f["demand_avg_tps"] == pytest.approx(90_000)
+    assert abs(f["unmet_share"] - 0.32) <= 0.005
+    assert not f["checks"]["capacity"]["pass"]
+    assert f["checks"]["eviction"]["pass"]
+
+
+def test_bargain_shortfall_fix():
+    f = figures("bargain-shortfall", True)
+    assert f["card_class"] == "flagship"
+    assert within(f["bill_usd"], 35_360, 0.01)
+    assert abs(f["convergence"] - 0.956) <= 0.005
+    assert f["checks"]["capacity"]["pass"]
+    assert all(c["pass"] for c in f["checks"].values())
