@@ -1,0 +1,324 @@
+"""`fleet compare`: a grid of policies replayed over many seeded months, as a table, files and a plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from fleet.compare import (
+    AXES,
+    CHECKS,
+    DEFAULT_HEADROOMS,
+    DEFAULT_MODES,
+    DEFAULT_SHARES,
+    DEFAULT_WINDOWS,
+    MIN_PASS_RATE,
+    ComboSummary,
+    Recommendation,
+    combo_of,
+    combo_scenarios,
+    csv_rows,
+    default_grid_axes,
+    expand_grid,
+    ideal_summary,
+    rank_of,
+    recommend,
+    run_grid,
+    summarise,
+)
+
+HELP = (
+    "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
+    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class; "
+    "comma-separated) "
+    "replays the same months (seeds S, S+1, ...): each month is drawn once and shared, so differences are the "
+    "policy's. An axis not given keeps the preset's value. Each combination gets the median and 90% interval "
+    "(p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share of "
+    "months passing each check.\n\n"
+    "The recommendation is always printed when the grid has more than one combination: the highest median "
+    "convergence among the combinations that pass capacity and eviction in at least --min-pass of months "
+    f"(default {MIN_PASS_RATE:.0%}), with its figures and the runner-up. With --recommend, axes not given search "
+    f"the default grid instead of keeping the preset's value: eviction windows {','.join(DEFAULT_WINDOWS)} and "
+    f"shares {','.join(f'{s:g}' for s in DEFAULT_SHARES)} where the preset's eviction rule is on (else sizing "
+    f"windows {','.join(DEFAULT_WINDOWS)}, since eviction window and share then change nothing); modes "
+    f"{','.join(DEFAULT_MODES)}; headrooms {','.join(f'{h:g}' for h in DEFAULT_HEADROOMS)} and the preset's; "
+    "every card class on the market.\n\n"
+    "Convergence is against the exact ideal (the cheapest whole-card set each hour, an integer program over "
+    "counts per class) unless --greedy-ideal; the greedy ideal's gap to it is printed."
+)
+
+
+def _usage(msg: str) -> Exception:
+    from fleet.cli import UsageError
+
+    return UsageError(msg)
+
+
+def _split(option: str, text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise _usage(f"{option} {text!r}: expected a comma-separated list with no empty item")
+    return items
+
+
+def _floats(option: str, text: str | None, lo: float, hi: float) -> list[float] | None:
+    items = _split(option, text)
+    if items is None:
+        return None
+    out = []
+    for t in items:
+        try:
+            v = float(t)
+        except ValueError:
+            raise _usage(f"{option} {text!r}: {t!r} is not a number") from None
+        if not (lo <= v <= hi):
+            raise _usage(f"{option} {text!r}: {t} is outside {lo:g}..{hi:g}")
+        out.append(v)
+    return out
+
+
+def _out_path(option: str, path: Path | None, suffixes: tuple[str, ...]) -> Path | None:
+    """Check an output file can be written before a long grid runs."""
+    if path is None:
+        return None
+    if path.suffix.lower() not in suffixes:
+        raise _usage(f"{option} {str(path)!r}: expected a file ending in {' or '.join(suffixes)}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise _usage(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist")
+    if path.is_dir():
+        raise _usage(f"{option} {str(path)!r}: is a folder")
+    return path
+
+
+def _pct(v: float) -> str:
+    return f"{v:.1%}"
+
+
+def _usd(v: float) -> str:
+    return f"${v / 1000:,.1f}k" if abs(v) >= 10_000 else f"${v:,.0f}"
+
+
+def _fig(key: str, q: dict) -> str:
+    """A figure's median with its 90% interval in brackets, in the figure's unit."""
+    if key == "convergence":
+        return f"{q['median']:.1%} ({q['p05']:.1%}–{q['p95']:.1%})"
+    if key in ("bill_usd", "idle_usd"):
+        return f"{_usd(q['median'])} ({_usd(q['p05'])}–{_usd(q['p95'])})"
+    if key in ("wrong_evictions", "evictions"):
+        return f"{q['median']:g} ({q['p05']:g}–{q['p95']:g})"
+    return f"{q['median']:,.0f} ({q['p05']:,.0f}–{q['p95']:,.0f})"
+
+
+FIGURE_HEADERS = {
+    "convergence": "convergence",
+    "wrong_evictions": "wrong evictions",
+    "evictions": "evictions",
+    "unmet_avg_tps": "unmet tok/s",
+    "bill_usd": "bill",
+    "idle_usd": "idle cost",
+}
+
+AXIS_HEADERS = {"window": "evict window", "size_window": "size window", "share": "share", "mode": "mode", "headroom": "headroom", "card_class": "class"}
+
+
+def _axis_value(s: ComboSummary, axis: str) -> str:
+    v = getattr(s.combo, axis)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _describe(s: ComboSummary) -> str:
+    f = s.figures
+    pr = s.pass_rate
+    return (
+        f"{escape(s.combo.label())}\n"
+        f"    convergence {_fig('convergence', f['convergence'])}, bill {_fig('bill_usd', f['bill_usd'])}, "
+        f"idle {_fig('idle_usd', f['idle_usd'])}\n"
+        f"    unmet {_fig('unmet_avg_tps', f['unmet_avg_tps'])} tok/s, evictions {_fig('evictions', f['evictions'])}, "
+        f"wrong {_fig('wrong_evictions', f['wrong_evictions'])}\n"
+        f"    passes capacity {_pct(pr['capacity'])}, convergence {_pct(pr['convergence'])}, eviction {_pct(pr['eviction'])}; "
+        f"all three {_pct(s.all_checks_pass_rate)} of {s.months} months"
+    )
+
+
+def render_table(console, title: str, summaries: list[ComboSummary], rec: Recommendation | None, ideal: dict, marks) -> None:
+    from rich.table import Table
+
+    varying = [a for a in AXES if len({getattr(s.combo, a) for s in summaries}) > 1]
+    fixed = [a for a in AXES if a not in varying]
+    console.print(f"[bold]{escape(title)}[/bold]", highlight=False)
+    if fixed:
+        console.print("  every row: " + escape(summaries[0].combo.label(fixed)), highlight=False)
+    console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
+    t = Table(box=None, padding=(0, 1), header_style="bold")
+    if rec is not None:
+        t.add_column("")
+    for a in varying:
+        t.add_column(AXIS_HEADERS[a])
+    for k in FIGURE_HEADERS.values():
+        t.add_column(k, justify="right")
+    for c in CHECKS:
+        t.add_column(f"pass {c}", justify="right")
+    for s in summaries:
+        row = []
+        if rec is not None:
+            row.append({1: "best", 2: "2nd"}.get(rank_of(rec, s) or 0, ""))
+        row += [escape(_axis_value(s, a)) for a in varying]
+        row += [_fig(k, s.figures[k]) for k in FIGURE_HEADERS]
+        row += [_pct(s.pass_rate[c]) for c in CHECKS]
+        t.add_row(*row)
+    console.print(t)
+    console.print(
+        f"  pass marks: unmet demand <= {marks.max_unmet_share:.1%} of demand; ideal / real bill >= {marks.min_convergence:.0%}; "
+        f"wrong evictions <= {marks.max_wrong_evictions}",
+        highlight=False,
+    )
+    if ideal["method"] == "exact":
+        g = ideal["greedy_gap_usd"]
+        console.print(
+            f"  ideal: exact (cheapest whole-card set per hour); the greedy ideal bills ${g['median']:,.2f} more "
+            f"(p05–p95 ${g['p05']:,.2f}–{g['p95']:,.2f}) a month ({ideal['greedy_gap_share']['median']:.3%} median), "
+            f"over the exact in {ideal['months_with_gap']} of {summaries[0].months} months",
+            highlight=False,
+        )
+    else:
+        console.print("  ideal: greedy by true tokens per dollar (--greedy-ideal)", highlight=False)
+
+
+def render_recommendation(console, rec: Recommendation) -> None:
+    console.print()
+    if rec.best is None:
+        console.print(
+            f"[bold red]No recommendation[/bold red]: none of the {rec.considered} combinations passes capacity and eviction "
+            f"in {rec.min_pass_rate:.0%} of months.",
+            highlight=False,
+        )
+        if rec.closest is not None:
+            console.print("Closest: " + _describe(rec.closest), highlight=False)
+        return
+    console.print(
+        f"[bold]Recommended[/bold] (highest median convergence of the {rec.eligible} of {rec.considered} combinations "
+        f"passing capacity and eviction in at least {rec.min_pass_rate:.0%} of months):",
+        highlight=False,
+    )
+    console.print("  " + _describe(rec.best), highlight=False)
+    if rec.runner_up is not None:
+        tie = rec.runner_up.figures == rec.best.figures and rec.runner_up.pass_rate == rec.best.pass_rate
+        console.print("[bold]Runner-up[/bold]" + (" (the same figures as the best: the axes that differ change nothing here)" if tie else "") + ":", highlight=False)
+        console.print("  " + _describe(rec.runner_up), highlight=False)
+
+
+def compare_cmd(
+    preset: Annotated[str, typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")],
+    fix: Annotated[bool, typer.Option("--fix", help="Start from the preset's fix instead.")] = False,
+    window: Annotated[Optional[str], typer.Option("--window", help="Eviction windows (what the rule judges cards through), e.g. hour,day,week or 36h.")] = None,
+    size_window: Annotated[Optional[str], typer.Option("--size-window", help="Sizing windows (what the greedy scores cards through), e.g. day,week.")] = None,
+    share: Annotated[Optional[str], typer.Option("--share", help="Eviction shares, e.g. 0.05,0.1,0.2.")] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="Sizing modes, e.g. held,steady.")] = None,
+    headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
+    card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain.")] = None,
+    months: Annotated[int, typer.Option("--months", help="Seeded months to replay each combination on.", min=1, max=100_000)] = 50,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
+    recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
+    min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months a recommendation must pass capacity and eviction in.", min=0.0, max=1.0)] = MIN_PASS_RATE,
+    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw convergence and wrong evictions against the window to this PNG (or .svg/.pdf).")] = None,
+    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Write one row per combination to this CSV file.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per combination, instead of the table.")] = False,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", help="Worker processes (default: every core).", min=1)] = None,
+    exact: Annotated[bool, typer.Option("--exact/--greedy-ideal", help="Convergence against the exact ideal (default) or the greedy one.")] = True,
+) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fleet.cli import console, err_console
+    from fleet.config import load_preset
+    from fleet.plot import PLOT_SUFFIXES, plot_compare
+    from fleet.verdict import json_safe
+
+    plot = _out_path("--plot", plot, PLOT_SUFFIXES)
+    csv_path = _out_path("--csv", csv_path, (".csv",))
+    p = load_preset(preset)
+    base = p.resolve(fix=fix)
+    axes = {
+        "window": _split("--window", window),
+        "size_window": _split("--size-window", size_window),
+        "share": _floats("--share", share, 0.0, 1.0),
+        "mode": _split("--mode", mode),
+        "headroom": _floats("--headroom", headroom, 0.5, 5.0),
+        "card_class": _split("--class", card_class),
+    }
+    if recommend_grid:
+        for k, v in default_grid_axes(base).items():
+            axes[k] = axes[k] or list(v)
+    combos = expand_grid(base, **axes)
+    scenarios = combo_scenarios(p, combos, fix=fix)
+    first = base.seed if seed is None else seed
+    seeds = range(first, first + months)
+    jobs = jobs or os.cpu_count() or 1
+    base_dir = p.path.parent if p.path else None
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"{p.name}: {len(combos)} combinations × {months} months", total=months)
+        results = run_grid(scenarios, seeds, exact=exact, jobs=jobs, base_dir=base_dir, on_months=lambda n: progress.advance(task, n))
+
+    summaries = summarise(combos, results)
+    ideal = ideal_summary(results, exact)
+    rec = recommend(summaries, min_pass) if len(combos) > 1 else None
+
+    if csv_path:
+        rows = csv_rows(summaries, rec)
+        with csv_path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    if plot:
+        marked = {"the preset": combo_of(p.resolve())}
+        if p.fix_raw:
+            marked["the fix"] = combo_of(p.resolve(fix=True))
+        anchor = rec.best.combo if rec and rec.best else None
+        if anchor is None and any(s.combo == marked.get("the fix") for s in summaries):
+            anchor = marked["the fix"]
+        plot_compare(
+            summaries,
+            plot,
+            title=f"{p.name}{' (fix)' if fix else ''}: {months} months from seed {first}",
+            min_convergence=base.checks.min_convergence,
+            max_wrong_evictions=base.checks.max_wrong_evictions,
+            anchor=anchor,
+            marked=marked,
+        )
+    if as_json:
+        payload = [s.as_dict(ideal=ideal, rank=rank_of(rec, s) if rec else None) for s in summaries]
+        typer.echo(json.dumps(json_safe(payload), indent=2))
+        return
+    if not console.is_terminal:
+        # Piped or redirected: a width that fits the table rather than 80 columns.
+        from rich.console import Console
+
+        console = Console(width=200, highlight=False)
+    title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {months} months (seeds {first}–{first + months - 1})"
+    render_table(console, title, summaries, rec, ideal, base.checks)
+    if rec is not None:
+        render_recommendation(console, rec)
+    for label, path in (("plot", plot), ("csv", csv_path)):
+        if path:
+            console.print(f"  wrote {label}: {path}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare", help=HELP)(compare_cmd)

@@ -1,0 +1,391 @@
+"""Policies side by side over many seeded months, with common random numbers.
+
+A grid of policy choices (window, eviction share, sizing mode, headroom, card
+class) is replayed over the same months: each seed's month is drawn once and
+every combination replays that very draw, so a difference between two
+combinations is the policy's, not the lottery's. The ideal bill depends only
+on the month, so it is also computed once per seed.
+
+Everything here is pure (scenarios and seeds in, arrays and summaries out);
+the only side channel is an optional progress callback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from fleet.config import ConfigError, Preset, Scenario
+from policies import SIZING_MODES, window_hours
+
+FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd")
+"""The figures summarised per combination, in the order tables and files show them."""
+
+CHECKS = ("capacity", "convergence", "eviction")
+
+AXES = ("window", "size_window", "share", "mode", "headroom", "card_class")
+"""The grid's axes, in the order combinations are expanded and shown. `window` is the window the
+eviction rule judges cards through; `size_window` the one the sizing greedy scores them through."""
+
+DEFAULT_WINDOWS = ("hour", "day", "week")
+DEFAULT_SHARES = (0.05, 0.1, 0.2)
+DEFAULT_MODES = ("held", "steady")
+DEFAULT_HEADROOMS = (1.0, 1.02, 1.05, 1.1)
+
+MIN_PASS_RATE = 0.95
+"""A combination is recommendable when at least this share of months passes capacity and eviction."""
+
+
+@dataclass(frozen=True, order=True)
+class Combo:
+    """One point of the grid: the policy choices a month is replayed under."""
+
+    window: str  # the eviction rule's window
+    size_window: str  # the sizing window
+    share: float
+    mode: str
+    headroom: float
+    card_class: str
+
+    def overrides(self) -> list[str]:
+        """The `KEY=VALUE` overrides that put this combination onto a preset."""
+        return [
+            f"policy.eviction.window={json.dumps(self.window)}",
+            f"policy.window={json.dumps(self.size_window)}",
+            f"policy.eviction.share={self.share!r}",
+            f"policy.mode={json.dumps(self.mode)}",
+            f"policy.headroom={self.headroom!r}",
+            f"policy.card_class={json.dumps(self.card_class)}",
+        ]
+
+    def label(self, axes: Iterable[str] = AXES) -> str:
+        parts = {
+            "window": f"{self.window} eviction window",
+            "size_window": f"{self.size_window} sizing window",
+            "share": f"share {self.share:g}",
+            "mode": f"{self.mode} mode",
+            "headroom": f"headroom {self.headroom:g}",
+            "card_class": f"{self.card_class} cards",
+        }
+        return ", ".join(parts[a] for a in axes)
+
+
+def combo_of(scenario: Scenario) -> Combo:
+    """The grid point a scenario's policy sits on."""
+    p = scenario.policy
+    return Combo(str(p.eviction_window), str(p.window), float(p.eviction.share), p.mode, float(p.headroom), p.card_class)
+
+
+def _unique(values: Sequence) -> tuple:
+    return tuple(dict.fromkeys(values))
+
+
+def expand_grid(
+    base: Scenario,
+    window: Sequence[str] | None = None,
+    size_window: Sequence[str] | None = None,
+    share: Sequence[float] | None = None,
+    mode: Sequence[str] | None = None,
+    headroom: Sequence[float] | None = None,
+    card_class: Sequence[str] | None = None,
+) -> list[Combo]:
+    """Every combination of the axes given; an axis not given keeps the base scenario's value."""
+    own = combo_of(base)
+    axes = {
+        "window": _unique(window) if window else (own.window,),
+        "size_window": _unique(size_window) if size_window else (own.size_window,),
+        "share": _unique(float(s) for s in share) if share else (own.share,),
+        "mode": _unique(mode) if mode else (own.mode,),
+        "headroom": _unique(float(h) for h in headroom) if headroom else (own.headroom,),
+        "card_class": _unique(card_class) if card_class else (own.card_class,),
+    }
+    return [
+        Combo(w, z, s, m, h, c)
+        for w in axes["window"]
+        for z in axes["size_window"]
+        for s in axes["share"]
+        for m in axes["mode"]
+        for h in axes["headroom"]
+        for c in axes["card_class"]
+    ]
+
+
+def default_grid_axes(base: Scenario) -> dict[str, tuple]:
+    """The grid a recommendation searches when no axis is given.
+
+    Where an eviction rule is on, the eviction window and share are searched and
+    the sizing window kept; with the rule off, eviction window and share change
+    nothing, so the sizing window is searched instead.
+    """
+    own = combo_of(base)
+    evicting = base.policy.eviction.rule != "none"
+    return {
+        "window": DEFAULT_WINDOWS if evicting else (own.window,),
+        "size_window": (own.size_window,) if evicting else DEFAULT_WINDOWS,
+        "share": DEFAULT_SHARES if evicting else (own.share,),
+        "mode": DEFAULT_MODES,
+        "headroom": tuple(sorted(set(DEFAULT_HEADROOMS) | {own.headroom})),
+        "card_class": tuple(c.name for c in base.classes),
+    }
+
+
+def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False) -> list[Scenario]:
+    """The scenario of each combination, checked so that a bad choice fails before any month runs."""
+    out = []
+    for c in combos:
+        s = preset.resolve(fix=fix, overrides=c.overrides())
+        for w in (c.window, c.size_window):
+            hours = window_hours(w)
+            if hours > s.warmup_hours:
+                raise ConfigError(f"window {w!r}: {hours} hours is longer than the {s.warmup_hours} hours of warm-up history")
+        SIZING_MODES.get(s.policy.mode)
+        out.append(s)
+    return out
+
+
+@dataclass(frozen=True)
+class MonthBatch:
+    """One worker's share: the combinations' scenarios and the seeds to replay them on."""
+
+    scenarios: tuple[Scenario, ...]
+    seeds: tuple[int, ...]
+    exact: bool
+    base_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class MonthFigures:
+    """One seed's month under every combination: figures (combos, figures) and check passes (combos, checks)."""
+
+    seed: int
+    figures: np.ndarray
+    passes: np.ndarray
+    ideal_greedy_usd: float
+    ideal_exact_usd: float
+    gap_hours: int
+
+
+def run_batch(batch: MonthBatch) -> list[MonthFigures]:
+    """Replay each seed's month, drawn once, under every combination."""
+    # Imported here, not at the top, so that loading the command line stays quick.
+    from fleet.ideal import ideal_greedy_usd_by_hour
+    from fleet.ideal_exact import ideal_exact_usd_by_hour
+    from fleet.model import draw_month
+    from fleet.replay import replay
+
+    out = []
+    for seed in batch.seeds:
+        scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
+        month = draw_month(scenarios[0], batch.base_dir)
+        true_month = month.true_rate_tps[:, month.warmup_hours :]
+        rent_h = month.rent_usd_per_hour
+        demand = month.demand_tps.astype(np.float64)
+        greedy = ideal_greedy_usd_by_hour(true_month, rent_h, demand)
+        exact = ideal_exact_usd_by_hour(true_month, rent_h, demand) if batch.exact else greedy
+        ideal_usd = exact if batch.exact else greedy
+
+        def ideal(_rate: np.ndarray, _rent: np.ndarray, _demand: np.ndarray, usd: np.ndarray = ideal_usd) -> np.ndarray:
+            return usd
+
+        figs = np.empty((len(scenarios), len(FIGURES)))
+        passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)
+        for i, s in enumerate(scenarios):
+            f = replay(s, month=month, base_dir=batch.base_dir, ideal=ideal).figures
+            figs[i] = [f[k] for k in FIGURES]
+            passes[i] = [f["checks"][c]["pass"] for c in CHECKS]
+        out.append(
+            MonthFigures(
+                seed=seed,
+                figures=figs,
+                passes=passes,
+                ideal_greedy_usd=float(greedy.sum()),
+                ideal_exact_usd=float(exact.sum()),
+                gap_hours=int((greedy > exact + 1e-9).sum()),
+            )
+        )
+    return out
+
+
+def _same_month(scenarios: Sequence[Scenario]) -> None:
+    """Every combination must draw the same month: they may differ in policy only."""
+    first = scenarios[0].model_dump(exclude={"policy", "seed"})
+    for s in scenarios[1:]:
+        if s.model_dump(exclude={"policy", "seed"}) != first:
+            raise ValueError("combinations differ outside the policy, so they cannot share a month's draw")
+
+
+def run_grid(
+    scenarios: Sequence[Scenario],
+    seeds: Sequence[int],
+    exact: bool = True,
+    jobs: int | None = None,
+    base_dir: Path | None = None,
+    on_months: Callable[[int], None] | None = None,
+) -> list[MonthFigures]:
+    """Replay every combination on every seed's month, over `jobs` processes; results in seed order."""
+    if not scenarios:
+        raise ValueError("no combination to run")
+    _same_month(scenarios)
+    seeds = list(seeds)
+    jobs = max(1, int(jobs or os.cpu_count() or 1))
+    # Small batches keep the progress bar moving and the cores evenly loaded.
+    size = max(1, min(8, math.ceil(len(seeds) / (jobs * 6))))
+    batches = [MonthBatch(tuple(scenarios), tuple(seeds[i : i + size]), exact, base_dir) for i in range(0, len(seeds), size)]
+    results: list[MonthFigures] = []
+    if jobs == 1 or len(batches) == 1:
+        for b in batches:
+            results.extend(run_batch(b))
+            if on_months:
+                on_months(len(b.seeds))
+    else:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(batches))) as pool:
+            for b, got in zip(batches, pool.map(run_batch, batches)):
+                results.extend(got)
+                if on_months:
+                    on_months(len(b.seeds))
+    return sorted(results, key=lambda m: m.seed)
+
+
+def _quantiles(v: np.ndarray) -> dict:
+    return {"median": float(np.median(v)), "p05": float(np.percentile(v, 5)), "p95": float(np.percentile(v, 95))}
+
+
+@dataclass(frozen=True)
+class ComboSummary:
+    """A combination's figures over the months: median and 90% interval, and each check's pass rate."""
+
+    combo: Combo
+    months: int
+    figures: dict  # figure -> {median, p05, p95}
+    pass_rate: dict  # check -> share of months passing
+    all_checks_pass_rate: float
+
+    def as_dict(self, ideal: dict | None = None, rank: int | None = None) -> dict:
+        d = {
+            "window": self.combo.window,
+            "size_window": self.combo.size_window,
+            "share": self.combo.share,
+            "mode": self.combo.mode,
+            "headroom": self.combo.headroom,
+            "card_class": self.combo.card_class,
+            "months": self.months,
+        }
+        d.update({k: dict(v) for k, v in self.figures.items()})
+        d["pass_rate"] = dict(self.pass_rate)
+        d["all_checks_pass_rate"] = self.all_checks_pass_rate
+        if ideal is not None:
+            d["ideal"] = ideal
+        d["recommendation"] = {1: "best", 2: "runner-up"}.get(rank) if rank else None
+        return d
+
+
+def summarise(combos: Sequence[Combo], months: Sequence[MonthFigures]) -> list[ComboSummary]:
+    """Per combination, the median and 5th/95th percentiles of each figure and each check's pass rate."""
+    if not months:
+        raise ValueError("no month to summarise")
+    figs = np.stack([m.figures for m in months])  # (months, combos, figures)
+    passes = np.stack([m.passes for m in months])  # (months, combos, checks)
+    out = []
+    for i, c in enumerate(combos):
+        out.append(
+            ComboSummary(
+                combo=c,
+                months=len(months),
+                figures={k: _quantiles(figs[:, i, j]) for j, k in enumerate(FIGURES)},
+                pass_rate={k: float(passes[:, i, j].mean()) for j, k in enumerate(CHECKS)},
+                all_checks_pass_rate=float(passes[:, i, :].all(axis=1).mean()),
+            )
+        )
+    return out
+
+
+def ideal_summary(months: Sequence[MonthFigures], exact: bool) -> dict:
+    """Which ideal the convergence is against, and the greedy ideal's overspend over the exact one."""
+    greedy = np.array([m.ideal_greedy_usd for m in months])
+    exact_usd = np.array([m.ideal_exact_usd for m in months])
+    gap = greedy - exact_usd
+    return {
+        "method": "exact" if exact else "greedy",
+        "greedy_gap_usd": _quantiles(gap) if exact else None,
+        "greedy_gap_share": _quantiles(np.divide(gap, exact_usd, out=np.zeros_like(gap), where=exact_usd > 0)) if exact else None,
+        "months_with_gap": int((gap > 1e-6).sum()) if exact else None,
+        "hours_with_gap": _quantiles(np.array([m.gap_hours for m in months], dtype=np.float64)) if exact else None,
+    }
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The best and second-best recommendable combinations, or none with the closest one."""
+
+    best: ComboSummary | None
+    runner_up: ComboSummary | None
+    eligible: int
+    considered: int
+    min_pass_rate: float
+    closest: ComboSummary | None = field(default=None)
+
+
+def _rank_key(s: ComboSummary) -> tuple:
+    # Median convergence first; then the bad months (p05); then how often all three checks pass; then the cheaper bill.
+    c = s.figures["convergence"]
+    return (-c["median"], -c["p05"], -s.all_checks_pass_rate, s.figures["bill_usd"]["median"])
+
+
+def recommend(summaries: Sequence[ComboSummary], min_pass_rate: float = MIN_PASS_RATE) -> Recommendation:
+    """The combination with the highest median convergence among those that pass capacity and
+    eviction in at least `min_pass_rate` of months, and the runner-up."""
+    eligible = [
+        s for s in summaries if s.pass_rate["capacity"] >= min_pass_rate - 1e-12 and s.pass_rate["eviction"] >= min_pass_rate - 1e-12
+    ]
+    ranked = sorted(eligible, key=_rank_key)
+    closest = None
+    if not ranked and summaries:
+        closest = max(summaries, key=lambda s: (min(s.pass_rate["capacity"], s.pass_rate["eviction"]), s.figures["convergence"]["median"]))
+    return Recommendation(
+        best=ranked[0] if ranked else None,
+        runner_up=ranked[1] if len(ranked) > 1 else None,
+        eligible=len(ranked),
+        considered=len(summaries),
+        min_pass_rate=min_pass_rate,
+        closest=closest,
+    )
+
+
+def rank_of(rec: Recommendation, summary: ComboSummary) -> int | None:
+    if rec.best is summary:
+        return 1
+    if rec.runner_up is summary:
+        return 2
+    return None
+
+
+def csv_rows(summaries: Sequence[ComboSummary], rec: Recommendation | None = None) -> list[dict]:
+    """One flat row per combination, for a CSV."""
+    rows = []
+    for s in summaries:
+        row = {
+            "window": s.combo.window,
+            "size_window": s.combo.size_window,
+            "share": s.combo.share,
+            "mode": s.combo.mode,
+            "headroom": s.combo.headroom,
+            "card_class": s.combo.card_class,
+            "months": s.months,
+        }
+        for k in FIGURES:
+            for q in ("median", "p05", "p95"):
+                row[f"{k}_{q}"] = s.figures[k][q]
+        for c in CHECKS:
+            row[f"pass_rate_{c}"] = s.pass_rate[c]
+        row["all_checks_pass_rate"] = s.all_checks_pass_rate
+        rank = rank_of(rec, s) if rec else None
+        row["recommendation"] = {1: "best", 2: "runner-up"}.get(rank, "") if rank else ""
+        rows.append(row)
+    return rows

@@ -1,0 +1,231 @@
+"""The exact ideal operator: per hour, the cheapest whole-card set whose true rates cover demand.
+
+Cards at the same rent (the cards of one class) differ only in rate, so a set
+holding k of them is at its best when it holds that hour's k fastest. The
+covering problem over cards therefore shrinks to one over counts per rent
+group: choose k_g in 0..n_g for each group g, minimise sum(k_g × rent_g) so
+that sum(top_g(k_g)) covers demand, where top_g(k) is the summed rate of the
+group's k fastest cards that hour (a concave prefix sum).
+
+- One group: the fewest fastest cards, which is what the greedy does; exact.
+- Several groups, few count combinations: enumerate the counts of every group
+  but the largest and find the largest group's count by binary search on its
+  prefix sums, for every hour at once.
+- Otherwise: a tiny integer program per hour (`scipy.optimize.milp`) over the
+  counts, with each concave prefix sum written as the minimum of its linear
+  pieces (exact at whole counts).
+
+An hour that no set covers takes every card, as the greedy does, so the exact
+bill never exceeds the greedy's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from fleet.ideal import ideal_greedy_usd_by_hour
+
+COVER_TOL_TPS = 1e-9
+"""A set covers demand when its rate reaches demand less this; the greedy uses the same tolerance."""
+
+ENUMERATION_LIMIT = 50_000
+"""Most count combinations (over every group but the largest) enumerated before the MILP takes over."""
+
+ENUMERATION_CELLS = 2_000_000
+"""Combinations × hours handled at once by the enumeration, to bound its memory."""
+
+
+@dataclass(frozen=True)
+class RentGroups:
+    """The pool split by rent, each group's true rates sorted fastest first per hour, as prefix sums."""
+
+    rent_usd_per_hour: np.ndarray  # (groups,)
+    cards: np.ndarray  # (groups,) cards per group
+    prefix_tps: tuple[np.ndarray, ...]  # per group, (cards + 1, hours): summed rate of the k fastest
+
+
+def rent_groups(true_rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> RentGroups:
+    """Group cards by rent and sort each group's rates per hour, fastest first."""
+    rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
+    rate = np.maximum(np.asarray(true_rate_tps, dtype=np.float64), 0.0)
+    values, inverse = np.unique(rent, return_inverse=True)
+    prefixes = []
+    counts = []
+    for g in range(values.size):
+        r = rate[inverse == g]
+        r = -np.sort(-r, axis=0)
+        p = np.zeros((r.shape[0] + 1, r.shape[1]))
+        np.cumsum(r, axis=0, out=p[1:])
+        prefixes.append(p)
+        counts.append(r.shape[0])
+    return RentGroups(values, np.array(counts, dtype=np.int64), tuple(prefixes))
+
+
+def _cards_needed(prefix_tps: np.ndarray, need_tps: np.ndarray) -> np.ndarray:
+    """Fewest fastest cards of one group covering `need_tps` (combos, hours); n + 1 where none do."""
+    n1, hours = prefix_tps.shape
+    out = np.empty(need_tps.shape, dtype=np.int64)
+    for h in range(hours):
+        # Prefix sums are non-decreasing in k, so the first k reaching the need is a binary search.
+        out[:, h] = np.searchsorted(prefix_tps[:, h], need_tps[:, h] - COVER_TOL_TPS, side="left")
+    return out
+
+
+def _enumerate_usd(groups: RentGroups, demand_tps: np.ndarray) -> np.ndarray:
+    """Cheapest covering cost per hour by enumerating counts of all groups but the largest."""
+    last = int(np.argmax(groups.cards))
+    others = [g for g in range(groups.cards.size) if g != last]
+    listed = list(itertools.product(*(range(groups.cards[g] + 1) for g in others)))
+    combos = np.array(listed, dtype=np.int64).reshape(len(listed), len(others))
+    usd = combos @ groups.rent_usd_per_hour[others] if others else np.zeros(1)
+    hours = demand_tps.size
+    out = np.empty(hours)
+    # Hours go in blocks so the (combos, hours) arrays stay near a few million cells.
+    block = max(1, ENUMERATION_CELLS // combos.shape[0])
+    for a in range(0, hours, block):
+        b = min(hours, a + block)
+        cap = np.zeros((combos.shape[0], b - a))
+        for j, g in enumerate(others):
+            cap += groups.prefix_tps[g][combos[:, j], a:b]
+        k_last = _cards_needed(groups.prefix_tps[last][:, a:b], demand_tps[None, a:b] - cap)
+        total = np.where(k_last <= groups.cards[last], usd[:, None] + k_last * groups.rent_usd_per_hour[last], np.inf)
+        out[a:b] = total.min(axis=0)
+    return out
+
+
+def _hour(groups: RentGroups, h: int) -> RentGroups:
+    return RentGroups(groups.rent_usd_per_hour, groups.cards, tuple(p[:, h : h + 1] for p in groups.prefix_tps))
+
+
+def _milp_hour_usd(groups: RentGroups, h: int, demand: float) -> float:
+    """One hour's cheapest covering cost as an integer program over counts per group.
+
+    Variables: k_g (whole cards of group g) and y_g (the rate they give). y_g is
+    held under every linear piece of the group's concave prefix sum, so at a
+    whole count it is at most the summed rate of that many fastest cards. Rates
+    are capped at demand (a card faster than demand covers it either way) and
+    put in units of demand, so the solver works on numbers near 1.
+
+    The solver's feasibility tolerance can accept a set short of demand by a
+    millionth; its answer is checked against the prefix sums, and when it falls
+    short the hour is enumerated (one hour at a time is cheap) or, past that,
+    asked again with the shortfall added.
+    """
+    G = groups.cards.size
+    prefix = []
+    for g in range(G):
+        rate = np.minimum(np.diff(groups.prefix_tps[g][:, h]), demand) / demand
+        prefix.append(np.concatenate([[0.0], np.cumsum(rate)]))
+    rows, hi = [], []
+    for g in range(G):
+        n = int(groups.cards[g])
+        slopes = np.diff(prefix[g])  # rate of the (j+1)-th fastest card, j = 0..n-1
+        block = np.zeros((n, 2 * G))
+        block[:, g] = -slopes
+        block[:, G + g] = 1.0
+        rows.append(block)
+        hi.append(prefix[g][:-1] - np.arange(n) * slopes)
+    pieces = LinearConstraint(np.vstack(rows), -np.inf, np.concatenate(hi))
+    cover_row = np.concatenate([np.zeros(G), np.ones(G)])[None, :]
+    c = np.concatenate([groups.rent_usd_per_hour, np.zeros(G)])
+    top = np.array([p[-1] for p in prefix])
+    bounds = Bounds(np.zeros(2 * G), np.concatenate([groups.cards.astype(np.float64), top]))
+    integrality = np.concatenate([np.ones(G), np.zeros(G)])
+    need = 1.0 - COVER_TOL_TPS / demand
+    for _ in range(8):
+        res = milp(
+            c,
+            constraints=[pieces, LinearConstraint(cover_row, need, np.inf)],
+            bounds=bounds,
+            integrality=integrality,
+            options={"mip_rel_gap": 0.0},
+        )
+        if res.status != 0 or res.x is None:
+            raise RuntimeError(f"exact ideal: the integer program for hour {h} did not solve ({res.message})")
+        counts = np.round(res.x[:G]).astype(np.int64)
+        covered = sum(groups.prefix_tps[g][counts[g], h] for g in range(G))
+        short = demand - COVER_TOL_TPS - covered
+        if short <= 0:
+            return float(counts @ groups.rent_usd_per_hour)
+        if _combinations(groups) <= 64 * ENUMERATION_LIMIT:
+            return float(_enumerate_usd(_hour(groups, h), np.array([demand]))[0])
+        need += max(2 * short / demand, 2e-6)
+    raise RuntimeError(f"exact ideal: the integer program for hour {h} kept returning a set short of demand")
+
+
+def _combinations(groups: RentGroups) -> int:
+    """Count combinations the enumeration walks: every group's counts but the largest group's."""
+    return int(np.prod([n + 1 for n in np.delete(groups.cards, np.argmax(groups.cards))]))
+
+
+def ideal_exact_usd_by_hour(
+    true_rate_tps: np.ndarray,
+    rent_usd_per_hour: np.ndarray,
+    demand_tps: np.ndarray,
+    method: str = "auto",
+) -> np.ndarray:
+    """The exact ideal bill of each hour over every card on the market (fits `replay(ideal=...)`).
+
+    `method` is "auto" (enumeration when the count combinations are few, else
+    the MILP), "enumerate" or "milp"; all give the same bill.
+    """
+    if method not in ("auto", "enumerate", "milp"):
+        raise ValueError(f"method {method!r}: expected auto, enumerate or milp")
+    demand = np.asarray(demand_tps, dtype=np.float64)
+    hours = demand.size
+    if true_rate_tps.shape[0] == 0 or hours == 0:
+        return np.zeros(hours)
+    groups = rent_groups(true_rate_tps, rent_usd_per_hour)
+    everything_usd = float(groups.cards @ groups.rent_usd_per_hour)
+    total_tps = sum(p[-1] for p in groups.prefix_tps)
+    coverable = total_tps >= demand - COVER_TOL_TPS
+    use_milp = method == "milp" or (method == "auto" and _combinations(groups) > ENUMERATION_LIMIT)
+    if not use_milp:
+        out = _enumerate_usd(groups, demand)
+    else:
+        out = np.empty(hours)
+        for h in range(hours):
+            if demand[h] <= COVER_TOL_TPS:
+                out[h] = 0.0  # no card at all covers it
+            elif coverable[h]:
+                out[h] = _milp_hour_usd(groups, h, float(demand[h]))
+    out = np.where(demand <= COVER_TOL_TPS, 0.0, out)
+    return np.where(coverable, out, everything_usd)
+
+
+@dataclass(frozen=True)
+class IdealGap:
+    """The greedy ideal against the exact one over a month."""
+
+    greedy_usd: float
+    exact_usd: float
+    hours_with_gap: int
+
+    @property
+    def gap_usd(self) -> float:
+        return self.greedy_usd - self.exact_usd
+
+    @property
+    def gap_share(self) -> float:
+        """The greedy's overspend as a share of the exact bill."""
+        return self.gap_usd / self.exact_usd if self.exact_usd > 0 else 0.0
+
+
+def ideal_gap(greedy_usd_by_hour: np.ndarray, exact_usd_by_hour: np.ndarray) -> IdealGap:
+    """How much more the greedy ideal bills than the exact one, and in how many hours."""
+    g = np.asarray(greedy_usd_by_hour, dtype=np.float64)
+    e = np.asarray(exact_usd_by_hour, dtype=np.float64)
+    return IdealGap(float(g.sum()), float(e.sum()), int((g > e + 1e-9).sum()))
+
+
+def ideal_both_usd_by_hour(
+    true_rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray, demand_tps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The greedy and the exact ideal bill of each hour, for reporting the greedy's gap."""
+    greedy = ideal_greedy_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand_tps)
+    exact = ideal_exact_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand_tps)
+    return greedy, exact

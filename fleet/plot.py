@@ -1,0 +1,129 @@
+"""The comparison drawn: convergence and wrong evictions against the window, one line per eviction share.
+
+The 90% interval over the months is a band around each median line, the
+pass marks are drawn across, and the preset's and the fix's own policies are
+marked where they sit on the grid, so the story reads without a number.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: E402
+
+from fleet.compare import AXES, Combo, ComboSummary  # noqa: E402
+from policies import window_hours  # noqa: E402
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def window_label(window: str) -> str:
+    h = window_hours(window)
+    return f"{window}\n({h} h)" if str(window) not in (str(h), f"{h}h") else f"{h} h"
+
+
+def anchor_label(held: dict) -> str:
+    names = {
+        "window": "{} eviction window",
+        "size_window": "{} sizing window",
+        "mode": "{} mode",
+        "headroom": "headroom {:g}",
+        "card_class": "{} cards",
+    }
+    return ", ".join(names[k].format(v) for k, v in held.items())
+
+
+def x_axis_of(summaries: Sequence[ComboSummary]) -> str:
+    """The window the plot runs along: the eviction window, or the sizing window when only it varies."""
+    if len({s.combo.window for s in summaries}) == 1 and len({s.combo.size_window for s in summaries}) > 1:
+        return "size_window"
+    return "window"
+
+
+def plot_slice(summaries: Sequence[ComboSummary], anchor: Combo | None) -> tuple[list[ComboSummary], str, dict]:
+    """The summaries drawn: every window along the x axis and every share, with the other axes held at
+    the anchor's (the recommended combination's, or the first's). Returns them, the x axis and the held values."""
+    x_axis = x_axis_of(summaries)
+    anchor = anchor or summaries[0].combo
+    held = {a: getattr(anchor, a) for a in AXES if a not in (x_axis, "share")}
+    chosen = [s for s in summaries if all(getattr(s.combo, k) == v for k, v in held.items())]
+    return chosen, x_axis, held
+
+
+def plot_compare(
+    summaries: Sequence[ComboSummary],
+    path: Path,
+    title: str,
+    min_convergence: float,
+    max_wrong_evictions: int,
+    anchor: Combo | None = None,
+    marked: dict[str, Combo] | None = None,
+) -> Path:
+    """Write the two-panel figure to `path` (PNG, SVG or PDF by its suffix)."""
+    chosen, x_axis, held = plot_slice(summaries, anchor)
+
+    def xw(s: ComboSummary) -> str:
+        return getattr(s.combo, x_axis)
+
+    windows = sorted({xw(s) for s in chosen}, key=window_hours)
+    shares = sorted({s.combo.share for s in chosen})
+    x_of = {w: i for i, w in enumerate(windows)}
+    fig, (ax_c, ax_w) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110, constrained_layout=True)
+    colors = plt.get_cmap("viridis")([0.15 + 0.7 * i / max(1, len(shares) - 1) for i in range(len(shares))])
+    short: list[ComboSummary] = []
+    for color, share in zip(colors, shares):
+        line = sorted((s for s in chosen if s.combo.share == share), key=lambda s: window_hours(xw(s)))
+        xs = [x_of[xw(s)] for s in line]
+        for ax, key in ((ax_c, "convergence"), (ax_w, "wrong_evictions")):
+            med = [s.figures[key]["median"] for s in line]
+            lo = [s.figures[key]["p05"] for s in line]
+            hi = [s.figures[key]["p95"] for s in line]
+            ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
+            ax.plot(xs, med, "o-", color=color, linewidth=2.2, markersize=6, label=f"{share:.0%}")
+        short += [s for s in line if s.pass_rate["capacity"] < 0.5]
+    if short:
+        # A month short of demand bills less than the ideal can: ring such points so a high
+        # convergence bought with a shortage is not read as a good choice.
+        ax_c.plot(
+            [x_of[xw(s)] for s in short],
+            [s.figures["convergence"]["median"] for s in short],
+            "o", markersize=15, markerfacecolor="none", markeredgecolor="firebrick", markeredgewidth=2,
+            label="short of demand\nin most months",
+        )
+    ax_c.axhline(min_convergence, color="firebrick", linestyle="--", linewidth=1)
+    ax_c.text(0.01, min_convergence, f"pass mark {min_convergence:.0%}", color="firebrick", va="bottom", ha="left", transform=ax_c.get_yaxis_transform())
+    ax_w.axhline(max_wrong_evictions, color="firebrick", linestyle="--", linewidth=1)
+    ax_w.text(0.01, max_wrong_evictions, f"pass mark: at most {max_wrong_evictions}", color="firebrick", va="bottom", ha="left", transform=ax_w.get_yaxis_transform())
+    for name, combo in (marked or {}).items():
+        hit = [s for s in chosen if s.combo == combo]
+        if not hit:
+            continue
+        s = hit[0]
+        x = x_of[getattr(combo, x_axis)]
+        for ax, key in ((ax_c, "convergence"), (ax_w, "wrong_evictions")):
+            y = s.figures[key]["median"]
+            ax.plot([x], [y], marker="*", markersize=17, color="black", zorder=5)
+            ax.annotate(name, (x, y), xytext=(10, 8), textcoords="offset points", fontsize=10, fontweight="bold")
+    ax_c.set_title("convergence (ideal bill / real bill)")
+    ax_c.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax_w.set_title("wrong evictions per month")
+    ax_w.set_ylim(bottom=min(-0.3, ax_w.get_ylim()[0]))
+    ax_w.yaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in (ax_c, ax_w):
+        ax.set_xticks(range(len(windows)), [window_label(w) for w in windows])
+        ax.set_xlabel("eviction window (scores the rule judges)" if x_axis == "window" else "sizing window (scores the greedy sizes on)")
+        ax.set_xlim(-0.3, len(windows) - 0.7)
+        ax.grid(True, alpha=0.3)
+    ax_c.legend(title="eviction share", loc="best", fontsize=9)
+    held_text = anchor_label(held)
+    fig.suptitle(f"{title}\nlines: median; bands: 90% of months; {held_text}", fontsize=11)
+    path = Path(path)
+    fig.savefig(path, format=path.suffix.lstrip(".").lower())
+    plt.close(fig)
+    return path

@@ -1,0 +1,125 @@
+"""The exact ideal operator: brute force on small pools, never above the greedy, and its gap reported."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleet.config import load_preset
+from fleet.ideal import ideal_exact_usd_by_hour as default_exact_usd_by_hour
+from fleet.ideal import ideal_greedy_usd_by_hour
+from fleet.ideal_exact import ideal_exact_usd_by_hour, ideal_gap, rent_groups
+from fleet.replay import replay
+
+SMALL = Path(__file__).parent / "compare_small.toml"
+
+
+def brute_force_usd_by_hour(rate: np.ndarray, rent: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """Every subset of the pool, each hour: the cheapest covering one (all cards when none covers)."""
+    n, hours = rate.shape
+    masks = np.array(list(itertools.product([False, True], repeat=n)), dtype=bool)  # (2^n, n)
+    cap = masks.astype(np.float64) @ rate  # (2^n, hours)
+    cost = masks.astype(np.float64) @ rent  # (2^n,)
+    out = np.empty(hours)
+    for h in range(hours):
+        ok = cap[:, h] >= demand[h] - 1e-9
+        out[h] = cost[ok].min() if ok.any() else rent.sum()
+    return out
+
+
+@st.composite
+def small_pools(draw):
+    n = draw(st.integers(1, 9))
+    hours = draw(st.integers(1, 4))
+    rents = draw(st.lists(st.sampled_from([1.0, 1.6, 2.3, 3.7]), min_size=n, max_size=n))
+    rate = np.array(draw(st.lists(st.floats(0.0, 10.0), min_size=n * hours, max_size=n * hours))).reshape(n, hours)
+    fractions = np.array(draw(st.lists(st.floats(0.0, 1.2), min_size=hours, max_size=hours)))
+    demand = fractions * rate.sum(axis=0)
+    return rate, np.array(rents), demand
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_pools())
+def test_exact_matches_brute_force_and_never_exceeds_greedy(pool):
+    rate, rent, demand = pool
+    brute = brute_force_usd_by_hour(rate, rent, demand)
+    greedy = ideal_greedy_usd_by_hour(rate, rent, demand)
+    for method in ("auto", "enumerate", "milp"):
+        exact = ideal_exact_usd_by_hour(rate, rent, demand, method=method)
+        np.testing.assert_allclose(exact, brute, rtol=1e-9, atol=1e-9, err_msg=method)
+    assert np.all(exact <= greedy + 1e-9)
+
+
+def test_greedy_overspends_where_a_cheaper_mix_covers():
+    # One fast card at $1.00 per 1 tok/s, two slower at $7 per 6 tok/s. For 12 tok/s the greedy
+    # takes the fast card then one slow one ($17); two slow cards cover it for $14.
+    rate = np.array([[10.0], [6.0], [6.0]])
+    rent = np.array([10.0, 7.0, 7.0])
+    demand = np.array([12.0])
+    greedy = ideal_greedy_usd_by_hour(rate, rent, demand)
+    exact = ideal_exact_usd_by_hour(rate, rent, demand)
+    assert greedy.tolist() == [17.0]
+    assert exact.tolist() == [14.0]
+    gap = ideal_gap(greedy, exact)
+    assert (gap.gap_usd, gap.hours_with_gap) == (3.0, 1)
+    assert gap.gap_share == pytest.approx(3.0 / 14.0)
+
+
+@pytest.mark.parametrize(
+    "case, demand, expected",
+    [
+        ("no demand bills nothing", 0.0, 0.0),
+        ("demand no set covers takes every card", 100.0, 24.0),
+        ("exactly the fastest card", 10.0, 10.0),
+    ],
+)
+def test_edge_hours(case, demand, expected):
+    rate = np.array([[10.0], [6.0], [6.0]])
+    rent = np.array([10.0, 7.0, 7.0])
+    assert ideal_exact_usd_by_hour(rate, rent, np.array([demand])).tolist() == [expected], case
+
+
+def test_one_class_is_the_greedy():
+    rng = np.random.default_rng(5)
+    rate = rng.uniform(3000, 8000, (40, 300)).astype(np.float32)
+    rent = np.full(40, 2690 / 720)
+    demand = rng.uniform(10_000, 200_000, 300)
+    np.testing.assert_allclose(ideal_exact_usd_by_hour(rate, rent, demand), ideal_greedy_usd_by_hour(rate, rent, demand))
+
+
+def test_rent_groups_sort_each_class_fastest_first():
+    rate = np.array([[1.0, 5.0], [4.0, 2.0], [3.0, 3.0]])
+    groups = rent_groups(rate, np.array([2.0, 1.0, 2.0]))
+    assert groups.rent_usd_per_hour.tolist() == [1.0, 2.0]
+    assert groups.cards.tolist() == [1, 2]
+    assert groups.prefix_tps[1].tolist() == [[0.0, 0.0], [3.0, 5.0], [4.0, 8.0]]
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(ValueError, match="method 'simplex'"):
+        ideal_exact_usd_by_hour(np.ones((1, 1)), np.ones(1), np.ones(1), method="simplex")
+
+
+def test_replay_with_the_exact_ideal_on_a_two_class_market():
+    scenario = load_preset(str(SMALL)).resolve()
+    greedy = replay(scenario, ideal=ideal_greedy_usd_by_hour)
+    exact = replay(scenario, month=greedy.month, ideal=ideal_exact_usd_by_hour)
+    assert exact.figures["bill_usd"] == greedy.figures["bill_usd"]
+    # The bargain class beside the flagship lets the exact ideal mix classes where the greedy overshoots.
+    assert exact.figures["ideal_bill_usd"] < greedy.figures["ideal_bill_usd"]
+    assert exact.figures["convergence"] < greedy.figures["convergence"]
+
+
+def test_agrees_with_the_replay_default_ideal():
+    """The count enumeration in `fleet.ideal` and this module solve the same problem."""
+    month = replay(load_preset(str(SMALL)).resolve()).month
+    true_month = month.true_rate_tps[:, month.warmup_hours :]
+    np.testing.assert_allclose(
+        ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, month.demand_tps),
+        default_exact_usd_by_hour(true_month, month.rent_usd_per_hour, month.demand_tps, month.card_class),
+    )
