@@ -83,6 +83,10 @@ class Eviction(_Strict):
     fraction: float = Field(default=0.8, gt=0, le=1)
     cadence_hours: int = Field(default=24, ge=1)
     share: float = Field(default=0.0, ge=0, le=1)
+    # Limits applied by policies.admission; the defaults never bind.
+    breaker_share: float = Field(default=1.0, gt=0, le=1)  # more of the run set than this looking bad at once: evict nobody
+    disruption_share: float = Field(default=1.0, gt=0, le=1)  # share of the pool (rounded up) that may drain at once
+    drain_hours: int = Field(default=0, ge=0)  # hours an evicted card counts as draining
 
     @field_validator("window", mode="before")
     @classmethod

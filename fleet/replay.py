@@ -18,6 +18,7 @@ from fleet.config import Scenario, budget_cards
 from fleet.ideal import ideal_exact_usd_by_hour
 from fleet.model import Month, draw_month, window_scores
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
+from policies.admission import admit, draining_cards
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,12 @@ def replay(
         if a > 0 and decide:
             run_set = warm[:, a - 1]
             judgement = rule.judge(evict_score[:, a], run_set, policy.eviction.fraction)
-            taken = judgement.candidates[:budget_left]
+            ev = policy.eviction
+            admission = admit(
+                judgement, int(run_set.sum()), budget_left, draining_cards([e.hour for e in evictions], a, ev.drain_hours),
+                int(idx.size), ev.breaker_share, ev.disruption_share,
+            )
+            taken = admission.taken
             median_true = float(np.median(month.true_tps[run_set])) if run_set.any() else float("nan")
             for c in taken:
                 evictions.append(
@@ -141,7 +147,7 @@ def replay(
                     evicted=tuple(int(c) for c in taken),
                     blocked_by_budget=int(judgement.candidates.size - taken.size),
                     budget_left_after=budget_left,
-                    reason=judgement.reason,
+                    reason=admission.reason,
                 )
             )
             if budget_left == 0:

@@ -1,0 +1,76 @@
+"""Admission: which of an eviction rule's candidates a pass may actually evict.
+
+The rule judges; admission applies the limits, in this order, each as plain data:
+1. the circuit breaker: when more than `breaker_share` of the judged run set
+   looks bad at once, a telemetry or demand fault is likelier than that many bad
+   cards, so the pass evicts nobody and says so;
+2. the disruption budget: at most the share `disruption_share` of the pool
+   (rounded up) may be draining at once, less the cards already draining
+   (evicted within the last `drain_hours`);
+3. the month's budget left (`fleet.config.budget_cards`, the share rounded down).
+The defaults (breaker 1.0, disruption 1.0, drain 0 hours) never bind, so a
+policy that does not set them evicts exactly what its rule and month budget allow.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from policies.base import Judgement
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The cards a pass evicts, worst first, and what held the other candidates back."""
+
+    taken: np.ndarray
+    blocked_by_budget: int  # held back by the month's budget
+    blocked_by_disruption: int  # held back by the cards allowed to drain at once
+    breaker_open: bool
+    allowed_now: int  # cards the disruption budget allowed this pass
+    reason: str
+
+
+def admit(
+    judgement: Judgement,
+    judged: int,
+    budget_left: int,
+    draining: int,
+    pool_cards: int,
+    breaker_share: float = 1.0,
+    disruption_share: float = 1.0,
+) -> Admission:
+    """Apply the breaker, the disruption budget and the month's budget to a rule's candidates."""
+    cand = judgement.candidates
+    allowed_now = max(0, int(math.ceil(disruption_share * pool_cards - 1e-9)) - int(draining))
+    if judged > 0 and cand.size > breaker_share * judged + 1e-9:
+        return Admission(
+            cand[:0],
+            0,
+            0,
+            True,
+            allowed_now,
+            f"circuit breaker open: {cand.size} of {judged} run-set cards look bad at once "
+            f"(more than {breaker_share:.0%}); a telemetry or demand fault is likelier, nobody evicted",
+        )
+    by_disruption = min(int(cand.size), allowed_now)
+    taken = cand[: min(by_disruption, max(0, int(budget_left)))]
+    return Admission(
+        taken,
+        blocked_by_budget=by_disruption - int(taken.size),
+        blocked_by_disruption=int(cand.size) - by_disruption,
+        breaker_open=False,
+        allowed_now=allowed_now,
+        reason=judgement.reason,
+    )
+
+
+def draining_cards(eviction_hours: np.ndarray | list[int], hour: int, drain_hours: int) -> int:
+    """Cards still draining at `hour`: evicted within the last `drain_hours` hours."""
+    if drain_hours <= 0:
+        return 0
+    h = np.asarray(eviction_hours, dtype=np.int64)
+    return int(((h > hour - drain_hours) & (h <= hour)).sum())

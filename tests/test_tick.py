@@ -1,0 +1,166 @@
+"""One core, two clocks: stepping `fleet.tick` hour by hour over a preset's month gives `fleet replay`'s month."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleet.config import budget_cards, load_preset
+from fleet.model import window_scores
+from fleet.replay import replay
+from fleet.tick import PoolState, bill_hour, is_decision_hour, tick
+from policies import window_hours
+from tests.conftest import make_scenario
+
+
+def step_month(scenario, month):
+    """Run the tick over every hour of `month`, as the service does, and bill each hour."""
+    policy = scenario.policy
+    W, H = month.warmup_hours, month.hours
+    cls = month.class_names.index(policy.card_class)
+    in_class = month.card_class == cls
+    idx = np.flatnonzero(in_class)
+    n = month.n_cards
+    score = np.zeros((n, H), dtype=np.float32)
+    score[idx] = window_scores(month.measured_tps[idx], W, H, window_hours(policy.window))
+    evict_score = np.zeros((n, H), dtype=np.float32)
+    evict_score[idx] = window_scores(month.measured_tps[idx], W, H, window_hours(policy.eviction_window))
+    rent_h = month.rent_usd_per_hour
+    eligible = in_class.copy()
+    budget_left = budget_cards(policy.eviction.share, int(idx.size))
+    run_set = None
+    warm = np.zeros((n, H), dtype=bool)
+    evictions, passes, bills, eviction_hours = [], [], [], []
+    peak = float(month.demand_tps.max())
+    for h in range(H):
+        d = tick(
+            PoolState(
+                hour=h, score_tps=score[:, h], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
+                eligible=eligible, run_set=run_set, demand_tps=float(month.demand_tps[h]), peak_demand_tps=peak,
+                pool_cards=int(idx.size), budget_left=budget_left, eviction_hours=tuple(eviction_hours),
+            ),
+            policy,
+        )
+        if d.eviction is not None:
+            passes.append(d.eviction)
+        evictions += [(h, e.card) for e in d.evictions]
+        eviction_hours += [h] * len(d.evictions)
+        eligible, run_set, budget_left = d.eligible, d.run_set, d.budget_left
+        warm[:, h] = d.run_set
+        bills.append(
+            bill_hour(d.run_set, rent_h, month.rent_usd_per_month, month.true_rate_tps[:, W + h], float(month.demand_tps[h]),
+                      np.array([e.card for e in d.evictions], dtype=np.int64), month.card_class)
+        )
+    return warm, evictions, passes, bills
+
+
+def check_same_month(scenario):
+    r = replay(scenario)
+    warm, evictions, passes, bills = step_month(scenario, r.month)
+    assert np.array_equal(warm, r.warm)
+    assert evictions == [(e.hour, e.card) for e in r.evictions]
+    assert [(p.judged, len(p.candidates), p.evicted, p.budget_left_after) for p in passes] == [
+        (d.judged, d.candidates, d.evicted, d.budget_left_after) for d in r.decisions
+    ]
+    f = r.figures
+    bill = sum(b.bill_usd for b in bills)
+    ideal = sum(b.ideal_usd for b in bills)
+    assert bill == pytest.approx(f["bill_usd"], rel=1e-9)
+    assert sum(b.churn_usd for b in bills) == pytest.approx(f["bill_churn_usd"], rel=1e-9, abs=1e-9)
+    assert sum(b.idle_usd for b in bills) == pytest.approx(f["idle_usd"], rel=1e-9)
+    assert ideal / bill == pytest.approx(f["convergence"], rel=1e-9)
+    demand = sum(b.demand_tps for b in bills)
+    unmet = demand - sum(b.delivered_tps for b in bills)
+    assert unmet / demand == pytest.approx(f["unmet_share"], rel=1e-6, abs=1e-12)
+    return r, passes
+
+
+def test_noise_evictor_month_is_replays_month():
+    r, passes = check_same_month(load_preset("noise-evictor").resolve())
+    assert len(r.evictions) == 12 and len(passes) == len(r.decisions) > 0
+
+
+def test_noise_evictor_fix_month_is_replays_month():
+    r, _ = check_same_month(load_preset("noise-evictor").resolve(fix=True))
+    assert 0 < len(r.evictions) <= 3
+
+
+@pytest.mark.parametrize("fix", [False, True])
+def test_golden_idler_month_is_replays_month(fix):
+    r, passes = check_same_month(load_preset("golden-idler").resolve(fix=fix))
+    assert passes == []
+    assert r.figures["bill_usd"] > 0
+
+
+def test_bargain_month_is_replays_month():
+    """Two classes on the market: only the policy's class is eligible; the ideal sees both."""
+    check_same_month(load_preset("bargain-shortfall").resolve(fix=True))
+
+
+def test_small_held_month_with_evictions_replaces_evicted_cards():
+    """Held mode tops the run set up after an eviction, on the hour's scores, as replay does."""
+    s = make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "held", "headroom": 1.1,
+                              "eviction": {"rule": "below-median", "window": "hour", "fraction": 0.9, "cadence_hours": 12, "share": 0.3}})
+    r, passes = check_same_month(s)
+    assert len(r.evictions) > 0 and len(passes) > 0
+
+
+def _state(**over):
+    n = 6
+    base = dict(
+        hour=24, score_tps=np.array([6000, 5900, 3000, 6100, 2500, 6050], dtype=np.float32),
+        evict_score_tps=np.array([6000, 5900, 3000, 6100, 2500, 6050], dtype=np.float32),
+        rent_usd_per_hour=np.full(n, 2690 / 720), eligible=np.ones(n, dtype=bool),
+        run_set=np.ones(n, dtype=bool), demand_tps=20_000.0, peak_demand_tps=20_000.0, pool_cards=n, budget_left=2,
+    )
+    base.update(over)
+    return PoolState(**base)
+
+
+def _policy(**eviction):
+    ev = {"rule": "below-median", "window": "hour", "fraction": 0.8, "cadence_hours": 24, "share": 0.5}
+    ev.update(eviction)
+    return make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.0, "eviction": ev}).policy
+
+
+@pytest.mark.parametrize(
+    "desc, state, eviction, evicted, reason_part",
+    [
+        ("two below 80% of the median, worst first", {}, {}, (4, 2), "below 80%"),
+        ("budget of one takes the worst", {"budget_left": 1}, {}, (4,), "below 80%"),
+        ("no budget, no pass", {"budget_left": 0}, {}, None, None),
+        ("not a decision hour", {"hour": 25}, {}, None, None),
+        ("no pass at month start", {"hour": 0, "run_set": None}, {}, None, None),
+        ("breaker: 2 of 6 bad is above a quarter", {}, {"breaker_share": 0.25}, (), "circuit breaker open"),
+        ("breaker at half lets them go", {}, {"breaker_share": 0.5}, (4, 2), "below 80%"),
+        ("disruption: one of six may drain, one already is", {"eviction_hours": (23,)},
+         {"disruption_share": 0.2, "drain_hours": 48}, (4,), "below 80%"),
+        ("disruption: drained long ago", {"eviction_hours": (0,)}, {"disruption_share": 0.2, "drain_hours": 12}, (4, 2), "below 80%"),
+    ],
+)
+def test_eviction_pass_table(desc, state, eviction, evicted, reason_part):
+    d = tick(_state(**state), _policy(**eviction))
+    if evicted is None:
+        assert d.eviction is None and d.evictions == (), desc
+        return
+    assert d.eviction.evicted == evicted, desc
+    assert tuple(e.card for e in d.evictions) == evicted
+    assert reason_part in d.eviction.reason
+    assert not d.run_set[list(evicted)].any() and not d.eligible[list(evicted)].any()
+    assert d.budget_left == _state(**state).budget_left - len(evicted)
+
+
+def test_breaker_says_so_and_keeps_the_budget():
+    d = tick(_state(), _policy(breaker_share=0.25))
+    assert d.eviction.breaker_open and d.budget_left == 2
+    assert d.eviction.candidates == (4, 2)
+
+
+def test_decisions_are_frozen_and_name_their_inputs():
+    d = tick(_state(run_set=np.array([1, 1, 0, 0, 0, 0], dtype=bool), hour=5), _policy())
+    with pytest.raises(ValueError):
+        d.run_set[0] = False
+    assert d.target_tps == 20_000.0
+    assert {c.card for c in d.adds} == set(np.flatnonzero(d.run_set & ~np.array([1, 1, 0, 0, 0, 0], dtype=bool)))
+    assert all("target 20000 tok/s" in c.reason for c in d.adds + d.releases)
+    assert is_decision_hour(48, _policy(), 1) and not is_decision_hour(48, _policy(), 0)
