@@ -112,7 +112,7 @@ def _fig(key: str, q: dict) -> str:
     if key == "convergence":
         return f"{q['median']:.1%} ({q['p05']:.1%}–{q['p95']:.1%})"
     if key in ("bill_usd", "idle_usd"):
-        return f"{_usd(q['median'])} ({_usd(q['p05'])}–{_usd(q['p95'])})"
+        return f"{_usd(q['median'])} ({_usd(q['p05']).lstrip('$')}–{_usd(q['p95']).lstrip('$')})"
     if key in ("wrong_evictions", "evictions"):
         return f"{q['median']:g} ({q['p05']:g}–{q['p95']:g})"
     return f"{q['median']:,.0f} ({q['p05']:,.0f}–{q['p95']:,.0f})"
@@ -127,6 +127,8 @@ FIGURE_HEADERS = {
     "idle_usd": "idle cost",
 }
 
+CHECK_HEADERS = {"capacity": "cap", "convergence": "conv", "eviction": "evict"}
+
 AXIS_HEADERS = {"window": "evict window", "size_window": "size window", "share": "share", "mode": "mode", "headroom": "headroom", "card_class": "class"}
 
 
@@ -135,11 +137,18 @@ def _axis_value(s: ComboSummary, axis: str) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _describe(s: ComboSummary) -> str:
+def _label(s: ComboSummary, axes, evicting: bool) -> str:
+    """The combination's choices in words; with eviction off, its window and share are left out (they change nothing)."""
+    shown = [a for a in axes if evicting or a not in ("window", "share")]
+    text = s.combo.label(shown)
+    return text if evicting else ", ".join(p for p in (text, "eviction off") if p)
+
+
+def _describe(s: ComboSummary, evicting: bool = True) -> str:
     f = s.figures
     pr = s.pass_rate
     return (
-        f"{escape(s.combo.label())}\n"
+        f"{escape(_label(s, AXES, evicting))}\n"
         f"    convergence {_fig('convergence', f['convergence'])}, bill {_fig('bill_usd', f['bill_usd'])}, "
         f"idle {_fig('idle_usd', f['idle_usd'])}\n"
         f"    unmet {_fig('unmet_avg_tps', f['unmet_avg_tps'])} tok/s, evictions {_fig('evictions', f['evictions'])}, "
@@ -149,14 +158,16 @@ def _describe(s: ComboSummary) -> str:
     )
 
 
-def render_table(console, title: str, summaries: list[ComboSummary], rec: Recommendation | None, ideal: dict, marks) -> None:
+def render_table(
+    console, title: str, summaries: list[ComboSummary], rec: Recommendation | None, ideal: dict, marks, evicting: bool = True
+) -> None:
     from rich.table import Table
 
     varying = [a for a in AXES if len({getattr(s.combo, a) for s in summaries}) > 1]
     fixed = [a for a in AXES if a not in varying]
     console.print(f"[bold]{escape(title)}[/bold]", highlight=False)
     if fixed:
-        console.print("  every row: " + escape(summaries[0].combo.label(fixed)), highlight=False)
+        console.print("  every row: " + escape(_label(summaries[0], fixed, evicting)), highlight=False)
     console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
     t = Table(box=None, padding=(0, 1), header_style="bold")
     if rec is not None:
@@ -166,7 +177,7 @@ def render_table(console, title: str, summaries: list[ComboSummary], rec: Recomm
     for k in FIGURE_HEADERS.values():
         t.add_column(k, justify="right")
     for c in CHECKS:
-        t.add_column(f"pass {c}", justify="right")
+        t.add_column(f"pass {CHECK_HEADERS[c]}", justify="right")
     for s in summaries:
         row = []
         if rec is not None:
@@ -193,7 +204,7 @@ def render_table(console, title: str, summaries: list[ComboSummary], rec: Recomm
         console.print("  ideal: greedy by true tokens per dollar (--greedy-ideal)", highlight=False)
 
 
-def render_recommendation(console, rec: Recommendation) -> None:
+def render_recommendation(console, rec: Recommendation, evicting: bool = True) -> None:
     console.print()
     if rec.best is None:
         console.print(
@@ -202,18 +213,18 @@ def render_recommendation(console, rec: Recommendation) -> None:
             highlight=False,
         )
         if rec.closest is not None:
-            console.print("Closest: " + _describe(rec.closest), highlight=False)
+            console.print("Closest: " + _describe(rec.closest, evicting), highlight=False)
         return
     console.print(
         f"[bold]Recommended[/bold] (highest median convergence of the {rec.eligible} of {rec.considered} combinations "
         f"passing capacity and eviction in at least {rec.min_pass_rate:.0%} of months):",
         highlight=False,
     )
-    console.print("  " + _describe(rec.best), highlight=False)
+    console.print("  " + _describe(rec.best, evicting), highlight=False)
     if rec.runner_up is not None:
         tie = rec.runner_up.figures == rec.best.figures and rec.runner_up.pass_rate == rec.best.pass_rate
         console.print("[bold]Runner-up[/bold]" + (" (the same figures as the best: the axes that differ change nothing here)" if tie else "") + ":", highlight=False)
-        console.print("  " + _describe(rec.runner_up), highlight=False)
+        console.print("  " + _describe(rec.runner_up, evicting), highlight=False)
 
 
 def compare_cmd(
@@ -310,11 +321,12 @@ def compare_cmd(
         # Piped or redirected: a width that fits the table rather than 80 columns.
         from rich.console import Console
 
-        console = Console(width=200, highlight=False)
+        console = Console(width=240, highlight=False)
     title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {months} months (seeds {first}–{first + months - 1})"
-    render_table(console, title, summaries, rec, ideal, base.checks)
+    evicting = any(s.policy.eviction.rule != "none" for s in scenarios)
+    render_table(console, title, summaries, rec, ideal, base.checks, evicting)
     if rec is not None:
-        render_recommendation(console, rec)
+        render_recommendation(console, rec, evicting)
     for label, path in (("plot", plot), ("csv", csv_path)):
         if path:
             console.print(f"  wrote {label}: {path}", highlight=False)

@@ -249,7 +249,7 @@ def test_table_plot_and_csv(tmp_path):
          "--jobs", "1", "--plot", str(png), "--csv", str(out_csv), "--greedy-ideal"],
     )
     assert result.exit_code == 0, result.output
-    assert "evict window" in result.stdout and "pass capacity" in result.stdout
+    assert "evict window" in result.stdout and "pass cap" in result.stdout
     assert "Recommended" in result.stdout or "No recommendation" in result.stdout
     assert "ideal: greedy" in result.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 200_000
