@@ -149,10 +149,14 @@ class RunSetInterval(Base):
 
 
 class Decision(Base):
-    """The decision journal: what the autoscaler decided, about which card, and why."""
+    """The decision journal: what the autoscaler decided, about which card, and why.
+
+    `decision_key` makes journaling idempotent; `acted_ts` stays NULL until the
+    actuator carried the decision out (revision 0003).
+    """
 
     __tablename__ = "decisions"
-    __table_args__ = (Index("ix_decisions_ts", "ts"),)
+    __table_args__ = (Index("ix_decisions_ts", "ts"), Index("ix_decisions_card_ts", "card_id", "ts"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     ts: Mapped[int] = mapped_column(Integer)
@@ -160,6 +164,29 @@ class Decision(Base):
     card_id: Mapped[int | None] = mapped_column(ForeignKey("cards.id"))
     reason: Mapped[str] = mapped_column(Text, default="")
     detail_json: Mapped[str] = mapped_column(Text, default="{}")
+    decision_key: Mapped[str | None] = mapped_column(String(200), unique=True)
+    acted_ts: Mapped[int | None] = mapped_column(Integer)
+
+
+class ServiceHour(Base):
+    """One decided and billed month hour of the service: demand, capacity, the bill's parts, idle and ideal (revision 0003)."""
+
+    __tablename__ = "service_hours"
+    __table_args__ = (Index("ix_service_hours_month", "month_start_ts"),)
+
+    hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    month_start_ts: Mapped[int] = mapped_column(Integer)
+    demand_tps: Mapped[float] = mapped_column(Float)
+    capacity_tps: Mapped[float] = mapped_column(Float)
+    delivered_tps: Mapped[float] = mapped_column(Float)
+    scored_capacity_tps: Mapped[float] = mapped_column(Float)
+    cards_warm: Mapped[int] = mapped_column(Integer)
+    warm_usd: Mapped[float] = mapped_column(Float)
+    churn_usd: Mapped[float] = mapped_column(Float)
+    idle_usd: Mapped[float] = mapped_column(Float)
+    ideal_usd: Mapped[float] = mapped_column(Float)
+    evictions: Mapped[int] = mapped_column(Integer)
+    wrong_evictions: Mapped[int] = mapped_column(Integer)
 
 
 class Bill(Base):
