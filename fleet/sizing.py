@@ -1,8 +1,27 @@
-"""The whole-card greedy: cards best tokens-per-dollar first, added whole until the target is covered."""
+"""The whole-card greedy: cards best tokens-per-dollar first, added whole until the target is covered.
+
+The greedy's definition is a sort: order the cards by tokens per dollar (ties by
+card index), sum their rates in that order, stop at the first card whose running
+sum reaches the target. Sorting every card every hour is what made a large pool
+slow, so each hour is solved by selection instead: a histogram of tokens per
+dollar, weighted by rate, finds the bucket where the running sum crosses the
+target, and only that bucket's few cards are sorted. The histogram sums the
+rates in another order than the sort would, so each hour's crossing is checked
+against a bound on that rounding; an hour too close to call (in practice none)
+is solved by the full sort. The run set is therefore exactly the sorted greedy's.
+"""
 
 from __future__ import annotations
 
 import numpy as np
+
+_TARGET_SLACK_TPS = 1e-9
+"""A running sum this close under the target counts as covering it."""
+
+_BLOCK_CELLS = 1 << 20
+"""Card-hours solved at once: keeps the float64 temporaries (8 MiB each) in cache."""
+
+_UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 
 
 def tokens_per_dollar(rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
@@ -27,7 +46,7 @@ def greedy_run_set(
     together falls short, all of them are taken. Returns a bool mask of the same
     shape as `rate_tps`.
     """
-    rate = np.asarray(rate_tps, dtype=np.float64)
+    rate = np.asarray(rate_tps)
     squeeze = rate.ndim == 1
     if squeeze:
         rate = rate[:, None]
@@ -35,16 +54,101 @@ def greedy_run_set(
     target = np.broadcast_to(np.asarray(target_tps, dtype=np.float64), (k,))
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
     elig = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
-    if elig.ndim == 1:
-        elig = np.broadcast_to(elig[:, None], (n, k))
-    rate = np.where(elig, np.maximum(rate, 0.0), 0.0)
-    tpd = np.where(elig, rate * 3600.0 / rent[:, None], -np.inf)
-    # Ties on tokens per dollar break by card index, so the same inputs give the same set.
-    order = np.argsort(-tpd, axis=0, kind="stable")
-    cum = np.cumsum(np.take_along_axis(rate, order, axis=0), axis=0)
-    count = (cum < target[None, :] - 1e-9).sum(axis=0) + 1
-    count = np.where(target <= 0, 0, np.minimum(count, elig.sum(axis=0)))
-    ranks = np.empty_like(order)
-    np.put_along_axis(ranks, order, np.arange(n)[:, None].repeat(k, axis=1), axis=0)
-    chosen = ranks < count[None, :]
+    all_eligible = bool(elig.all())
+    chosen = np.zeros((n, k), dtype=bool)
+    step = max(1, _BLOCK_CELLS // max(n, 1))
+    for a in range(0, k, step):
+        b = min(k, a + step)
+        # Hours × cards, so each hour's cards are contiguous.
+        rate_hc = np.array(rate[:, a:b].T, dtype=np.float64, order="C")
+        elig_hc = np.broadcast_to(elig[None, :] if elig.ndim == 1 else elig[:, a:b].T, rate_hc.shape)
+        np.maximum(rate_hc, 0.0, out=rate_hc)
+        tpd_hc = rate_hc * 3600.0
+        tpd_hc /= rent[None, :]
+        if not all_eligible:
+            np.copyto(rate_hc, 0.0, where=~elig_hc)
+            np.copyto(tpd_hc, -np.inf, where=~elig_hc)
+        chosen[:, a:b] = _greedy_by_selection(rate_hc, tpd_hc, target[a:b], elig_hc).T
     return chosen[:, 0] if squeeze else chosen
+
+
+def _greedy_by_sort(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray) -> np.ndarray:
+    """The greedy by its definition: a stable sort of each hour's cards by tokens per dollar, best first."""
+    k, n = rate_hc.shape
+    order = np.argsort(-tpd_hc, axis=1, kind="stable")
+    cum = np.cumsum(np.take_along_axis(rate_hc, order, axis=1), axis=1)
+    count = (cum < target[:, None] - _TARGET_SLACK_TPS).sum(axis=1) + 1
+    count = np.where(target <= 0, 0, np.minimum(count, elig_hc.sum(axis=1)))
+    chosen = np.zeros((k, n), dtype=bool)
+    rows, ranks = np.nonzero(np.arange(n)[None, :] < count[:, None])
+    chosen[rows, order[rows, ranks]] = True
+    return chosen
+
+
+def _greedy_by_selection(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray) -> np.ndarray:
+    """The same run sets as `_greedy_by_sort`, finding each hour's crossing with a rate-weighted histogram."""
+    k, n = rate_hc.shape
+    if n == 0:
+        return np.zeros((k, n), dtype=bool)
+    need = target - _TARGET_SLACK_TPS
+    n_bins = int(np.clip(n // 8, 16, 8192))
+    # Bucket 0 holds the best tokens per dollar. The bucket is monotone in tokens per
+    # dollar, so every card of a bucket comes before every card of a later one in the
+    # sorted order, and equal values share a bucket (their tie stays the card index).
+    # Ineligible cards go past the last bucket.
+    hi = tpd_hc.max(axis=1, keepdims=True)
+    lo = np.where(elig_hc, tpd_hc, np.inf).min(axis=1, keepdims=True)
+    finite = np.isfinite(hi[:, 0]) & np.isfinite(lo[:, 0])
+    with np.errstate(all="ignore"):
+        scale = np.where(finite[:, None] & (hi > lo), n_bins / (hi - lo), 0.0)
+        hi = np.where(finite[:, None], hi, 0.0)
+        spread = hi - tpd_hc
+        spread *= scale
+        np.minimum(spread, n_bins - 1, out=spread)
+        np.copyto(spread, n_bins, where=~elig_hc)
+        bucket = spread.astype(np.int32)
+    del spread
+    bucket += (np.arange(k, dtype=np.int32) * (n_bins + 1))[:, None]
+    rate_by_bucket = np.bincount(bucket.ravel(), weights=rate_hc.ravel(), minlength=k * (n_bins + 1))
+    bucket -= (np.arange(k, dtype=np.int32) * (n_bins + 1))[:, None]
+    running = np.cumsum(rate_by_bucket.reshape(k, n_bins + 1)[:, :n_bins], axis=1)
+    # The crossing bucket: the first whose running sum reaches the target.
+    cross = (running < need[:, None]).sum(axis=1)
+    short = cross >= n_bins  # even every eligible card together falls short
+    total = running[:, -1]
+    base = np.where(cross > 0, running[np.arange(k), np.clip(cross - 1, 0, n_bins - 1)], 0.0)
+    # Any two summation orders of these rates differ by at most this.
+    bound = 4.0 * (n + 1) * _UNIT_ROUNDOFF * np.abs(total)
+
+    chosen = bucket < np.minimum(cross, n_bins)[:, None]
+    # The crossing bucket's cards in the sorted order, and their running sums.
+    rows, cards = np.divmod(np.flatnonzero(bucket == np.where(short, -1, cross)[:, None]), n)
+    order = np.lexsort((cards, -tpd_hc[rows, cards], rows))
+    rows, cards = rows[order], cards[order]
+    per_row = np.bincount(rows, minlength=k)
+    pos = np.arange(rows.size) - (np.cumsum(per_row) - per_row)[rows]
+    width = int(per_row.max()) if rows.size else 0
+    padded = np.zeros((k, width + 1))
+    padded[rows, pos + 1] = rate_hc[rows, cards]
+    running_in = base[:, None] + np.cumsum(padded, axis=1)  # [:, q]: through the bucket's q-th card
+    # The crossing card is the bucket's `taken`-th: the first whose running sum reaches the target.
+    taken = (running_in < need[:, None]).sum(axis=1)
+    chosen[rows, cards] = pos < taken[rows]
+    rk = np.arange(k)
+    before = running_in[rk, np.clip(taken - 1, 0, width)]
+    after = running_in[rk, np.clip(taken, 0, width)]
+    sure = np.where(
+        short,
+        total < need - bound,
+        (taken >= 1) & (taken <= per_row) & (before < need - bound) & (after >= need + bound),
+    )
+    # Rows the histogram cannot call: a rate or rent that is not a finite number, no eligible
+    # card, or a target within the slack of zero. A target of zero or less takes nothing.
+    sure &= finite & (need > 0)
+    sure |= target <= 0
+    chosen[target <= 0] = False
+
+    unsure = np.flatnonzero(~sure)
+    if unsure.size:
+        chosen[unsure] = _greedy_by_sort(rate_hc[unsure], tpd_hc[unsure], target[unsure], elig_hc[unsure])
+    return chosen

@@ -35,3 +35,27 @@ def test_greedy_per_hour_matches_column_by_column():
 
 def test_tokens_per_dollar_is_rate_times_3600_over_hourly_rent():
     assert tokens_per_dollar(np.array([1000.0]), np.array([4.0]))[0] == pytest.approx(900_000.0)
+
+
+def test_greedy_by_selection_matches_the_sorted_definition():
+    """The histogram selection gives the stable sort's run sets: ties, zero rates, several rents, short pools."""
+    from fleet.sizing import _greedy_by_sort
+
+    rng = np.random.default_rng(11)
+    for case in range(300):
+        n, k = int(rng.integers(1, 400)), int(rng.integers(1, 12))
+        if case % 3 == 0:
+            rate = np.round(rng.uniform(0, 6, (n, k))) * 1000.0  # many exact ties
+        elif case % 3 == 1:
+            rate = rng.lognormal(8.7, 0.2, (n, k)).astype(np.float32)
+        else:
+            rate = np.where(rng.random((n, k)) < 0.2, 0.0, rng.uniform(-50, 8000, (n, k)))
+        rent = rng.choice([3.736, 2.003, 1.868], n) if case % 2 else np.full(n, 3.736)
+        eligible = rng.random(n) < 0.8
+        pool_tps = float(np.clip(rate, 0, None).sum(axis=0).max()) + 1.0
+        target = rng.uniform(-0.05, 1.1, k) * pool_tps
+        got = greedy_run_set(rate, rent, target, eligible)
+        rate_hc = np.where(eligible, np.maximum(rate.T.astype(np.float64), 0.0), 0.0)
+        tpd_hc = np.where(eligible, rate_hc * 3600.0 / rent, -np.inf)
+        want = _greedy_by_sort(rate_hc, tpd_hc, target, np.broadcast_to(eligible, rate_hc.shape)).T
+        assert (got == want).all(), case
