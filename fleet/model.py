@@ -152,9 +152,35 @@ def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
 
 def window_scores(measured_tps: np.ndarray, warmup_hours: int, hours: int, window_hours: int) -> np.ndarray:
     """Each card's score at each month hour: the mean measured rate over the `window_hours` before it."""
-    if window_hours > warmup_hours:
-        raise ConfigError(f"window of {window_hours} hours is longer than the {warmup_hours} hours of warm-up history")
-    cs = np.zeros((measured_tps.shape[0], measured_tps.shape[1] + 1), dtype=np.float64)
-    np.cumsum(measured_tps, axis=1, dtype=np.float64, out=cs[:, 1:])
-    end = warmup_hours + np.arange(hours)
-    return ((cs[:, end] - cs[:, end - window_hours]) / window_hours).astype(np.float32)
+    return window_scores_many(measured_tps, warmup_hours, hours, (window_hours,))[0]
+
+
+_SCORE_BLOCK_CELLS = 1 << 21
+"""Card-hours of running sum held at once (16 MiB of float64)."""
+
+
+def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...]) -> list[np.ndarray]:
+    """`window_scores` for several windows from one running sum of the telemetry.
+
+    Each score is (running sum at the hour − running sum a window earlier) / window,
+    the running sum taken in float64 hour by hour from the first hour of history.
+    The sum is built across a block of cards at a time, one hour per step, which is
+    the same sequence of additions as a cumulative sum along each card's row but
+    vectorises over cards. Returns (cards, hours) float32 arrays laid out hours-major,
+    so one hour's scores of every card are contiguous.
+    """
+    for w in windows:
+        if w > warmup_hours:
+            raise ConfigError(f"window of {w} hours is longer than the {warmup_hours} hours of warm-up history")
+    n, total = measured_tps.shape
+    scores = [np.empty((hours, n), dtype=np.float32) for _ in windows]
+    block = max(1, _SCORE_BLOCK_CELLS // max(total, 1))
+    for a in range(0, n, block):
+        b = min(n, a + block)
+        running = np.zeros((total + 1, b - a), dtype=np.float64)
+        running[1:] = measured_tps[a:b].T
+        for h in range(1, total + 1):
+            running[h] += running[h - 1]
+        for w, out in zip(windows, scores):
+            out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
+    return [s.T for s in scores]

@@ -16,7 +16,7 @@ import numpy as np
 from fleet.billing import churn_fee_usd, delivered_tps, idle_usd_by_hour, warm_usd_by_hour
 from fleet.config import Scenario, budget_cards
 from fleet.ideal import ideal_exact_usd_by_hour
-from fleet.model import Month, draw_month, window_scores
+from fleet.model import Month, draw_month, window_scores_many
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
 from policies.admission import admit, draining_cards
 
@@ -91,13 +91,9 @@ def replay(
     cls = month.class_names.index(policy.card_class)
     in_class = month.card_class == cls
     idx = np.flatnonzero(in_class)
-    score = np.zeros((n, H), dtype=np.float32)
-    score[idx] = window_scores(month.measured_tps[idx], W, H, window_hours(policy.window))
-    if window_hours(policy.eviction_window) == window_hours(policy.window):
-        evict_score = score
-    else:
-        evict_score = np.zeros((n, H), dtype=np.float32)
-        evict_score[idx] = window_scores(month.measured_tps[idx], W, H, window_hours(policy.eviction_window))
+    size_w, evict_w = window_hours(policy.window), window_hours(policy.eviction_window)
+    scores = _class_scores(month, idx, (size_w,) if evict_w == size_w else (size_w, evict_w))
+    score, evict_score = scores[0], scores[-1]
 
     eligible = in_class.copy()
     budget = budget_cards(policy.eviction.share, int(idx.size))
@@ -208,3 +204,20 @@ def replay(
     )
     result.figures = figures(result)
     return result
+
+
+def _class_scores(month: Month, idx: np.ndarray, windows: tuple[int, ...]) -> list[np.ndarray]:
+    """Scores of the policy's class through each window, (cards, hours) hours-major; other classes score zero."""
+    n, H, W = month.n_cards, month.hours, month.warmup_hours
+    # Classes are drawn one after another, so a class is usually a run of rows: slice it, don't copy it.
+    contiguous = idx.size > 0 and int(idx[-1]) - int(idx[0]) + 1 == idx.size
+    rows = slice(int(idx[0]), int(idx[-1]) + 1) if contiguous else idx
+    class_scores = window_scores_many(month.measured_tps[rows], W, H, windows)
+    if idx.size == n:
+        return class_scores
+    out = []
+    for s in class_scores:
+        full = np.zeros((H, n), dtype=np.float32).T
+        full[rows] = s
+        out.append(full)
+    return out

@@ -1,0 +1,30 @@
+"""Window scores from one running sum equal the cumulative-sum definition, bit for bit."""
+
+import numpy as np
+import pytest
+
+from fleet.config import ConfigError
+from fleet.model import window_scores, window_scores_many
+
+
+def _by_cumsum(measured, warmup_hours, hours, window):
+    running = np.zeros((measured.shape[0], measured.shape[1] + 1))
+    np.cumsum(measured, axis=1, dtype=np.float64, out=running[:, 1:])
+    end = warmup_hours + np.arange(hours)
+    return ((running[:, end] - running[:, end - window]) / window).astype(np.float32)
+
+
+@pytest.mark.parametrize("cards, warmup_hours, hours", [(1, 1, 1), (7, 24, 72), (300, 168, 100), (0, 24, 5)])
+def test_scores_match_the_cumulative_sum(cards, warmup_hours, hours):
+    rng = np.random.default_rng(cards + hours)
+    measured = (6000 * rng.lognormal(0, 0.3, (cards, warmup_hours + hours))).astype(np.float32)
+    windows = tuple(w for w in (1, 24, warmup_hours) if w <= warmup_hours)
+    for w, got in zip(windows, window_scores_many(measured, warmup_hours, hours, windows)):
+        assert got.shape == (cards, hours) and got.dtype == np.float32
+        assert np.array_equal(got, _by_cumsum(measured, warmup_hours, hours, w))
+        assert np.array_equal(window_scores(measured, warmup_hours, hours, w), got)
+
+
+def test_a_window_longer_than_the_history_is_refused():
+    with pytest.raises(ConfigError, match="longer than the 24 hours"):
+        window_scores_many(np.ones((2, 30), np.float32), 24, 6, (1, 48))
