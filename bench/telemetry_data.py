@@ -1,0 +1,47 @@
+"""Synthetic telemetry files for the ingest benchmark and tests: per-minute samples with one bad record in every `bad_every`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+BASE_TS = 1_735_689_600  # 2025-01-01T00:00:00Z
+# Malformed records, one kind after another, each with the reason it must be quarantined for.
+BAD_KINDS = (
+    ("{card},{ts},not-a-number", "unparseable:tokens_per_s"),
+    ("{card},{ts},-5.0", "negative:tokens_per_s"),
+    ("{card},{ts},nan", "non-finite:tokens_per_s"),
+    ("{card},yesterday,100.0", "unparseable:ts"),
+    ("{card},{ts}", "malformed-line"),
+    (",{ts},100.0", "missing:card_id"),
+    ("{card},{ts},", "missing:tokens_per_s"),
+    ("{card},99,100.0", "out-of-range:ts"),
+    ("{card},{ts},1e12", "implausible:tokens_per_s"),
+    ("{card},{ts},inf", "non-finite:tokens_per_s"),
+)
+
+
+def write_csv(path: Path, samples: int, cards: int = 1000, bad_every: int = 100, seed: int = 0) -> dict[str, int]:
+    """Write `samples` records (card × minute, cards cycling fastest); every `bad_every`-th is malformed.
+
+    Returns the expected reason counts of the malformed records."""
+    rng = np.random.default_rng(seed)
+    i = np.arange(samples)
+    card = i % cards
+    ts = BASE_TS + (i // cards) * 60
+    tps = np.round(rng.normal(6000, 1500, samples).clip(0), 3)
+    lines = np.char.add(np.char.add(np.char.add(np.char.add("gpu-", np.char.zfill(card.astype(str), 5)), ","), ts.astype(str)), np.char.add(",", tps.astype(str)))
+    out = lines.astype(object)
+    expected: dict[str, int] = {}
+    if bad_every:
+        bad = np.arange(bad_every - 1, samples, bad_every)
+        for j, b in enumerate(bad):
+            template, why = BAD_KINDS[j % len(BAD_KINDS)]
+            out[b] = template.format(card=f"gpu-{card[b]:05d}", ts=ts[b])
+            expected[why] = expected.get(why, 0) + 1
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("card_id,ts,tokens_per_s\n")
+        f.write("\n".join(out.tolist()))
+        f.write("\n")
+    return expected

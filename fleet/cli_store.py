@@ -1,0 +1,165 @@
+"""`fleet ingest` and `fleet db`: telemetry into the store, and the store's schema. A thin shell over
+`fleet.ingest` and `storage`; the clock is read here and passed in."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from fleet.config import ConfigError
+from storage.db import DEFAULT_URL
+
+console = Console()
+err_console = Console(stderr=True)
+PROGRESS_MIN_RECORDS = 200_000  # a progress bar on files at least this long
+
+DbOption = Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="SQLAlchemy database URL (default: fleet.db in the working folder).")]
+
+
+def _open(url: str):
+    from storage import open_repository
+
+    return open_repository(url)
+
+
+def _print_report(out: dict, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(out))
+        return
+    console.print(
+        f"{out['source']}: read {out['read']:,} = stored {out['stored']:,} + duplicates {out['duplicates']:,} + quarantined {out['quarantined']:,}",
+        markup=False, highlight=False, soft_wrap=True,
+    )
+    for why, n in out["reasons"].items():
+        console.print(f"  quarantined {n:>10,}  {why}", markup=False, highlight=False)
+
+
+def ingest_cmd(
+    file: Annotated[Optional[Path], typer.Argument(help="A CSV, JSON Lines (.jsonl/.ndjson) or Parquet file of telemetry records.")] = None,
+    db: DbOption = DEFAULT_URL,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: read, stored, duplicates, quarantined, reasons.")] = False,
+    strict: Annotated[bool, typer.Option("--strict/--register-unknown", help="Quarantine records of undeclared cards, or register such cards on first sight.")] = False,
+    pool: Annotated[Optional[Path], typer.Option("--pool", help="Pool file (TOML) declaring classes and cards before ingest.")] = None,
+    card_class: Annotated[Optional[str], typer.Option("--class", help="Class of cards registered on first sight whose record names none.")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="csv, jsonl or parquet (default: from the file's suffix).")] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Records per transaction.", min=1)] = 100_000,
+    plausible_factor: Annotated[float, typer.Option("--plausible-factor", help="Quarantine rates above this × the class's rated rate.")] = 5.0,
+    watch: Annotated[Optional[Path], typer.Option("--watch", help="Drop folder: take each ready file once, move it to done/ or failed/.")] = None,
+    once: Annotated[bool, typer.Option("--once", help="With --watch: take what is ready now, then stop.")] = False,
+    settle: Annotated[float, typer.Option("--settle", help="With --watch: seconds a file must be untouched before it is taken.", min=0)] = 2.0,
+    interval: Annotated[float, typer.Option("--interval", help="With --watch: seconds between scans.", min=0.05)] = 5.0,
+    prometheus: Annotated[Optional[str], typer.Option("--prometheus", help="Prometheus base URL to pull a range query from.")] = None,
+    query: Annotated[Optional[str], typer.Option("--query", help="PromQL giving tokens/s per card (default: vLLM's generation rate by instance).")] = None,
+    start: Annotated[Optional[float], typer.Option("--start", help="With --prometheus: range start, epoch seconds (default: an hour ago).")] = None,
+    end: Annotated[Optional[float], typer.Option("--end", help="With --prometheus: range end, epoch seconds (default: now).")] = None,
+    step: Annotated[float, typer.Option("--step", help="With --prometheus: seconds between points.", min=1)] = 60.0,
+    card_label: Annotated[str, typer.Option("--card-label", help="With --prometheus: the series label naming the card.")] = "instance",
+) -> None:
+    """Put telemetry into the store: every record stored, a duplicate, or quarantined with its reason."""
+    from fleet.cli import UsageError
+    from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, ingest_prometheus, load_pool, read_file
+
+    sources = sum(x is not None for x in (file, watch, prometheus))
+    if sources != 1:
+        raise UsageError("give one of FILE, --watch DIR or --prometheus URL")
+    if query is not None and prometheus is None:
+        raise UsageError("--query goes with --prometheus")
+    pool_decl = load_pool(pool) if pool else None
+
+    def settings() -> IngestSettings:
+        default = card_class or (pool_decl.default_class if pool_decl else None) or "unassigned"
+        return IngestSettings(now_ts=int(time.time()), strict=strict, default_class=default,
+                              plausible_factor=plausible_factor, batch_records=batch_size)
+
+    settings()  # a bad option is an error before anything is opened
+    if file is not None:
+        parsed = read_file(file, fmt)  # a bad file fails here, before the store is touched
+    repo = _open(db)
+    if pool_decl:
+        declare_pool(repo, pool_decl, int(time.time()))
+
+    if file is not None:
+        n = parsed.n_records
+        show = n >= PROGRESS_MIN_RECORDS and err_console.is_terminal and not as_json
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      console=err_console, transient=True, disable=not show) as bar:
+            task = bar.add_task(f"ingest {file.name}", total=n)
+            report = ingest_parsed(repo, parsed, settings(), progress=lambda k: bar.advance(task, k))
+        _print_report(report.as_json(), as_json)
+        return
+
+    if prometheus is not None:
+        now = time.time()
+        t_end = end if end is not None else now
+        t_start = start if start is not None else t_end - 3600
+        report = ingest_prometheus(repo, prometheus, query or DEFAULT_PROMETHEUS_QUERY, t_start, t_end, step, settings(), card_label)
+        _print_report(report.as_json(), as_json)
+        return
+
+    while True:
+        for result in drain_drop_folder(repo, watch, settings, settle_s=settle):
+            if result.report is not None:
+                _print_report(result.report.as_json(), as_json)
+            elif as_json:
+                typer.echo(json.dumps({"source": str(watch / result.name), "error": result.error}))
+            else:
+                err_console.print(f"fleet: {result.error} (moved to failed/)", markup=False, highlight=False, soft_wrap=True)
+        if once:
+            return
+        time.sleep(interval)
+
+
+def db_upgrade_cmd(
+    db: DbOption = DEFAULT_URL,
+    revision: Annotated[str, typer.Option("--revision", help="Target revision.")] = "head",
+) -> None:
+    """Bring the database to the newest schema (Alembic's upgrade), keeping its data."""
+    from storage.db import current_revision, make_engine, upgrade
+
+    engine = make_engine(db)
+    before = current_revision(engine)
+    after = upgrade(db, revision, engine=engine)
+    console.print(f"{db}: schema {before or 'empty'} -> {after}" if before != after else f"{db}: schema already at {after}",
+                  markup=False, highlight=False)
+
+
+def db_current_cmd(db: DbOption = DEFAULT_URL) -> None:
+    """Print the database's schema revision (Alembic's current)."""
+    from storage.db import current_revision, head_revision, make_engine
+
+    rev = current_revision(make_engine(db))
+    head = head_revision()
+    console.print(f"{rev} (head)" if rev == head else f"{rev or 'none'} (head is {head}; run `fleet db upgrade`)", markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(_store_errors(ingest_cmd))
+    db = typer.Typer(help="The store's schema: upgrade it, or show its revision.", no_args_is_help=True)
+    db.command("upgrade")(_store_errors(db_upgrade_cmd))
+    db.command("current")(_store_errors(db_current_cmd))
+    app.add_typer(db, name="db")
+
+
+def _store_errors(fn):
+    """A database failure (locked past the busy timeout, disk full, not a database) is one line and exit 1, not a traceback."""
+    import functools
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SQLAlchemyError as err:
+            orig = getattr(err, "orig", None) or err
+            err_console.print(f"fleet: error: database: {orig}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
