@@ -42,8 +42,9 @@ HELP = (
     "(p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share of "
     "months passing each check.\n\n"
     "The recommendation is always printed when the grid has more than one combination: the highest median "
-    "convergence among the combinations that pass capacity and eviction in at least --min-pass of months "
-    f"(default {MIN_PASS_RATE:.0%}), with its figures and the runner-up. With --recommend, axes not given search "
+    "convergence among the combinations whose months pass all three checks (no shortage, no wrong eviction, "
+    f"convergence at its mark) in at least --min-pass of months (default {MIN_PASS_RATE:.0%}), with its figures "
+    "and the runner-up. With --recommend, axes not given search "
     f"the default grid instead of keeping the preset's value: eviction windows {','.join(DEFAULT_WINDOWS)} and "
     f"shares {','.join(f'{s:g}' for s in DEFAULT_SHARES)} where the preset's eviction rule is on (else sizing "
     f"windows {','.join(DEFAULT_WINDOWS)}, since eviction window and share then change nothing); modes "
@@ -208,7 +209,7 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
     console.print()
     if rec.best is None:
         console.print(
-            f"[bold red]No recommendation[/bold red]: none of the {rec.considered} combinations passes capacity and eviction "
+            f"[bold red]No recommendation[/bold red]: none of the {rec.considered} combinations passes all three checks "
             f"in {rec.min_pass_rate:.0%} of months.",
             highlight=False,
         )
@@ -217,7 +218,7 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
         return
     console.print(
         f"[bold]Recommended[/bold] (highest median convergence of the {rec.eligible} of {rec.considered} combinations "
-        f"passing capacity and eviction in at least {rec.min_pass_rate:.0%} of months):",
+        f"passing all three checks in at least {rec.min_pass_rate:.0%} of months):",
         highlight=False,
     )
     console.print("  " + _describe(rec.best, evicting), highlight=False)
@@ -239,7 +240,7 @@ def compare_cmd(
     months: Annotated[int, typer.Option("--months", help="Seeded months to replay each combination on.", min=1, max=100_000)] = 50,
     seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
     recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
-    min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months a recommendation must pass capacity and eviction in.", min=0.0, max=1.0)] = MIN_PASS_RATE,
+    min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months in which a recommendation must pass all three checks.", min=0.0, max=1.0)] = MIN_PASS_RATE,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw convergence and wrong evictions against the window to this PNG (or .svg/.pdf).")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Write one row per combination to this CSV file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per combination, instead of the table.")] = False,

@@ -172,7 +172,7 @@ def test_summary_quantiles_and_pass_rates():
     assert row["convergence_p95"] == s.figures["convergence"]["p95"] and row["pass_rate_capacity"] == s.pass_rate["capacity"]
 
 
-def _summary(name: str, conv: float, capacity: float, eviction: float, p05: float | None = None) -> ComboSummary:
+def _summary(name: str, conv: float, capacity: float, eviction: float, p05: float | None = None, together: float | None = None) -> ComboSummary:
     q = {"median": conv, "p05": conv - 0.02 if p05 is None else p05, "p95": conv + 0.02}
     zero = {"median": 0.0, "p05": 0.0, "p95": 0.0}
     figures = {k: dict(zero) for k in FIGURES}
@@ -182,7 +182,7 @@ def _summary(name: str, conv: float, capacity: float, eviction: float, p05: floa
         months=20,
         figures=figures,
         pass_rate={"capacity": capacity, "convergence": 1.0, "eviction": eviction},
-        all_checks_pass_rate=min(capacity, eviction),
+        all_checks_pass_rate=min(capacity, eviction) if together is None else together,
     )
 
 
@@ -192,6 +192,7 @@ def _summary(name: str, conv: float, capacity: float, eviction: float, p05: floa
         ("highest convergence among the passing", [("a", 0.95, 1, 1), ("b", 0.97, 1, 1), ("c", 0.96, 1, 1)], "b", "c"),
         ("a shortage rules out the higher convergence", [("a", 0.99, 0.9, 1), ("b", 0.93, 1, 1)], "b", None),
         ("a wrong eviction rules it out", [("a", 0.99, 1, 0.5), ("b", 0.93, 1, 0.95), ("c", 0.92, 1, 1)], "b", "c"),
+        ("checks failing in different months add up", [("a", 0.99, 0.96, 0.96, None, 0.92), ("b", 0.93, 1, 1)], "b", None),
     ],
 )
 def test_recommendation(case, rows, best, runner_up):
