@@ -49,10 +49,14 @@ def _stream(seed: int, label: str) -> np.random.Generator:
 
 def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
     """Rate factor per card-hour: 1 − depth while any dip that started in the last `dip_hours` runs."""
-    cs = np.cumsum(starts, axis=1, dtype=np.int32)
-    lagged = np.zeros_like(cs)
-    lagged[:, dip_hours:] = cs[:, :-dip_hours]
-    active = (cs - lagged) > 0
+    # A dip runs at hour t if one started in (t − dip_hours, t]: a running OR over the
+    # starts, built by doubling (log2(dip_hours) passes, not dip_hours).
+    active = starts.copy()
+    span = 1
+    while span < dip_hours:
+        shift = min(span, dip_hours - span)
+        active[:, shift:] |= active[:, :-shift]
+        span += shift
     return np.where(active, np.float32(1.0 - depth), np.float32(1.0))
 
 
@@ -111,29 +115,49 @@ def read_demand_file(path: str, hours: int, base_dir: Path | None) -> np.ndarray
     return values
 
 
+_DRAW_BLOCK_CELLS = 1 << 21
+"""Card-hours drawn at once: the month is drawn in blocks of cards straight into its arrays."""
+
+
 def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
     """Draw the pool, dips, telemetry and demand of one month from the scenario's seed."""
     total = scenario.warmup_hours + scenario.hours
-    cls_idx, ids, rated, true, rent, rates, measured = [], [], [], [], [], [], []
+    n_all = sum(cc.pool_cards for cc in scenario.classes)
+    true_rate = np.empty((n_all, total), dtype=np.float32)
+    measured = np.empty((n_all, total), dtype=np.float32)
+    block = max(1, _DRAW_BLOCK_CELLS // max(total, 1))
+    cls_idx, ids, rated, true, rent = [], [], [], [], []
+    first = 0
     for i, cc in enumerate(scenario.classes):
         rng = _stream(scenario.seed, f"class:{cc.name}")
         n = cc.pool_cards
         quality = rng.lognormal(scenario.lottery.mean, scenario.lottery.sigma, n) if scenario.lottery.sigma > 0 else np.full(n, np.exp(scenario.lottery.mean))
         ticket = cc.rated_tps * quality
-        starts = rng.random((n, total), dtype=np.float32) < scenario.dips.start_prob_per_hour
-        rate = ticket.astype(np.float32)[:, None] * dip_factor(starts, scenario.dips.hours, scenario.dips.depth)
-        noise = rng.standard_normal((n, total), dtype=np.float32)
-        noise *= np.float32(scenario.telemetry.hour_noise)
-        noise += np.float32(1.0)
-        np.maximum(noise, 0.0, out=noise)
-        noise *= rate
+        ticket_f32 = ticket.astype(np.float32)[:, None]
+        # The class's stream gives every dip start of the class, then every noise draw:
+        # drawing them block by block in that order gives the same numbers as one draw.
+        uniform = np.empty((min(block, n), total), dtype=np.float32)
+        for a in range(0, n, block):
+            b = min(n, a + block)
+            u = uniform[: b - a]
+            rng.random(dtype=np.float32, out=u)
+            starts = u < scenario.dips.start_prob_per_hour
+            np.multiply(ticket_f32[a:b], dip_factor(starts, scenario.dips.hours, scenario.dips.depth), out=true_rate[first + a : first + b])
+        del uniform
+        for a in range(0, n, block):
+            b = min(n, a + block)
+            noise = measured[first + a : first + b]
+            rng.standard_normal(dtype=np.float32, out=noise)
+            noise *= np.float32(scenario.telemetry.hour_noise)
+            noise += np.float32(1.0)
+            np.maximum(noise, 0.0, out=noise)
+            noise *= true_rate[first + a : first + b]
         cls_idx.append(np.full(n, i, dtype=np.int32))
         ids.append(np.array([f"{cc.name}-{j:05d}" for j in range(n)], dtype=object))
         rated.append(np.full(n, cc.rated_tps))
         true.append(ticket)
         rent.append(np.full(n, cc.rent_usd_per_month))
-        rates.append(rate)
-        measured.append(noise)
+        first += n
     demand = demand_series(scenario.demand, scenario.hours, _stream(scenario.seed, "demand"), base_dir)
     return Month(
         hours=scenario.hours,
@@ -144,8 +168,8 @@ def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
         rated_tps=np.concatenate(rated),
         true_tps=np.concatenate(true),
         rent_usd_per_month=np.concatenate(rent),
-        true_rate_tps=np.concatenate(rates, axis=0),
-        measured_tps=np.concatenate(measured, axis=0),
+        true_rate_tps=true_rate,
+        measured_tps=measured,
         demand_tps=demand,
     )
 
