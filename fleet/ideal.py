@@ -14,15 +14,16 @@ def ideal_greedy_usd_by_hour(
 
     With one class this is the exact minimum (fewest cards, best first); with
     several it can overshoot by part of a card, which the exact ideal removes.
-    Hours are taken in blocks to bound the memory of the per-hour sort.
+    The bill is summed `block_hours` at a time, bounding the float copy of the
+    run set that the rent product makes.
     """
     hours = true_rate_tps.shape[1]
     out = np.empty(hours, dtype=np.float64)
     rent = rent_usd_per_hour.astype(np.float64)
+    chosen = greedy_run_set(true_rate_tps, rent, demand_tps)
     for a in range(0, hours, block_hours):
         b = min(hours, a + block_hours)
-        chosen = greedy_run_set(true_rate_tps[:, a:b], rent, demand_tps[a:b])
-        out[a:b] = rent @ chosen
+        out[a:b] = rent @ np.ascontiguousarray(chosen[:, a:b])
     return out
 
 

@@ -68,7 +68,7 @@ def greedy_run_set(
         if not all_eligible:
             np.copyto(rate_hc, 0.0, where=~elig_hc)
             np.copyto(tpd_hc, -np.inf, where=~elig_hc)
-        chosen[:, a:b] = _greedy_by_selection(rate_hc, tpd_hc, target[a:b], elig_hc).T
+        chosen[:, a:b] = _greedy_by_selection(rate_hc, tpd_hc, target[a:b], elig_hc, all_eligible).T
     return chosen[:, 0] if squeeze else chosen
 
 
@@ -85,7 +85,9 @@ def _greedy_by_sort(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray,
     return chosen
 
 
-def _greedy_by_selection(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray) -> np.ndarray:
+def _greedy_by_selection(
+    rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray, all_eligible: bool = False
+) -> np.ndarray:
     """The same run sets as `_greedy_by_sort`, finding each hour's crossing with a rate-weighted histogram."""
     k, n = rate_hc.shape
     if n == 0:
@@ -97,7 +99,7 @@ def _greedy_by_selection(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.nda
     # sorted order, and equal values share a bucket (their tie stays the card index).
     # Ineligible cards go past the last bucket.
     hi = tpd_hc.max(axis=1, keepdims=True)
-    lo = np.where(elig_hc, tpd_hc, np.inf).min(axis=1, keepdims=True)
+    lo = (tpd_hc if all_eligible else np.where(elig_hc, tpd_hc, np.inf)).min(axis=1, keepdims=True)
     finite = np.isfinite(hi[:, 0]) & np.isfinite(lo[:, 0])
     with np.errstate(all="ignore"):
         scale = np.where(finite[:, None] & (hi > lo), n_bins / (hi - lo), 0.0)
@@ -122,7 +124,7 @@ def _greedy_by_selection(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.nda
 
     chosen = bucket < np.minimum(cross, n_bins)[:, None]
     # The crossing bucket's cards in the sorted order, and their running sums.
-    rows, cards = np.divmod(np.flatnonzero(bucket == np.where(short, -1, cross)[:, None]), n)
+    rows, cards = np.divmod(np.flatnonzero(bucket == np.where(short, -1, cross).astype(np.int32)[:, None]), n)
     order = np.lexsort((cards, -tpd_hc[rows, cards], rows))
     rows, cards = rows[order], cards[order]
     per_row = np.bincount(rows, minlength=k)
