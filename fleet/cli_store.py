@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from fleet.config import ConfigError
-from storage.db import DEFAULT_URL
+from storage import DEFAULT_URL
 
 console = Console()
 err_console = Console(stderr=True)
@@ -151,13 +151,15 @@ def _store_errors(fn):
     """A database failure (locked past the busy timeout, disk full, not a database) is one line and exit 1, not a traceback."""
     import functools
 
-    from sqlalchemy.exc import SQLAlchemyError
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except SQLAlchemyError as err:
+        except Exception as err:
+            from sqlalchemy.exc import SQLAlchemyError
+
+            if not isinstance(err, SQLAlchemyError):
+                raise
             orig = getattr(err, "orig", None) or err
             err_console.print(f"fleet: error: database: {orig}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None

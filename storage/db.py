@@ -19,8 +19,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from fleet.config import ConfigError
-
-DEFAULT_URL = "sqlite:///fleet.db"
+from storage import DEFAULT_URL
 BUSY_TIMEOUT_MS = 30_000
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
 
