@@ -126,7 +126,7 @@ class Score(Base):
     """A card's windowed rate at an hour, and its tokens per dollar."""
 
     __tablename__ = "scores"
-    __table_args__ = {"sqlite_with_rowid": False}
+    __table_args__ = (Index("ix_scores_hour_window", "hour_ts", "window_hours"), {"sqlite_with_rowid": False})
 
     card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
     hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True)

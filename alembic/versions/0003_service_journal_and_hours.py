@@ -6,6 +6,7 @@ Revises: 0002
 Decisions get a deterministic `decision_key` (unique, so journaling an hour again
 after a crash adds nothing) and `acted_ts` (NULL until the actuator carried the
 decision out, so a restart acts on exactly the journaled-but-not-acted ones).
+Scores are read by hour, so they get an index on (hour_ts, window_hours).
 `service_hours` holds one row per decided and billed month hour: demand,
 capacity, delivered, the bill's parts, idle cost and the ideal bill.
 """
@@ -27,6 +28,8 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("acted_ts", sa.Integer(), nullable=True))
         batch_op.create_unique_constraint(batch_op.f("uq_decisions_decision_key"), ["decision_key"])
         batch_op.create_index("ix_decisions_card_ts", ["card_id", "ts"], unique=False)
+    with op.batch_alter_table("scores", schema=None) as batch_op:
+        batch_op.create_index("ix_scores_hour_window", ["hour_ts", "window_hours"], unique=False)
     op.create_table(
         "service_hours",
         sa.Column("hour_ts", sa.Integer(), nullable=False),
@@ -52,6 +55,8 @@ def downgrade() -> None:
     with op.batch_alter_table("service_hours", schema=None) as batch_op:
         batch_op.drop_index("ix_service_hours_month")
     op.drop_table("service_hours")
+    with op.batch_alter_table("scores", schema=None) as batch_op:
+        batch_op.drop_index("ix_scores_hour_window")
     with op.batch_alter_table("decisions", schema=None) as batch_op:
         batch_op.drop_index("ix_decisions_card_ts")
         batch_op.drop_constraint(batch_op.f("uq_decisions_decision_key"), type_="unique")

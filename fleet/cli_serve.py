@@ -1,0 +1,237 @@
+"""`fleet serve`, `fleet explain CARD` and `fleet status`: the service and what it decided, from the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Annotated, Optional
+
+import typer
+
+HOUR_S = 3600
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def _open_store(db: str | None, config: str | None):
+    from fleet.serve_config import load_service_config
+    from storage.repository import open_repository
+    from storage.service_store import ServiceStore
+
+    cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
+    repo = open_repository(cfg.storage.url)
+    return cfg, repo, ServiceStore(repo.engine)
+
+
+def serve_cmd(
+    config: Annotated[Optional[str], typer.Option("--config", help="Service config (TOML): pool, policy, schedule, storage, metrics, actuator.")] = None,
+    db: Annotated[Optional[str], typer.Option("--db", help="Database URL (overrides [storage] url).")] = None,
+    metrics_host: Annotated[Optional[str], typer.Option("--metrics-host", help="Address /metrics listens on (default 127.0.0.1).")] = None,
+    metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Port of /metrics (default 9108; 0 picks a free one).")] = None,
+    simulate: Annotated[Optional[str], typer.Option("--simulate", help="Play a preset's month (name or TOML path) as the pool's telemetry.")] = None,
+    speed: Annotated[float, typer.Option("--speed", help="With --simulate: simulated seconds per wall second (3600: an hour a second).")] = 3600.0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="With --simulate: draw the preset's month with this seed.")] = None,
+    exit_when_done: Annotated[bool, typer.Option("--exit-when-done", help="With --simulate: stop once the month is billed.")] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="Logging level (info logs every dry-run action).")] = "warning",
+) -> None:
+    """Run the autoscaler beside a pool (or a simulated one) until SIGTERM: score, size, evict, journal, act, bill, export metrics."""
+    from fleet.cli import UsageError
+    from fleet.config import ConfigError, load_preset
+    from fleet.metrics import FleetCollector, make_registry, serve_metrics
+    from fleet.serve_config import load_service_config
+    from fleet.service import Service, SimClock, Simulation, WallClock, simulation_config
+    from storage.repository import open_repository
+    from storage.service_store import ServiceStore
+
+    if not speed > 0:
+        raise UsageError(f"--speed {speed}: must be above 0")
+    if simulate is None and (seed is not None or exit_when_done):
+        raise UsageError("--seed and --exit-when-done go with --simulate")
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
+    cfg = load_service_config(config, {"storage": {"url": db} if db else {}, "metrics": metrics})
+    sim = None
+    if simulate is not None:
+        preset = load_preset(simulate)
+        scenario = preset.resolve(seed=seed)
+        cfg = simulation_config(cfg, scenario)
+        sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
+    else:
+        cfg.require_pool(f"config file {config!r}" if config else "the service config")
+    repo = open_repository(cfg.storage.url)
+    if sim is not None:
+        last = ServiceStore(repo.engine).last_decided_ts(sim.start_ts, sim.end_ts)
+        clock = SimClock(sim.start_ts if last is None else last + HOUR_S, speed)  # a restart resumes where the journal ends
+    else:
+        clock = WallClock()
+    try:
+        service = Service(cfg, repo, clock, simulation=sim)
+    except KeyError as err:
+        raise ConfigError(f"database {cfg.storage.url!r}: {err}") from None
+    collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
+                               quarantine_reasons=_reasons())
+    try:
+        server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
+    except OSError as err:
+        raise UsageError(f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
+    host, port = server.server_address[:2]
+    print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {cfg.storage.url}", file=sys.stderr, flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    service.metrics_job()
+    service.start()
+    try:
+        while not stop.wait(0.1):
+            if exit_when_done and service.month_done():
+                break
+    finally:
+        service.shutdown()
+        service.metrics_job()
+        server.shutdown()
+    s = service.snapshot
+    t = s.totals
+    print(
+        f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
+        f"{s.evictions} evictions, convergence {t['convergence']:.1%}", file=sys.stderr, flush=True,
+    )
+
+
+def _reasons() -> tuple[str, ...]:
+    try:
+        from fleet.ingest import REASONS
+    except ImportError:
+        return ()
+    return REASONS
+
+
+def status_cmd(
+    db: Annotated[Optional[str], typer.Option("--db", help="Database URL.")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="Service config, for the checks' pass marks.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """The run set, scores, budget left, the month-to-date bill by part and the three checks so far."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from fleet.service import month_totals
+    from fleet.verdict import checks, json_safe
+
+    cfg, repo, store = _open_store(db, config)
+    last_billed = store.last_billed_ts()
+    if last_billed is None:
+        from fleet.cli import UsageError
+
+        raise UsageError(f"database {cfg.storage.url!r}: no billed hour yet (has `fleet serve` run on it?)")
+    m0 = store.month_start_of(last_billed)
+    hours = store.hours(m0)
+    totals = month_totals(hours)
+    last_dec = store.last_decided_ts(m0, 2**62) or last_billed
+    size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
+    detail = size[0].detail if size else {}
+    run_set = sorted(store.run_set_at(last_dec))
+    scores = store.scores_by_window(last_dec)
+    parts = store.bill_by_part(m0, last_billed + HOUR_S)
+    figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
+    chk = checks(figs, cfg.checks)
+    out = {
+        "month_start": _iso(m0), "hours_billed": len(hours), "hour_decided": _iso(last_dec),
+        "run_set": run_set, "run_set_cards": len(run_set), "demand_tps": detail.get("demand_tps"),
+        "target_tps": detail.get("target_tps"), "scored_capacity_tps": detail.get("scored_capacity_tps"),
+        "budget_left": detail.get("budget_left"), "evictions": int(totals["evictions"]),
+        "bill_by_part_usd": parts, **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
+        "scores": {str(w): s for w, s in scores.items()}, "checks": chk,
+    }
+    if as_json:
+        typer.echo(json.dumps(json_safe(out), indent=2))
+        return
+    con = Console()
+    con.print(f"month from {out['month_start']}: {len(hours)} hours billed, decided through {out['hour_decided']}")
+    con.print(f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
+              f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})")
+    con.print(f"evictions: {out['evictions']}, budget left {out['budget_left']}")
+    con.print(f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f}); "
+              f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {totals['convergence']:.1%}")
+    for name, c in chk.items():
+        con.print(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {c['value']:.4g})")
+    table = Table("card", *[f"score {w}h" for w in sorted(scores)], "warm", box=None)
+    cards = sorted({k for s in scores.values() for k in s}, key=lambda k: -max(s.get(k, 0) for s in scores.values()))
+    for k in cards:
+        table.add_row(k, *[f"{scores[w].get(k, float('nan')):,.0f}" for w in sorted(scores)], "yes" if k in run_set else "")
+    con.print(table)
+
+
+def explain_cmd(
+    card: Annotated[str, typer.Argument(help="The card id, as its telemetry names it.")],
+    db: Annotated[Optional[str], typer.Option("--db", help="Database URL.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Why a card was or was not evicted, and why it was or was not kept warm, from the decision journal."""
+    from fleet.cli import UsageError
+    from fleet.verdict import json_safe
+
+    cfg, repo, store = _open_store(db, None)
+    cls = store.card_class(card)
+    if cls is None:
+        raise UsageError(f"card {card!r}: not in the database {cfg.storage.url!r}")
+    own = store.decisions(card_key=card)
+    passes = store.decisions(kinds=["eviction-pass"])
+    lines = []
+    evicted = [r for r in own if r.kind == "evict"]
+    judged = []
+    for p in passes:
+        d = p.detail
+        if card not in d.get("scores", {}):
+            continue
+        score = d["scores"][card]
+        if card in d.get("evicted", []):
+            verdict = "evicted"
+        elif card in d.get("candidates", []):
+            verdict = ("candidate, not evicted: the circuit breaker was open" if d.get("breaker_open")
+                       else "candidate, not evicted: held back by the budget (month's or cards draining at once)")
+        else:
+            verdict = "kept: at or above the threshold"
+        judged.append({"ts": p.ts, "hour": d.get("hour"), "score_tps": score, "threshold_tps": d.get("threshold_tps"),
+                       "median_score_tps": d.get("median_score_tps"), "window": d.get("window"), "verdict": verdict,
+                       "budget_left_before": d.get("budget_left_before"), "pass_reason": p.reason})
+    if evicted:
+        e = evicted[-1]
+        lines.append(f"{card} ({cls}) was evicted at {_iso(e.ts)} (hour {e.detail.get('hour')}): {e.reason}")
+    else:
+        lines.append(f"{card} ({cls}) was not evicted" + (f"; judged in {len(judged)} eviction passes" if judged else
+                                                          "; no eviction pass judged it (it was never in the run set at one)"))
+    for j in judged:
+        lines.append(f"  {_iso(j['ts'])} hour {j['hour']}: scored {j['score_tps']:,.0f} tok/s through the {j['window']} window, "
+                     f"threshold {j['threshold_tps']:,.0f} (median {j['median_score_tps']:,.0f}): {j['verdict']}")
+    warm = [r for r in own if r.kind in ("add", "release")]
+    now_warm = card in store.run_set_at(store.last_decided_ts(0, 2**62) or 0)
+    lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set {sum(r.kind == 'add' for r in warm)} "
+                 f"times and left it {sum(r.kind == 'release' for r in warm)} times")
+    for r in warm[-5:]:
+        lines.append(f"  {_iso(r.ts)} {r.kind}: {r.reason}")
+    unacted = [r for r in own if r.acted_ts is None and r.kind in ("add", "release", "evict")]
+    if unacted:
+        lines.append(f"  {len(unacted)} of its decisions are journaled and not yet acted on")
+    if as_json:
+        typer.echo(json.dumps(json_safe({
+            "card": card, "card_class": cls, "evicted": bool(evicted), "warm": now_warm,
+            "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
+            "judged": judged, "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in warm],
+        }), indent=2))
+        return
+    typer.echo("\n".join(lines))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_cmd)
+    app.command("status")(status_cmd)
+    app.command("explain")(explain_cmd)

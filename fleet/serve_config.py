@@ -1,0 +1,192 @@
+"""The service's configuration: one TOML file, validated at start.
+
+Tables: `[month]` (when the billing month starts, how many hours it has),
+`[pool]` (card classes with their rated rate and rent, and optionally the cards),
+`[policy]` and `[demand]` and `[checks]` (the same tables as a preset),
+`[schedule]`, `[storage]`, `[metrics]`, `[actuator]` and `[ingest]`. Unknown
+keys are refused, so a typo is an error. A bad file is one `ConfigError` naming
+the file, the key and what is wrong (the CLI prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fleet.config import Checks, ConfigError, Demand, Policy, _format_validation
+from policies import EVICTION_RULES, SIZING_MODES, window_hours
+
+DEFAULT_METRICS_PORT = 9108
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Month(_Strict):
+    """The billing month: it starts at `start` (UTC) and lasts `hours`; the next one follows it."""
+
+    start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    hours: int = Field(default=720, ge=1, le=24 * 366)
+
+    @field_validator("start")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("give a time zone (e.g. 2026-01-01T00:00:00Z)")
+        if v.minute or v.second or v.microsecond:
+            raise ValueError("a month starts on the hour")
+        return v.astimezone(timezone.utc)
+
+    @property
+    def start_ts(self) -> int:
+        return int(self.start.timestamp())
+
+
+class PoolClass(_Strict):
+    name: str = Field(min_length=1)
+    rated_tps: float = Field(gt=0)
+    rent_usd_per_month: float = Field(gt=0)
+
+
+class PoolCard(_Strict):
+    card_id: str = Field(min_length=1, max_length=200)
+    card_class: str = Field(min_length=1)
+
+
+class Pool(_Strict):
+    """Classes the service may rent, and cards declared up front (others are registered on first sight)."""
+
+    classes: tuple[PoolClass, ...] = Field(min_length=1)
+    cards: tuple[PoolCard, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Pool":
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"class names must be unique, got {names}")
+        keys = [c.card_id for c in self.cards]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a card is declared twice")
+        for c in self.cards:
+            if c.card_class not in names:
+                raise ValueError(f"card {c.card_id!r} names class {c.card_class!r}, not one of {names}")
+        return self
+
+
+class Schedule(_Strict):
+    """How often each job runs (seconds of the service's clock) and how long an hour settles before it is scored.
+
+    Every job catches up on all the hours due when it runs, so a missed run loses
+    nothing: the misfire grace only decides whether a late run still happens or
+    waits for the next one. Half an interval is the default, so a stall never
+    queues a burst of runs (coalesce merges them anyway).
+    """
+
+    ingest_every_s: float = Field(default=60, gt=0)
+    tick_every_s: float = Field(default=60, gt=0)
+    billing_every_s: float = Field(default=300, gt=0)
+    metrics_every_s: float = Field(default=15, gt=0)
+    settle_s: float = Field(default=300, ge=0)
+    misfire_grace_s: float | None = Field(default=None, gt=0)
+
+
+class Storage(_Strict):
+    url: str = "sqlite:///fleet.db"
+
+
+class Metrics(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
+    per_card: bool = True  # one series per card; switch off for large pools
+
+
+class Actuator(_Strict):
+    kind: Literal["dry-run", "command", "webhook"] = "dry-run"
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    timeout_s: float = Field(default=60, gt=0)
+
+    @model_validator(mode="after")
+    def _needs(self) -> "Actuator":
+        if self.kind == "command" and not self.command:
+            raise ValueError("kind = 'command' needs command = [program, args...]")
+        if self.kind == "webhook" and not (self.url and self.url.startswith(("http://", "https://"))):
+            raise ValueError("kind = 'webhook' needs url = 'http(s)://...'")
+        return self
+
+
+class Ingest(_Strict):
+    """Where telemetry comes from: a drop folder of CSV/JSON Lines/Parquet files, or a Prometheus server's query."""
+
+    folder: str | None = None
+    prometheus_url: str | None = None
+    query: str = "sum by (instance) (rate(vllm:generation_tokens_total[1m]))"
+    card_label: str = "instance"
+    step_s: int = Field(default=60, ge=1)
+    strict: bool = False
+    default_class: str | None = None
+
+
+class ServiceConfig(_Strict):
+    month: Month = Month()
+    pool: Pool | None = None
+    policy: Policy | None = None
+    demand: Demand = Demand()
+    checks: Checks = Checks()
+    schedule: Schedule = Schedule()
+    storage: Storage = Storage()
+    metrics: Metrics = Metrics()
+    actuator: Actuator = Actuator()
+    ingest: Ingest = Ingest()
+
+    @model_validator(mode="after")
+    def _policy_names(self) -> "ServiceConfig":
+        if self.policy is not None:
+            SIZING_MODES.get(self.policy.mode)
+            EVICTION_RULES.get(self.policy.eviction.rule)
+            window_hours(self.policy.window)
+            window_hours(self.policy.eviction_window)
+            if self.pool is not None and self.policy.card_class not in [c.name for c in self.pool.classes]:
+                raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool")
+        return self
+
+    def require_pool(self, source: str) -> None:
+        """A real pool needs `[pool]` and `[policy]`; a simulation takes them from its preset."""
+        missing = [t for t in ("pool", "policy") if getattr(self, t) is None]
+        if missing:
+            raise ConfigError(f"{source}: [{missing[0]}] is missing (needed unless --simulate gives a preset)")
+
+
+def load_service_config(path: str | Path | None, overrides: dict | None = None) -> ServiceConfig:
+    """Read and validate the config file (or the defaults, with no file), with `overrides` (table → key → value) on top."""
+    raw: dict = {}
+    source = "service config (defaults)"
+    if path is not None:
+        p = Path(path)
+        source = f"config file {str(p)!r}"
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"{source}: not found") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{source}: is a folder") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{source}: not UTF-8 text") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"{source}: not valid TOML ({err})") from None
+    for table, values in (overrides or {}).items():
+        if values:
+            if not isinstance(raw.get(table, {}), dict):
+                raise ConfigError(f"{source}: {table} must be a table")
+            raw[table] = {**raw.get(table, {}), **values}
+    try:
+        return ServiceConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {_format_validation(err)}") from None
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None

@@ -1,0 +1,803 @@
+"""`fleet serve`: the scheduler, the clock and the store around the pure tick.
+
+Five jobs run under APScheduler 3 (a BackgroundScheduler; the CLI's main thread
+waits for SIGTERM):
+
+- `ingest`: polls the telemetry source (a drop folder, a Prometheus server, or
+  the simulated month) into the store through `fleet.ingest`;
+- `score`: for every hour whose telemetry has settled, windowed scores of every
+  card from the hourly rollups (the replay's `window_scores` over them);
+- `decide`: for every scored hour, `fleet.tick.tick` on the store's state; the
+  decisions are journaled with the state they leave, then acted on;
+- `billing`: for every decided hour that has ended, its bill, idle cost and
+  ideal bill (`fleet.tick.bill_hour`);
+- `metrics`: refreshes the snapshot `/metrics` serves.
+
+Each job catches up on every hour due when it runs and keeps its progress in the
+store, so a missed or failed run loses nothing and a restart resumes where the
+store says. Jobs run with `coalesce=True` (a stalled job runs once, not once
+per missed interval), `max_instances=1` (a job never overlaps itself) and a
+misfire grace of half its interval (a run later than that is skipped and
+counted; the next one catches up). Misses, errors and durations are counted
+through scheduler listeners.
+
+The clock is injected: `WallClock` for a real pool, `SimClock` for `--simulate`,
+which runs a preset's month as telemetry on an accelerated clock.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+
+from fleet.config import Scenario, budget_cards
+from fleet.journal import Actuator, Command, DryRun, Journal, Webhook
+from fleet.serve_config import ServiceConfig
+from fleet.sizing import tokens_per_dollar
+from fleet.tick import Decisions, PoolState, bill_hour, tick
+from fleet.verdict import checks as judge_checks
+from policies import window_hours
+from storage.repository import ClassSpec, SqlRepository
+from storage.service_store import HourFigures, JournalEntry, ServiceStore
+
+HOUR_S = 3600
+JOBS = ("ingest", "score", "decide", "billing", "metrics")
+log = logging.getLogger("fleet.service")
+
+
+# -- clocks -----------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the epoch on this clock."""
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        """Wall seconds that `clock_seconds` of this clock take."""
+
+
+class WallClock:
+    """The real time."""
+
+    def __init__(self, time_fn: Callable[[], float] = time.time):
+        self._time = time_fn
+
+    def now(self) -> float:
+        return self._time()
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        return clock_seconds
+
+
+class SimClock:
+    """A clock that starts at `start_ts` and runs `speed` times faster than `monotonic`."""
+
+    def __init__(self, start_ts: float, speed: float, monotonic: Callable[[], float] = time.monotonic):
+        if not speed > 0:
+            raise ValueError("speed must be above 0")
+        self.start_ts = float(start_ts)
+        self.speed = float(speed)
+        self._monotonic = monotonic
+        self._m0 = monotonic()
+
+    def now(self) -> float:
+        return self.start_ts + (self._monotonic() - self._m0) * self.speed
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        return clock_seconds / self.speed
+
+
+# -- the simulated month ------------------------------------------------------------------
+
+
+@dataclass
+class Simulation:
+    """A preset's month played as a pool: its telemetry is fed in as the clock passes, its truth bills the hours."""
+
+    scenario: Scenario
+    month: object  # fleet.model.Month
+    start_ts: int
+
+    @classmethod
+    def of(cls, scenario: Scenario, start_ts: int, base_dir: Path | None = None) -> "Simulation":
+        from fleet.model import draw_month
+
+        return cls(scenario, draw_month(scenario, base_dir), int(start_ts))
+
+    @property
+    def end_ts(self) -> int:
+        return self.start_ts + self.month.hours * HOUR_S
+
+    @property
+    def first_ts(self) -> int:
+        return self.start_ts - self.month.warmup_hours * HOUR_S
+
+    def classes(self) -> list[ClassSpec]:
+        return [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in self.scenario.classes]
+
+    def cards(self) -> dict[str, str]:
+        m = self.month
+        return {str(k): m.class_names[int(c)] for k, c in zip(m.card_ids, m.card_class)}
+
+    def telemetry_csv(self, from_ts: int, to_ts: int) -> bytes:
+        """Telemetry of the hours in [from_ts, to_ts): one sample per card and hour, its measured rate, as CSV."""
+        m = self.month
+        a = (from_ts - self.first_ts) // HOUR_S
+        b = (to_ts - self.first_ts) // HOUR_S
+        cols = np.arange(a, b)
+        ts = self.first_ts + cols * HOUR_S
+        keys = np.asarray(m.card_ids, dtype=object)
+        out = io.StringIO()
+        out.write("card_id,ts,tokens_per_s\n")
+        vals = m.measured_tps[:, a:b].astype(np.float64)
+        for j, t in enumerate(ts.tolist()):
+            # repr of a float64 round-trips exactly, so the store holds the measured value itself.
+            out.write("".join(f"{k},{t},{v!r}\n" for k, v in zip(keys, vals[:, j].tolist())))
+        return out.getvalue().encode()
+
+    def index(self) -> dict[str, int]:
+        return {str(k): i for i, k in enumerate(self.month.card_ids)}
+
+
+# -- job statistics -------------------------------------------------------------------------
+
+
+@dataclass
+class JobStats:
+    runs: int = 0
+    errors: int = 0
+    misses: int = 0
+    skipped_overlap: int = 0
+    duration_s_sum: float = 0.0
+    last_success_ts: float | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class Snapshot:
+    """What `/metrics`, `fleet status` and the tests read: the service's state at one refresh."""
+
+    clock_ts: float
+    month_start_ts: int
+    month_hours: int
+    hours_billed: int
+    hours_decided: int
+    run_set: list[str]
+    pool_cards: int
+    eligible_cards: int
+    scores: dict[str, dict[str, tuple[float, float]]]  # window name → card → (score_tps, tokens_per_usd)
+    demand_tps: float
+    scored_capacity_tps: float
+    capacity_tps: float
+    totals: dict[str, float]
+    evictions: int
+    wrong_evictions: int
+    eviction_budget: int
+    budget_left: int
+    breaker_open: bool
+    ingest: dict[str, int]
+    quarantine: dict[str, int]
+    decisions: dict[str, tuple[int, int]]
+    checks: dict = field(default_factory=dict)
+
+
+def month_totals(hours: list[HourFigures]) -> dict[str, float]:
+    """Month-to-date sums of billed hours: dollars, tokens and the two ratios the checks read."""
+    warm = sum(h.warm_usd for h in hours)
+    churn = sum(h.churn_usd for h in hours)
+    bill = warm + churn
+    demand = sum(h.demand_tps for h in hours) * HOUR_S
+    delivered = sum(h.delivered_tps for h in hours) * HOUR_S
+    ideal = sum(h.ideal_usd for h in hours)
+    return {
+        "bill_usd": bill,
+        "bill_warm_usd": warm,
+        "bill_churn_usd": churn,
+        "idle_usd": sum(h.idle_usd for h in hours),
+        "ideal_bill_usd": ideal,
+        "convergence": ideal / bill if bill > 0 else float("nan"),
+        "demand_tokens": demand,
+        "delivered_tokens": delivered,
+        "unmet_tokens": demand - delivered,
+        "unmet_share": (demand - delivered) / demand if demand > 0 else 0.0,
+        "wrong_evictions": float(sum(h.wrong_evictions for h in hours)),
+        "evictions": float(sum(h.evictions for h in hours)),
+    }
+
+
+# -- the service ------------------------------------------------------------------------------
+
+
+def make_actuator(cfg: ServiceConfig) -> Actuator:
+    a = cfg.actuator
+    if a.kind == "command":
+        return Command(a.command, a.timeout_s)
+    if a.kind == "webhook":
+        return Webhook(a.url or "", a.timeout_s)
+    return DryRun()
+
+
+class Service:
+    """The autoscaler beside a pool: jobs over the store, around the pure tick."""
+
+    def __init__(
+        self,
+        cfg: ServiceConfig,
+        repo: SqlRepository,
+        clock: Clock,
+        actuator: Actuator | None = None,
+        simulation: Simulation | None = None,
+    ):
+        if cfg.policy is None or cfg.pool is None:
+            raise ValueError("the service needs a pool and a policy")
+        self.cfg = cfg
+        self.policy = cfg.policy
+        self.repo = repo
+        self.store = ServiceStore(repo.engine)
+        self.clock = clock
+        self.sim = simulation
+        self.journal = Journal(self.store, actuator or make_actuator(cfg), clock.now)
+        self.stats = {name: JobStats() for name in JOBS}
+        self.snapshot: Snapshot | None = None
+        self.scheduler = None
+        self._stop = threading.Event()
+        self._fed_through_ts: int | None = None
+        self.window_names = list(dict.fromkeys([self.policy.window, self.policy.eviction_window]))
+        self.windows = {name: window_hours(name) for name in self.window_names}
+        self.hours = cfg.month.hours
+        self.start_ts = cfg.month.start_ts
+        self._demand_cache: dict[int, np.ndarray] = {}
+        self._universe: tuple | None = None
+        self._declare()
+
+    # -- setup ---------------------------------------------------------------------------------
+    def _declare(self) -> None:
+        pool = self.cfg.pool
+        self.repo.declare_classes([ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in pool.classes])
+        cards = {c.card_id: c.card_class for c in pool.cards}
+        if self.sim is not None:
+            cards.update(self.sim.cards())
+        if cards:
+            self.repo.declare_cards(cards, int(self.clock.now()))
+        if self.sim is not None:
+            last = self.store.last_rollup_ts()
+            self._fed_through_ts = self.sim.first_ts if last is None else last  # re-send the last hour: duplicates are free
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- time --------------------------------------------------------------------------------
+    def month_of(self, ts: int) -> tuple[int, int]:
+        """(month start ts, hour within the month) of the hour starting at `ts`."""
+        span = self.hours * HOUR_S
+        k = max(0, (int(ts) - self.start_ts) // span)
+        m0 = self.start_ts + k * span
+        return m0, (int(ts) - m0) // HOUR_S
+
+    def current_month_start(self) -> int:
+        if self.sim is not None:
+            return self.sim.start_ts  # a simulation plays one month
+        return self.month_of(int(self.clock.now()))[0]
+
+    def next_hour(self, last: int | None) -> int:
+        """The hour after `last`; a service that was away for more than a month starts with the current month."""
+        m0 = self.current_month_start()
+        if last is None or last < m0 - self.hours * HOUR_S:
+            return m0
+        return last + HOUR_S
+
+    def last_hour_ts(self) -> float:
+        """The last hour the service may work on: the simulated month's last, or no limit."""
+        return self.sim.end_ts - HOUR_S if self.sim is not None else math.inf
+
+    def watermark_ts(self) -> int:
+        """Telemetry before this time is in: the simulation's feed, or the clock less the settle time."""
+        if self.sim is not None:
+            return int(self._fed_through_ts or self.sim.first_ts)
+        return int(self.clock.now() - self.cfg.schedule.settle_s)
+
+    def demand(self, month_start_ts: int) -> np.ndarray:
+        if self.sim is not None:
+            return self.sim.month.demand_tps
+        if month_start_ts not in self._demand_cache:
+            from fleet.model import demand_series
+
+            self._demand_cache[month_start_ts] = demand_series(self.cfg.demand, self.hours, np.random.default_rng(month_start_ts))
+        return self._demand_cache[month_start_ts]
+
+    # -- the pool as arrays ----------------------------------------------------------------
+    def universe(self) -> dict:
+        """Cards with a known rent, in registration order, as arrays the core takes (rebuilt when the pool grows)."""
+        stamp = (len(self.repo.cards()), tuple(sorted((c.name, c.rent_usd_per_month) for c in self.repo.classes().values())))
+        if self._universe is None or self._universe[0] != stamp:
+            self._universe = (stamp, self._build_universe())
+        return self._universe[1]
+
+    def _build_universe(self) -> dict:
+        classes = self.repo.classes()
+        cards = [c for c in self.repo.cards().values() if classes.get(c.class_name) and classes[c.class_name].rent_usd_per_month]
+        keys = [c.card_key for c in cards]
+        names = sorted({c.class_name for c in cards})
+        rent_m = np.array([classes[c.class_name].rent_usd_per_month for c in cards], dtype=np.float64)
+        return {
+            "keys": keys,
+            "pos": {k: i for i, k in enumerate(keys)},
+            "class": np.array([c.class_name for c in cards], dtype=object),
+            "class_idx": np.array([names.index(c.class_name) for c in cards], dtype=np.int32),
+            "rent_month": rent_m,
+            "rent_hour": rent_m / self.hours,
+        }
+
+    def _mask(self, u: dict, keys) -> np.ndarray:
+        m = np.zeros(len(u["keys"]), dtype=bool)
+        idx = [u["pos"][k] for k in keys if k in u["pos"]]
+        m[idx] = True
+        return m
+
+    # -- jobs ----------------------------------------------------------------------------------
+    def ingest_job(self) -> int:
+        """Feed the telemetry that is due into the store; returns the records read."""
+        from fleet.ingest import IngestSettings, ingest_parsed, parse_bytes
+
+        now = int(self.clock.now())
+        settings = IngestSettings(now_ts=now, strict=self.sim is not None or self.cfg.ingest.strict,
+                                  default_class=self.cfg.ingest.default_class or "unassigned")
+        if self.sim is not None:
+            lo = int(self._fed_through_ts or self.sim.first_ts)
+            hi = min(self.sim.end_ts, (now // HOUR_S) * HOUR_S)
+            if hi <= lo:
+                return 0
+            parsed = parse_bytes(self.sim.telemetry_csv(lo, hi), "csv", f"simulation:{self.sim.scenario.name}:{lo}-{hi}")
+            report = ingest_parsed(self.repo, parsed, settings)
+            self._fed_through_ts = hi
+            return report.read
+        read = 0
+        if self.cfg.ingest.folder:
+            read += self._ingest_folder(Path(self.cfg.ingest.folder), settings)
+        if self.cfg.ingest.prometheus_url:
+            read += self._ingest_prometheus(settings)
+        return read
+
+    def _ingest_folder(self, folder: Path, settings) -> int:
+        """Take each finished file in the drop folder once; move it to done/ (or failed/ with a bad file)."""
+        from fleet.ingest import BadSource, FORMATS, ingest_file
+
+        read = 0
+        if not folder.is_dir():
+            raise FileNotFoundError(f"ingest folder {str(folder)!r} does not exist")
+        for p in sorted(folder.iterdir()):
+            # Writers drop a file by renaming it in: names starting with '.' are still being written.
+            if not p.is_file() or p.name.startswith(".") or p.suffix.lower() not in FORMATS:
+                continue
+            try:
+                read += ingest_file(self.repo, p, settings).read
+                dest = folder / "done"
+            except BadSource as err:
+                log.warning("%s", err)
+                dest = folder / "failed"
+            dest.mkdir(exist_ok=True)
+            p.replace(dest / p.name)
+        return read
+
+    def _ingest_prometheus(self, settings) -> int:
+        import json
+        import urllib.parse
+        import urllib.request
+
+        from fleet.ingest import ingest_parsed, parse_prometheus
+
+        ing = self.cfg.ingest
+        end = int(self.clock.now()) // ing.step_s * ing.step_s
+        last = self.store.last_rollup_ts()
+        start = max(end - 6 * HOUR_S, last if last is not None else end - HOUR_S)
+        query = urllib.parse.urlencode({"query": ing.query, "start": start, "end": end, "step": ing.step_s})
+        url = f"{ing.prometheus_url.rstrip('/')}/api/v1/query_range?{query}"
+        with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 (the operator's configured server)
+            body = resp.read()
+        json.loads(body)  # an unreachable or broken server fails the job here, counted as an error
+        return ingest_parsed(self.repo, parse_prometheus(body, url, ing.card_label), settings).read
+
+    def score_job(self) -> int:
+        """Score every hour whose telemetry is in; returns the hours scored."""
+        last_name = self.window_names[-1]
+        done = 0
+        while not self.stopping:
+            nxt = self.next_hour(self.store.last_scored_ts(self.windows[last_name], self.start_ts, 2**62))
+            upto = min(self.watermark_ts(), int(self.clock.now()), self.month_of(nxt)[0] + self.hours * HOUR_S - HOUR_S,
+                       self.last_hour_ts())
+            if nxt > upto:
+                break
+            k = min((upto - nxt) // HOUR_S + 1, 168)
+            self._score_hours(nxt, k)
+            done += k
+        return done
+
+    def _score_hours(self, first_ts: int, k: int) -> None:
+        import pandas as pd
+
+        u = self.universe()
+        maxw = max(self.windows.values())
+        lo = first_ts - maxw * HOUR_S
+        roll = self.repo.hourly_rollups(lo, first_ts + (k - 1) * HOUR_S)
+        n = len(u["keys"])
+        mat = np.full((n, maxw + k - 1), np.nan)
+        if len(roll):
+            roll = roll[roll["card_key"].isin(u["pos"])]
+            rows = roll["card_key"].map(u["pos"]).to_numpy(dtype=np.int64)
+            cols = ((roll["hour_ts"].to_numpy(dtype=np.int64) - lo) // HOUR_S).astype(np.int64)
+            mat[rows, cols] = pd.to_numeric(roll["mean_tps"]).to_numpy(dtype=np.float64)
+        batch = []
+        for j in range(k):
+            for name, w in self.windows.items():  # the last window last: its presence marks the hour scored
+                score = windowed_scores(mat, maxw, k, w)[:, j]
+                tpd = tokens_per_dollar(score.astype(np.float64), u["rent_hour"])
+                have = np.flatnonzero(np.isfinite(score))
+                batch.append((first_ts + j * HOUR_S, w, {u["keys"][i]: (float(score[i]), float(tpd[i])) for i in have}))
+        self.store.record_scores(batch)
+
+    def decide_job(self) -> int:
+        """Act on anything journaled and not acted, then decide every scored hour; returns the hours decided."""
+        out = self.journal.act_pending(lambda: self.stopping)
+        if out.failed:
+            raise RuntimeError(out.error)
+        done = 0
+        u = self.universe()
+        last_w = self.windows[self.window_names[-1]]
+        while not self.stopping:
+            nxt = self.next_hour(self.store.last_decided_ts(self.start_ts, 2**62))
+            if nxt > self.clock.now() or nxt > self.last_hour_ts():
+                break
+            if self.store.last_scored_ts(last_w, nxt, nxt + 1) is None:
+                break
+            self.decide_hour(nxt, u)
+            done += 1
+            out = self.journal.act_pending(lambda: self.stopping)
+            if out.failed:
+                raise RuntimeError(out.error)
+        return done
+
+    def state_at(self, hour_ts: int, u: dict, previous: set[str] | None = None) -> PoolState:
+        """The pool as the store has it at the start of `hour_ts`, in the tick's terms."""
+        m0, h = self.month_of(hour_ts)
+        n = len(u["keys"])
+        in_class = u["class"] == self.policy.card_class
+        scores = {}
+        for name, w in self.windows.items():
+            got = self.store.scores_at(hour_ts, w)
+            arr = np.zeros(n, dtype=np.float32)
+            for k, v in got.items():
+                if k in u["pos"]:
+                    arr[u["pos"][k]] = v
+            scores[name] = np.where(in_class, arr, np.float32(0))
+        evictions = self.store.eviction_hours(m0, hour_ts)
+        # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
+        eligible = in_class & ~self._mask(u, [k for _, k in evictions])
+        if previous is None and h > 0:
+            previous = self.store.run_set_at(hour_ts - HOUR_S)
+        run_set = None if h == 0 else self._mask(u, previous)
+        pool_cards = int(in_class.sum())
+        budget = budget_cards(self.policy.eviction.share, pool_cards)
+        demand = self.demand(m0)
+        return PoolState(
+            hour=h,
+            score_tps=scores[self.policy.window],
+            evict_score_tps=scores[self.policy.eviction_window],
+            rent_usd_per_hour=u["rent_hour"],
+            eligible=eligible,
+            run_set=run_set,
+            demand_tps=float(demand[h]),
+            peak_demand_tps=float(demand.max()),
+            pool_cards=pool_cards,
+            budget_left=max(0, budget - len(evictions)),
+            eviction_hours=tuple((ts - m0) // HOUR_S for ts, _ in evictions),
+        )
+
+    def decide_hour(self, hour_ts: int, u: dict | None = None) -> Decisions:
+        """Decide one hour and journal it with the state it leaves (acting comes after, from the journal)."""
+        u = u or self.universe()
+        open_now = self.store.run_set_at(hour_ts - HOUR_S)
+        state = self.state_at(hour_ts, u, open_now)
+        d = tick(state, self.policy)
+        keys = u["keys"]
+        new = {keys[i] for i in np.flatnonzero(d.run_set)}
+        evicted = [keys[e.card] for e in d.evictions]
+        by_card = {keys[c.card]: c for c in d.adds + d.releases}
+        entries = [
+            JournalEntry(
+                f"{hour_ts}:size", hour_ts, "size", d.reason,
+                detail={
+                    "hour": d.hour, "mode": d.mode, "window": d.window, "target_tps": d.target_tps,
+                    "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
+                    "run_set_cards": len(new), "budget_left": d.budget_left,
+                },
+                acted=True,
+            )
+        ]
+        if d.eviction is not None:
+            p = d.eviction
+            judged = np.flatnonzero(state.run_set) if state.run_set is not None else []
+            entries.append(
+                JournalEntry(
+                    f"{hour_ts}:eviction-pass", hour_ts, "eviction-pass", p.reason,
+                    detail={
+                        "hour": d.hour, "rule": p.rule, "window": p.window, "fraction": p.fraction, "judged": p.judged,
+                        "candidates": [keys[c] for c in p.candidates], "evicted": [keys[c] for c in p.evicted],
+                        "median_score_tps": p.median_score_tps, "threshold_tps": p.threshold_tps,
+                        "blocked_by_budget": p.blocked_by_budget, "blocked_by_disruption": p.blocked_by_disruption,
+                        "breaker_open": p.breaker_open, "draining": p.draining, "allowed_now": p.allowed_now,
+                        "budget_left_before": p.budget_left_before, "budget_left_after": p.budget_left_after,
+                        "scores": {keys[c]: float(state.evict_score_tps[c]) for c in judged},
+                    },
+                    acted=True,
+                )
+            )
+        for e in d.evictions:
+            entries.append(
+                JournalEntry(
+                    f"{hour_ts}:evict:{keys[e.card]}", hour_ts, "evict", e.reason, keys[e.card],
+                    detail={"hour": d.hour, "score_tps": e.score_tps, "tokens_per_usd": e.tokens_per_usd,
+                            "window": self.policy.eviction_window, "threshold_tps": d.eviction.threshold_tps,
+                            "median_score_tps": d.eviction.median_score_tps, "budget_left": d.budget_left},
+                )
+            )
+        close = sorted(open_now - new)
+        opened = sorted(new - open_now)
+        for k in close:
+            if k in evicted:
+                continue
+            c = by_card.get(k)
+            why = c.reason if c is not None else "released: not in the run set the month starts with"
+            entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, "release", why, k,
+                                        detail={"hour": d.hour, "score_tps": float(state.score_tps[u["pos"][k]]), "window": d.window}))
+        for k in opened:
+            c = by_card.get(k)
+            why = c.reason if c is not None else f"added; {d.reason}"
+            i = u["pos"][k]
+            entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, "add", why, k,
+                                        detail={"hour": d.hour, "score_tps": float(state.score_tps[i]), "window": d.window,
+                                                "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1], u["rent_hour"][i:i + 1])[0])}))
+        self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, close, evicted)
+        return d
+
+    def billing_job(self) -> int:
+        """Bill every decided hour that has ended; returns the hours billed."""
+        done = 0
+        u = self.universe()
+        while not self.stopping:
+            nxt = self.next_hour(self.store.last_billed_ts())
+            if nxt + HOUR_S > self.clock.now() or self.store.last_decided_ts(nxt, nxt + 1) is None:
+                break
+            self.bill(nxt, u)
+            done += 1
+        return done
+
+    def truth(self, hour_ts: int, u: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(true rate this hour, the card's ticket) per card: the simulation's truth, or hindsight for a real pool.
+
+        Hindsight, as the replay of a stored month: each card's mean measured rate over the month so far.
+        """
+        n = len(u["keys"])
+        m0, h = self.month_of(hour_ts)
+        if self.sim is not None:
+            if "sim_sel" not in u:
+                idx = self.sim.index()
+                u["sim_sel"] = np.array([idx[k] for k in u["keys"]])
+            sel = u["sim_sel"]
+            m = self.sim.month
+            return m.true_rate_tps[sel, m.warmup_hours + h].astype(np.float64), np.asarray(m.true_tps)[sel].astype(np.float64)
+        roll = self.repo.hourly_rollups(m0, hour_ts + HOUR_S)
+        mean = np.zeros(n)
+        if len(roll):
+            g = roll.groupby("card_key")["mean_tps"].mean()
+            for k, v in g.items():
+                if k in u["pos"]:
+                    mean[u["pos"][k]] = float(v)
+        return mean, mean
+
+    def bill(self, hour_ts: int, u: dict | None = None) -> HourFigures:
+        """Bill one decided hour: warm rent, churn fees, idle cost, the ideal bill and wrong evictions."""
+        u = u or self.universe()
+        m0, h = self.month_of(hour_ts)
+        run_set = self._mask(u, self.store.run_set_at(hour_ts))
+        evicted_keys = [k for ts, k in self.store.eviction_hours(hour_ts, hour_ts + 1)]
+        evicted = np.array([u["pos"][k] for k in evicted_keys], dtype=np.int64)
+        rate, ticket = self.truth(hour_ts, u)
+        demand = float(self.demand(m0)[h])
+        b = bill_hour(run_set, u["rent_hour"], u["rent_month"], rate, demand, evicted, u["class_idx"])
+        wrong = 0
+        if evicted.size and h > 0:
+            judged = self._mask(u, self.store.run_set_at(hour_ts - HOUR_S))
+            median = float(np.median(ticket[judged])) if judged.any() else math.nan
+            wrong = int((ticket[evicted] >= median).sum())
+        size = self.store.decisions(kinds=["size"], since_ts=hour_ts, until_ts=hour_ts + 1, limit=1)
+        fig = HourFigures(
+            hour_ts=hour_ts, month_start_ts=m0, demand_tps=demand, capacity_tps=b.capacity_tps, delivered_tps=b.delivered_tps,
+            scored_capacity_tps=float(size[0].detail.get("scored_capacity_tps", 0.0)) if size else 0.0,
+            cards_warm=b.cards_warm, warm_usd=b.warm_usd, churn_usd=b.churn_usd, idle_usd=b.idle_usd, ideal_usd=b.ideal_usd,
+            evictions=int(evicted.size), wrong_evictions=wrong,
+        )
+        fee = (0.15 * u["rent_month"][evicted]).tolist() if evicted.size else []
+        lines = [("rent", b.warm_usd, None)] + [("churn", f, k) for f, k in zip(fee, evicted_keys)]
+        self.store.record_hour(fig, lines)
+        return fig
+
+    def metrics_job(self) -> Snapshot:
+        self.snapshot = self.build_snapshot()
+        return self.snapshot
+
+    def build_snapshot(self) -> Snapshot:
+        u = self.universe()
+        now = self.clock.now()
+        last_b = self.store.last_billed_ts()
+        # The month on view is the one last billed; at a month's end it stays on view until the next one bills.
+        m0 = self.month_of(last_b)[0] if last_b is not None else self.current_month_start()
+        hours = self.store.hours(m0)
+        totals = month_totals(hours)
+        last_dec = self.store.last_decided_ts(m0, m0 + self.hours * HOUR_S)
+        run_set = sorted(self.store.run_set_at(last_dec)) if last_dec is not None else []
+        in_class = u["class"] == self.policy.card_class
+        pool_cards = int(in_class.sum())
+        retired = {k for k, ts in self.store.retired().items() if ts >= m0}
+        budget = budget_cards(self.policy.eviction.share, pool_cards)
+        evictions = len(self.store.eviction_hours(m0, m0 + self.hours * HOUR_S))
+        scores: dict[str, dict[str, tuple[float, float]]] = {}
+        if last_dec is not None:
+            for name, w in self.windows.items():
+                got = self.store.scores_at(last_dec, w)
+                scores[name] = {
+                    k: (v, float(tokens_per_dollar(np.array([v]), u["rent_hour"][u["pos"][k]:u["pos"][k] + 1])[0]))
+                    for k, v in got.items() if k in u["pos"]
+                }
+        size = self.store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1) if last_dec is not None else []
+        passes = self.store.decisions(kinds=["eviction-pass"], since_ts=m0, until_ts=m0 + self.hours * HOUR_S)
+        figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
+        checks = judge_checks(figs, self.cfg.checks) if hours else {}
+        return Snapshot(
+            clock_ts=now,
+            month_start_ts=m0,
+            month_hours=self.hours,
+            hours_billed=len(hours),
+            hours_decided=0 if last_dec is None else (last_dec - m0) // HOUR_S + 1,
+            run_set=run_set,
+            pool_cards=pool_cards,
+            eligible_cards=int((in_class & ~self._mask(u, retired)).sum()),
+            scores=scores,
+            demand_tps=float(size[0].detail.get("demand_tps", 0.0)) if size else 0.0,
+            scored_capacity_tps=float(size[0].detail.get("scored_capacity_tps", 0.0)) if size else 0.0,
+            capacity_tps=hours[-1].capacity_tps if hours else 0.0,
+            totals=totals,
+            evictions=evictions,
+            wrong_evictions=int(totals["wrong_evictions"]),
+            eviction_budget=budget,
+            budget_left=max(0, budget - evictions),
+            breaker_open=bool(passes and passes[-1].detail.get("breaker_open")),
+            ingest=self.store.ingest_totals(),
+            quarantine=self.store.quarantine_reasons(),
+            decisions=self.store.decision_counts(m0, m0 + self.hours * HOUR_S),
+            checks=checks,
+        )
+
+    def month_done(self) -> bool:
+        """The simulated month is billed to its last hour."""
+        if self.sim is None:
+            return False
+        return self.store.last_billed_ts(self.sim.start_ts) == self.sim.end_ts - HOUR_S
+
+    # -- the scheduler ---------------------------------------------------------------------
+    def _run(self, name: str, fn: Callable[[], object]) -> object:
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            st = self.stats[name]
+            st.runs += 1
+            st.duration_s_sum += time.perf_counter() - t0
+
+    def intervals(self) -> dict[str, float]:
+        """Wall seconds between runs of each job. A simulation runs each once per simulated hour (metrics every
+        simulated quarter hour), never more often than every 50 ms (metrics: 500 ms) nor less often than the wall schedule."""
+        s = self.cfg.schedule
+        wall = {"ingest": s.ingest_every_s, "score": s.tick_every_s, "decide": s.tick_every_s,
+                "billing": s.billing_every_s, "metrics": s.metrics_every_s}
+        if self.sim is None:
+            return wall
+        per_clock = {"ingest": HOUR_S, "score": HOUR_S, "decide": HOUR_S, "billing": HOUR_S, "metrics": HOUR_S / 4}
+        floor = {"metrics": 0.5}
+        return {k: min(wall[k], max(floor.get(k, 0.05), self.clock.wall_seconds(v))) for k, v in per_clock.items()}
+
+    def start(self, scheduler=None) -> None:
+        """Start the jobs on a BackgroundScheduler (or the one given)."""
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from datetime import timezone
+
+        self.scheduler = scheduler or BackgroundScheduler(timezone=timezone.utc, executors={"default": ThreadPoolExecutor(len(JOBS))})
+        self.scheduler.add_listener(self._on_event, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+        fns = {"ingest": self.ingest_job, "score": self.score_job, "decide": self.decide_job,
+               "billing": self.billing_job, "metrics": self.metrics_job}
+        from datetime import datetime
+
+        first = datetime.now(timezone.utc)
+        for name, every in self.intervals().items():
+            grace = self.cfg.schedule.misfire_grace_s or every / 2
+            self.scheduler.add_job(
+                self._run, "interval", args=(name, fns[name]), id=name, name=name, seconds=every,
+                coalesce=True, max_instances=1, misfire_grace_time=max(1, int(round(grace))), next_run_time=first,
+            )
+        self.scheduler.start()
+
+    def shutdown(self) -> None:
+        self.stop()
+        if self.scheduler is not None and self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+
+    def _on_event(self, event) -> None:
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED
+
+        st = self.stats.get(event.job_id)
+        if st is None:
+            return
+        if event.code == EVENT_JOB_EXECUTED:
+            st.last_success_ts = self.clock.now()
+        elif event.code == EVENT_JOB_ERROR:
+            st.errors += 1
+            st.last_error = repr(event.exception)
+            log.error("job %s failed: %r", event.job_id, event.exception)
+        elif event.code == EVENT_JOB_MISSED:
+            st.misses += 1
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            st.skipped_overlap += 1
+
+
+def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int) -> np.ndarray:
+    """Scores at `hours` consecutive hours from a (cards, history_hours + hours - 1) matrix of hourly means.
+
+    With every hour present this is `fleet.model.window_scores` itself; hours with
+    no telemetry (NaN) are left out of their window's mean, and a card with none
+    in its window has no score (NaN).
+    """
+    from fleet.model import window_scores
+
+    full = hourly_tps
+    if not np.isnan(hourly_tps).any():
+        return window_scores(full, history_hours, hours, window_hours).astype(np.float32)
+    have = np.isfinite(full)
+    vals = np.where(have, full, 0.0)
+    cs = np.zeros((vals.shape[0], vals.shape[1] + 1))
+    np.cumsum(vals, axis=1, out=cs[:, 1:])
+    cn = np.zeros_like(cs)
+    np.cumsum(have, axis=1, out=cn[:, 1:])
+    end = history_hours + np.arange(hours)
+    s = cs[:, end] - cs[:, end - window_hours]
+    c = cn[:, end] - cn[:, end - window_hours]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c > 0, s / np.maximum(c, 1), np.nan).astype(np.float32)
+
+
+def simulation_config(cfg: ServiceConfig, scenario: Scenario) -> ServiceConfig:
+    """The config with the preset's pool, policy, demand, checks and month length in place of its own."""
+    from fleet.serve_config import Month, Pool, PoolClass
+
+    return cfg.model_copy(
+        update={
+            "month": Month(start=cfg.month.start, hours=scenario.hours),
+            "pool": Pool(classes=tuple(PoolClass(name=c.name, rated_tps=c.rated_tps, rent_usd_per_month=c.rent_usd_per_month)
+                                       for c in scenario.classes)),
+            "policy": scenario.policy,
+            "demand": scenario.demand,
+            "checks": scenario.checks,
+        }
+    )

@@ -1,0 +1,354 @@
+"""The service's side of the store: the decision journal, the run set, scores read back, billed hours.
+
+`ServiceStore` sits beside `SqlRepository` on the same engine and keeps to the
+same rules: plain SQL with bound parameters, one transaction per call. Every
+write transaction starts with its first write (lookups run before it, on their
+own), so on SQLite it takes the write lock at once and waits its turn under
+the busy timeout instead of failing on a read snapshot it cannot upgrade. The call
+that matters most is `journal_hour`: an hour's decisions, the run-set intervals
+they open and close, and the cards they evict go in together or not at all,
+and journaling the same hour twice adds nothing (unique `decision_key`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from sqlalchemy import Connection, Engine, text
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """A decision to journal. `acted` entries are records with nothing to carry out."""
+
+    key: str
+    ts: int
+    kind: str
+    reason: str
+    card_key: str | None = None
+    detail: Mapping | None = None
+    acted: bool = False
+
+
+@dataclass(frozen=True)
+class JournalRow:
+    id: int
+    key: str | None
+    ts: int
+    kind: str
+    card_key: str | None
+    reason: str
+    detail: dict
+    acted_ts: int | None
+
+
+@dataclass(frozen=True)
+class HourFigures:
+    """One billed hour, as written to `service_hours`."""
+
+    hour_ts: int
+    month_start_ts: int
+    demand_tps: float
+    capacity_tps: float
+    delivered_tps: float
+    scored_capacity_tps: float
+    cards_warm: int
+    warm_usd: float
+    churn_usd: float
+    idle_usd: float
+    ideal_usd: float
+    evictions: int
+    wrong_evictions: int
+
+
+HOUR_COLUMNS = tuple(HourFigures.__dataclass_fields__)
+
+
+class ServiceStore:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._card_ids: dict[str, int] = {}  # a card's id never changes: cached
+
+    # -- the journal ------------------------------------------------------------------
+    def _ids(self, keys: Iterable[str]) -> dict[str, int]:
+        keys = set(keys)
+        if keys - self._card_ids.keys():
+            with self.engine.connect() as conn:
+                self._card_ids = dict(conn.execute(text("SELECT card_key, id FROM cards")).all())
+        unknown = sorted(keys - self._card_ids.keys())
+        if unknown:
+            raise KeyError(f"unknown card {unknown[0]!r}")
+        return {k: self._card_ids[k] for k in keys}
+
+    def record_scores(self, hour_scores: Sequence[tuple[int, int, Mapping[str, tuple[float, float]]]]) -> None:
+        """Scores of several hours in one transaction: (hour ts, window hours, card key → (score_tps, tokens_per_usd)).
+        A rerun replaces them."""
+        ids = self._ids({k for _, _, sc in hour_scores for k in sc})
+        with self.engine.begin() as conn:
+            rows = [
+                {"c": ids[k], "h": int(h), "w": int(w), "s": float(v[0]), "t": float(v[1])}
+                for h, w, sc in hour_scores for k, v in sc.items()
+            ]
+            if rows:
+                conn.execute(
+                    text(
+                        "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) VALUES (:c, :h, :w, :s, :t) "
+                        "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, "
+                        "tokens_per_usd = excluded.tokens_per_usd"
+                    ),
+                    rows,
+                )
+
+    def journal_hour(
+        self,
+        hour_ts: int,
+        entries: Sequence[JournalEntry],
+        open_cards: Mapping[str, str],
+        close_cards: Iterable[str],
+        retire_cards: Iterable[str],
+    ) -> bool:
+        """Journal one hour's decisions with the state they leave, in one transaction.
+
+        `open_cards` (card key → reason) start run-set intervals at `hour_ts`;
+        `close_cards` end theirs; `retire_cards` leave the pool. Returns False
+        (and changes nothing) if the hour's first entry is already journaled.
+        """
+        close_cards, retire_cards = list(close_cards), list(retire_cards)
+        ids = self._ids([e.card_key for e in entries if e.card_key] + list(open_cards) + close_cards + retire_cards)
+        rows = [
+            {
+                "t": e.ts, "k": e.kind, "c": ids[e.card_key] if e.card_key else None, "r": e.reason,
+                "d": json.dumps(dict(e.detail or {}), sort_keys=True), "key": e.key, "a": e.ts if e.acted else None,
+            }
+            for e in entries
+        ]
+        insert = text(
+            "INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) "
+            "VALUES (:t, :k, :c, :r, :d, :key, :a) ON CONFLICT (decision_key) DO NOTHING"
+        )
+        with self.engine.begin() as conn:
+            if rows:
+                if conn.execute(insert, rows[0]).rowcount == 0:
+                    return False  # the hour is journaled already; nothing was written
+                if rows[1:]:
+                    conn.execute(insert, rows[1:])
+            if close_cards:
+                conn.execute(
+                    text("UPDATE run_set_intervals SET end_ts = :t WHERE card_id = :c AND end_ts IS NULL"),
+                    [{"t": hour_ts, "c": ids[k]} for k in close_cards],
+                )
+            if open_cards:
+                conn.execute(
+                    text("INSERT INTO run_set_intervals (card_id, start_ts, reason) VALUES (:c, :t, :r)"),
+                    [{"c": ids[k], "t": hour_ts, "r": r} for k, r in open_cards.items()],
+                )
+            if retire_cards:
+                conn.execute(
+                    text("UPDATE cards SET retired_ts = :t WHERE id = :c AND retired_ts IS NULL"),
+                    [{"t": hour_ts, "c": ids[k]} for k in retire_cards],
+                )
+        return True
+
+    def mark_acted(self, decision_id: int, ts: int) -> bool:
+        """Record that a decision was carried out; False if it already was (it is never marked twice)."""
+        with self.engine.begin() as conn:
+            n = conn.execute(
+                text("UPDATE decisions SET acted_ts = :t WHERE id = :i AND acted_ts IS NULL"), {"t": ts, "i": decision_id}
+            ).rowcount
+        return n == 1
+
+    _ROW_SQL = (
+        "SELECT d.id, d.decision_key, d.ts, d.kind, c.card_key, d.reason, d.detail_json, d.acted_ts "
+        "FROM decisions d LEFT JOIN cards c ON c.id = d.card_id"
+    )
+
+    @staticmethod
+    def _row(r) -> JournalRow:
+        return JournalRow(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], json.loads(r[6] or "{}"), r[7])
+
+    def unacted(self) -> list[JournalRow]:
+        """Journaled decisions not yet carried out, in the order they were journaled."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(self._ROW_SQL + " WHERE d.acted_ts IS NULL ORDER BY d.id")).all()
+        return [self._row(r) for r in rows]
+
+    def decisions(
+        self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
+        until_ts: int | None = None, limit: int = 10_000,
+    ) -> list[JournalRow]:
+        """Journal rows, oldest first, filtered by card, kind and time."""
+        where, params = [], {"n": int(limit)}
+        if card_key is not None:
+            where.append("c.card_key = :card")
+            params["card"] = card_key
+        if kinds is not None:
+            kinds = list(kinds)
+            names = [f"k{i}" for i in range(len(kinds))]
+            where.append(f"d.kind IN ({', '.join(':' + n for n in names)})")
+            params.update(dict(zip(names, kinds)))
+        if since_ts is not None:
+            where.append("d.ts >= :lo")
+            params["lo"] = int(since_ts)
+        if until_ts is not None:
+            where.append("d.ts < :hi")
+            params["hi"] = int(until_ts)
+        sql = self._ROW_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id LIMIT :n"
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(sql), params).all()
+        return [self._row(r) for r in rows]
+
+    def decision_counts(self, since_ts: int, until_ts: int) -> dict[str, tuple[int, int]]:
+        """Per kind: (journaled, acted) in [since_ts, until_ts)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT kind, COUNT(*), COUNT(acted_ts) FROM decisions WHERE ts >= :lo AND ts < :hi GROUP BY kind"),
+                {"lo": int(since_ts), "hi": int(until_ts)},
+            ).all()
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    def last_decided_ts(self, since_ts: int, until_ts: int) -> int | None:
+        """The latest hour with a journaled `size` decision in [since_ts, until_ts)."""
+        with self.engine.connect() as conn:
+            got = conn.execute(
+                text("SELECT MAX(ts) FROM decisions WHERE kind = 'size' AND ts >= :lo AND ts < :hi"),
+                {"lo": int(since_ts), "hi": int(until_ts)},
+            ).scalar()
+        return None if got is None else int(got)
+
+    def eviction_hours(self, since_ts: int, until_ts: int) -> list[tuple[int, str]]:
+        """(hour ts, card key) of every eviction journaled in [since_ts, until_ts), oldest first."""
+        return [(r.ts, r.card_key) for r in self.decisions(kinds=["evict"], since_ts=since_ts, until_ts=until_ts)]
+
+    # -- the run set ------------------------------------------------------------------
+    def run_set_at(self, hour_ts: int) -> set[str]:
+        """Cards warm in the hour starting at `hour_ts`."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT DISTINCT c.card_key FROM run_set_intervals r JOIN cards c ON c.id = r.card_id "
+                    "WHERE r.start_ts <= :t AND (r.end_ts IS NULL OR r.end_ts > :t)"
+                ),
+                {"t": int(hour_ts)},
+            ).all()
+        return {r[0] for r in rows}
+
+    def retired(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(text("SELECT card_key, retired_ts FROM cards WHERE retired_ts IS NOT NULL")).all()
+        return {r[0]: int(r[1]) for r in rows}
+
+    # -- scores -----------------------------------------------------------------------
+    def scores_at(self, hour_ts: int, window_hours: int) -> dict[str, float]:
+        """Card key → score (tok/s) recorded at `hour_ts` through a window of `window_hours`."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT c.card_key, s.score_tps FROM scores s JOIN cards c ON c.id = s.card_id "
+                    "WHERE s.hour_ts = :h AND s.window_hours = :w"
+                ),
+                {"h": int(hour_ts), "w": int(window_hours)},
+            ).all()
+        return {r[0]: float(r[1]) for r in rows}
+
+    def last_scored_ts(self, window_hours: int, since_ts: int, until_ts: int) -> int | None:
+        with self.engine.connect() as conn:
+            got = conn.execute(
+                text("SELECT MAX(hour_ts) FROM scores WHERE window_hours = :w AND hour_ts >= :lo AND hour_ts < :hi"),
+                {"w": int(window_hours), "lo": int(since_ts), "hi": int(until_ts)},
+            ).scalar()
+        return None if got is None else int(got)
+
+    # -- billed hours -----------------------------------------------------------------
+    def record_hour(self, fig: HourFigures, bill_lines: Sequence[tuple[str, float, str | None]]) -> bool:
+        """Write one billed hour and its bill lines (kind, usd, card key or None) together; False if already billed."""
+        ids = self._ids([k for _, _, k in bill_lines if k])
+        with self.engine.begin() as conn:
+            n = conn.execute(
+                text(
+                    f"INSERT INTO service_hours ({', '.join(HOUR_COLUMNS)}) VALUES ({', '.join(':' + c for c in HOUR_COLUMNS)}) "
+                    "ON CONFLICT (hour_ts) DO NOTHING"
+                ),
+                {c: getattr(fig, c) for c in HOUR_COLUMNS},
+            ).rowcount
+            if n == 0:
+                return False
+            if bill_lines:
+                conn.execute(
+                    text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"),
+                    [
+                        {"c": ids[k] if k else None, "a": fig.hour_ts, "b": fig.hour_ts + 3600, "k": kind, "u": float(usd)}
+                        for kind, usd, k in bill_lines
+                    ],
+                )
+        return True
+
+    def last_billed_ts(self, month_start_ts: int | None = None) -> int | None:
+        """The latest billed hour (of one month, or of any)."""
+        sql, params = "SELECT MAX(hour_ts) FROM service_hours", {}
+        if month_start_ts is not None:
+            sql, params = sql + " WHERE month_start_ts = :m", {"m": int(month_start_ts)}
+        with self.engine.connect() as conn:
+            got = conn.execute(text(sql), params).scalar()
+        return None if got is None else int(got)
+
+    def hours(self, month_start_ts: int) -> list[HourFigures]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(f"SELECT {', '.join(HOUR_COLUMNS)} FROM service_hours WHERE month_start_ts = :m ORDER BY hour_ts"),
+                {"m": int(month_start_ts)},
+            ).all()
+        return [HourFigures(*r) for r in rows]
+
+    def bill_by_part(self, since_ts: int, until_ts: int) -> dict[str, float]:
+        """USD by bill line kind for periods starting in [since_ts, until_ts)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT kind, SUM(usd) FROM bills WHERE period_start_ts >= :lo AND period_start_ts < :hi GROUP BY kind"),
+                {"lo": int(since_ts), "hi": int(until_ts)},
+            ).all()
+        return {r[0]: float(r[1]) for r in rows}
+
+    def last_rollup_ts(self) -> int | None:
+        """The latest hour any telemetry has been rolled up for."""
+        with self.engine.connect() as conn:
+            got = conn.execute(text("SELECT MAX(hour_ts) FROM hourly_rollups")).scalar()
+        return None if got is None else int(got)
+
+    def ingest_totals(self) -> dict[str, int]:
+        """Records read, stored, found duplicate and quarantined over every ingest run."""
+        with self.engine.connect() as conn:
+            r = conn.execute(
+                text("SELECT COALESCE(SUM(read), 0), COALESCE(SUM(stored), 0), COALESCE(SUM(duplicates), 0), "
+                     "COALESCE(SUM(quarantined), 0) FROM ingest_runs")
+            ).one()
+        return {"read": int(r[0]), "stored": int(r[1]), "duplicate": int(r[2]), "quarantined": int(r[3])}
+
+    def quarantine_reasons(self) -> dict[str, int]:
+        with self.engine.connect() as conn:
+            return {r[0]: int(r[1]) for r in conn.execute(text("SELECT reason, COUNT(*) FROM quarantined_input GROUP BY reason")).all()}
+
+    def scores_by_window(self, hour_ts: int) -> dict[int, dict[str, float]]:
+        """Every score recorded at `hour_ts`: window hours → card key → score (tok/s)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT s.window_hours, c.card_key, s.score_tps FROM scores s JOIN cards c ON c.id = s.card_id WHERE s.hour_ts = :h"),
+                {"h": int(hour_ts)},
+            ).all()
+        out: dict[int, dict[str, float]] = {}
+        for w, k, v in rows:
+            out.setdefault(int(w), {})[k] = float(v)
+        return out
+
+    def card_class(self, card_key: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.execute(
+                text("SELECT k.name FROM cards c JOIN card_classes k ON k.id = c.class_id WHERE c.card_key = :k"), {"k": card_key}
+            ).scalar()
+
+    def month_start_of(self, hour_ts: int) -> int | None:
+        """The month a billed hour belongs to."""
+        with self.engine.connect() as conn:
+            got = conn.execute(text("SELECT month_start_ts FROM service_hours WHERE hour_ts = :h"), {"h": int(hour_ts)}).scalar()
+        return None if got is None else int(got)
