@@ -27,21 +27,16 @@ def write_csv(path: Path, samples: int, cards: int = 1000, bad_every: int = 100,
 
     Returns the expected reason counts of the malformed records."""
     rng = np.random.default_rng(seed)
-    i = np.arange(samples)
-    card = i % cards
-    ts = BASE_TS + (i // cards) * 60
-    tps = np.round(rng.normal(6000, 1500, samples).clip(0), 3)
-    lines = np.char.add(np.char.add(np.char.add(np.char.add("gpu-", np.char.zfill(card.astype(str), 5)), ","), ts.astype(str)), np.char.add(",", tps.astype(str)))
-    out = lines.astype(object)
+    tps = np.round(rng.normal(6000, 1500, samples).clip(0), 3).tolist()
+    out = [f"gpu-{i % cards:05d},{BASE_TS + (i // cards) * 60},{v}" for i, v in enumerate(tps)]
     expected: dict[str, int] = {}
     if bad_every:
-        bad = np.arange(bad_every - 1, samples, bad_every)
-        for j, b in enumerate(bad):
+        for j, b in enumerate(range(bad_every - 1, samples, bad_every)):
             template, why = BAD_KINDS[j % len(BAD_KINDS)]
-            out[b] = template.format(card=f"gpu-{card[b]:05d}", ts=ts[b])
+            out[b] = template.format(card=f"gpu-{b % cards:05d}", ts=BASE_TS + (b // cards) * 60)
             expected[why] = expected.get(why, 0) + 1
     with open(path, "w", encoding="utf-8") as f:
         f.write("card_id,ts,tokens_per_s\n")
-        f.write("\n".join(out.tolist()))
+        f.write("\n".join(out))
         f.write("\n")
     return expected

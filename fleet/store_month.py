@@ -1,0 +1,133 @@
+"""A stored month of a real pool, as a `fleet.model.Month` that `fleet.replay.replay()` can replay.
+
+The store holds what a real pool gives: measured rates. The month built here takes:
+- **measured rate** of a card-hour: the hourly rollup. Where the hour's samples
+  carry a busy fraction, tokens per busy second (the card's capacity, so an
+  idle card is not taken for a slow one); otherwise the mean tokens/s.
+- **true rate** (the truth a real pool never shows): hindsight, each card's
+  mean measured rate over the month's hours, as the model doc says; the ideal
+  operator and the wrong-eviction check read it.
+- **hours without samples**: the last measured rate carries forward (the first
+  known one backward at the start): the score sees no news, not a dead card.
+  A card with no sample in the whole span is not in that month's pool.
+- **span**: `warmup_hours` of history then `hours` of month, from `start_ts`
+  (default: the first stored hour).
+- **classes, rents and demand** come from the scenario: the store's cards must
+  belong to the scenario's classes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fleet.config import ConfigError, Scenario
+from fleet.model import Month, _stream, demand_series
+
+HOUR_S = 3600
+FAR_FUTURE_TS = 4_102_444_800  # 2100-01-01: a telemetry file replayed without a clock has no future bound worth keeping
+
+
+def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int | None = None, base_dir: Path | None = None) -> Month:
+    """Build the month from hourly rollups (`storage.Repository.hourly_rollups()` rows) and the scenario's market and demand."""
+    W, H = scenario.warmup_hours, scenario.hours
+    total = W + H
+    if rollups.empty:
+        raise ConfigError("no stored telemetry to replay")
+    first = int(rollups["hour_ts"].min()) if start_ts is None else int(start_ts) - int(start_ts) % HOUR_S
+    last = int(rollups["hour_ts"].max())
+    covered = (last - first) // HOUR_S + 1
+    if covered < total:
+        raise ConfigError(
+            f"stored telemetry covers {max(covered, 0)} hours from {pd.Timestamp(first, unit='s', tz='UTC'):%Y-%m-%d %H:%M} UTC; "
+            f"the scenario needs warmup_hours + hours = {W} + {H} = {total}"
+        )
+    span = rollups[(rollups["hour_ts"] >= first) & (rollups["hour_ts"] < first + total * HOUR_S)]
+    class_names = tuple(c.name for c in scenario.classes)
+    strangers = sorted(set(span["card_class"]) - set(class_names))
+    if strangers:
+        n = int(span.loc[span["card_class"].isin(strangers), "card_key"].nunique())
+        raise ConfigError(
+            f"{n} stored card(s) belong to class(es) {', '.join(map(repr, strangers))}, not in the scenario's classes "
+            f"{list(class_names)}: declare the cards' classes in a pool file (fleet ingest --pool) or use a scenario with those classes"
+        )
+    cards = span[["card_key", "card_class"]].drop_duplicates("card_key")
+    cards = cards.assign(cls=cards["card_class"].map({n: i for i, n in enumerate(class_names)})).sort_values(["cls", "card_key"])
+    if cards.empty:
+        raise ConfigError("no stored telemetry in the scenario's span")
+    row = pd.Series(np.arange(len(cards)), index=cards["card_key"].to_numpy())
+    rate = np.where(span["busy_tps"].notna(), span["busy_tps"], span["mean_tps"]).astype(np.float64)
+    measured = np.full((len(cards), total), np.nan)
+    measured[row[span["card_key"]].to_numpy(), ((span["hour_ts"] - first) // HOUR_S).to_numpy()] = rate
+    measured = _fill_gaps(measured)
+
+    cls_idx = cards["cls"].to_numpy(dtype=np.int32)
+    hindsight = measured[:, W:].mean(axis=1)
+    rated = np.array([scenario.classes[i].rated_tps for i in cls_idx], dtype=np.float64)
+    rent = np.array([scenario.classes[i].rent_usd_per_month for i in cls_idx], dtype=np.float64)
+    demand = demand_series(scenario.demand, H, _stream(scenario.seed, "demand"), base_dir)
+    return Month(
+        hours=H,
+        warmup_hours=W,
+        class_names=class_names,
+        card_class=cls_idx,
+        card_ids=cards["card_key"].to_numpy(dtype=object),
+        rated_tps=rated,
+        true_tps=hindsight,
+        rent_usd_per_month=rent,
+        true_rate_tps=np.repeat(hindsight.astype(np.float32)[:, None], total, axis=1),
+        measured_tps=measured.astype(np.float32),
+        demand_tps=demand,
+    )
+
+
+def _fill_gaps(m: np.ndarray) -> np.ndarray:
+    """Carry each card's last measured rate forward over empty hours, and its first one back to the start."""
+    f = pd.DataFrame(m.T).ffill().bfill()
+    return f.to_numpy().T
+
+
+def month_from_store(url: str, scenario: Scenario, start_ts: int | None = None, base_dir: Path | None = None) -> Month:
+    """The month stored at database `url` (any SQLAlchemy URL), ready for `replay(scenario, month=...)`."""
+    from storage import open_repository
+
+    repo = open_repository(url)
+    lo = None if start_ts is None else int(start_ts) - int(start_ts) % HOUR_S
+    hi = None if lo is None else lo + (scenario.warmup_hours + scenario.hours) * HOUR_S
+    return month_from_rollups(repo.hourly_rollups(lo, hi), scenario, start_ts, base_dir)
+
+
+def load_telemetry_file(
+    path: str | Path,
+    scenario: Scenario,
+    start_ts: int | None = None,
+    fmt: str | None = None,
+    base_dir: Path | None = None,
+    now_ts: int | None = None,
+):
+    """The month in a telemetry file and the ingest's report, through a private in-memory store (the same
+    ingest, quarantine and rollups as `fleet ingest`). Cards are registered on first sight in the class their
+    records name, else in the scenario's policy class. A bad file raises `BadSource` as `fleet ingest` does."""
+    from fleet.ingest import IngestSettings, ingest_parsed, read_file
+    from storage import ClassSpec, memory_repository
+
+    parsed = read_file(path, fmt)
+    repo = memory_repository()
+    repo.declare_classes([ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in scenario.classes])
+    settings = IngestSettings(now_ts=FAR_FUTURE_TS if now_ts is None else int(now_ts), default_class=scenario.policy.card_class)
+    report = ingest_parsed(repo, parsed, settings)
+    return month_from_rollups(repo.hourly_rollups(), scenario, start_ts, base_dir), report
+
+
+def month_from_telemetry_file(
+    path: str | Path,
+    scenario: Scenario,
+    start_ts: int | None = None,
+    fmt: str | None = None,
+    base_dir: Path | None = None,
+    now_ts: int | None = None,
+) -> Month:
+    """The month in a telemetry file (CSV, JSON Lines or Parquet), ready for `replay(scenario, month=...)`."""
+    return load_telemetry_file(path, scenario, start_ts, fmt, base_dir, now_ts)[0]
