@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from fleet.config import ConfigError
@@ -130,7 +130,7 @@ class _opened:
     def __enter__(self):
         try:
             self.conn = self.engine.connect()
-        except OperationalError as err:
+        except DBAPIError as err:
             raise StoreError(f"database {self.engine.url.render_as_string(hide_password=True)!r}: {err.orig}") from None
         return self.conn
 
