@@ -1,0 +1,190 @@
+"""`fleet serve --simulate`: the service on a fast clock gives `fleet replay`'s month, in the journal, the store and /metrics."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fleet.config import load_preset
+from fleet.replay import replay
+from fleet.service import HOUR_S
+from storage.repository import open_repository
+from storage.service_store import ServiceStore
+from tests.serving import FLEET, TINY_PRESET, Served, value, wait_for
+
+
+@pytest.fixture(scope="module")
+def noise_month(tmp_path_factory):
+    """The noise evictor's month served on a fast clock; /metrics scraped once it is billed, then SIGTERM."""
+    work = tmp_path_factory.mktemp("serve")
+    db = f"sqlite:///{work / 'fleet.db'}"
+    served = Served(["--simulate", "noise-evictor", "--speed", "1e7", "--db", db, "--metrics-port", "0"], work)
+    try:
+        fams = wait_for(lambda: (f := served.families()) and value(f, "fleet_month_hours_billed") == 720 and f, 150,
+                        "the month to be billed", every_s=0.5)
+        # One more refresh after the last hour, so the snapshot holds the month's end.
+        wait_for(lambda: served.families()["fleet_clock_timestamp_seconds"].samples[0].value
+                 > fams["fleet_clock_timestamp_seconds"].samples[0].value, 10, "a metrics refresh")
+        fams = served.families()
+        rc = served.terminate()
+    finally:
+        served.kill()
+    r = replay(load_preset("noise-evictor").resolve())
+    return {"db": db, "families": fams, "rc": rc, "stderr": served.stderr(), "replay": r, "work": work}
+
+
+def test_sigterm_stops_cleanly(noise_month):
+    assert noise_month["rc"] == 0, noise_month["stderr"]
+    assert "fleet serve: stopped" in noise_month["stderr"]
+    assert "Traceback" not in noise_month["stderr"]
+
+
+def test_journal_has_replays_evictions(noise_month):
+    r = noise_month["replay"]
+    store = ServiceStore(open_repository(noise_month["db"]).engine)
+    rows = store.decisions(kinds=["evict"])
+    start = rows[0].ts - r.evictions[0].hour * HOUR_S
+    assert [((row.ts - start) // HOUR_S, row.card_key) for row in rows] == [(e.hour, str(r.month.card_ids[e.card])) for e in r.evictions]
+    assert len(rows) == 12
+    assert all(row.acted_ts is not None for row in store.decisions())  # every decision carried out (dry-run)
+    passes = store.decisions(kinds=["eviction-pass"])
+    assert [p.detail["budget_left_after"] for p in passes] == [d.budget_left_after for d in r.decisions]
+
+
+def test_store_has_replays_bill_and_run_sets(noise_month):
+    r = noise_month["replay"]
+    f = r.figures
+    store = ServiceStore(open_repository(noise_month["db"]).engine)
+    m0 = store.month_start_of(store.last_billed_ts())
+    hours = store.hours(m0)
+    assert len(hours) == 720
+    bill = sum(h.warm_usd + h.churn_usd for h in hours)
+    assert bill == pytest.approx(f["bill_usd"], rel=1e-9)
+    assert sum(h.ideal_usd for h in hours) / bill == pytest.approx(f["convergence"], rel=1e-9)
+    assert sum(h.idle_usd for h in hours) == pytest.approx(f["idle_usd"], rel=1e-9)
+    assert sum(h.wrong_evictions for h in hours) == f["wrong_evictions"] == 4
+    parts = store.bill_by_part(m0, m0 + 720 * HOUR_S)
+    assert parts["rent"] + parts["churn"] == pytest.approx(f["bill_usd"], rel=1e-9)
+    assert parts["churn"] == pytest.approx(f["bill_churn_usd"], rel=1e-9)
+    assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
+    # The run set of a few hours, card by card, from the run-set intervals.
+    for h in (0, 23, 24, 300, 719):
+        warm = {str(k) for k in r.month.card_ids[r.warm[:, h]]}
+        assert store.run_set_at(m0 + h * HOUR_S) == warm
+
+
+def test_metrics_carry_replays_figures(noise_month):
+    f = noise_month["replay"].figures
+    fams = noise_month["families"]
+    assert fams["fleet_bill_usd"].type == "counter"
+    rent = value(fams, "fleet_bill_usd", part="rent")
+    churn = value(fams, "fleet_bill_usd", part="churn")
+    assert rent + churn == pytest.approx(f["bill_usd"], rel=1e-9)
+    assert churn == pytest.approx(f["bill_churn_usd"], rel=1e-9)
+    assert fams["fleet_evictions"].type == "counter" and value(fams, "fleet_evictions") == f["evictions"] == 12
+    assert value(fams, "fleet_wrong_evictions") == f["wrong_evictions"]
+    assert fams["fleet_convergence_ratio"].type == "gauge"
+    assert value(fams, "fleet_convergence_ratio") == pytest.approx(f["convergence"], rel=1e-9)
+    assert value(fams, "fleet_idle_usd") == pytest.approx(f["idle_usd"], rel=1e-9)
+    assert value(fams, "fleet_eviction_budget_left_cards") == 0
+    assert value(fams, "fleet_eviction_budget_cards") == f["eviction_budget"]
+    assert value(fams, "fleet_run_set_cards") == noise_month["replay"].cards_warm[-1]
+    assert value(fams, "fleet_check_pass", check="eviction") == 0  # 4 wrong evictions fail the check
+    assert value(fams, "fleet_unmet_demand_ratio") == pytest.approx(f["unmet_share"], rel=1e-6)
+    assert value(fams, "fleet_ingest_records", outcome="stored") == 32 * (720 + 168)
+    assert value(fams, "fleet_job_runs", job="decide", outcome="error") == 0
+
+
+def run_fleet(*args, cwd=None):
+    return subprocess.run(FLEET + list(args), capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_explain_says_why(noise_month):
+    r = noise_month["replay"]
+    evicted = str(r.month.card_ids[r.evictions[0].card])
+    out = run_fleet("explain", evicted, "--db", noise_month["db"])
+    assert out.returncode == 0, out.stderr
+    assert f"{evicted} (flagship) was evicted at" in out.stdout
+    assert "through the hour window" in out.stdout and "under the threshold" in out.stdout
+    kept = sorted(set(map(str, r.month.card_ids)) - {str(r.month.card_ids[e.card]) for e in r.evictions})
+    judged_kept = json.loads(run_fleet("explain", kept[0], "--db", noise_month["db"], "--json").stdout)
+    assert judged_kept["evicted"] is False
+    assert all(j["verdict"].startswith(("kept", "candidate")) for j in judged_kept["judged"])
+    missing = run_fleet("explain", "no-such-card", "--db", noise_month["db"])
+    assert missing.returncode == 2 and "no-such-card" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_status_shows_the_month(noise_month):
+    f = noise_month["replay"].figures
+    out = run_fleet("status", "--db", noise_month["db"], "--json")
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert s["hours_billed"] == 720
+    assert s["bill_usd"] == pytest.approx(f["bill_usd"], rel=1e-9)
+    assert s["budget_left"] == 0 and s["evictions"] == 12
+    assert s["checks"]["eviction"]["pass"] is False and s["checks"]["capacity"]["pass"] is f["checks"]["capacity"]["pass"]
+    assert s["run_set_cards"] == len(s["run_set"]) > 0
+    text = run_fleet("status", "--db", noise_month["db"])
+    assert "check convergence" in text.stdout and "bill so far" in text.stdout
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("[schedule]\ntick_every_s = -1\n", "schedule.tick_every_s"),
+        ("[metrics]\nport = 70000\n", "metrics.port"),
+        ("[actuator]\nkind = 'command'\n", "needs command"),
+        ("[polcy]\nmode = 'steady'\n", "polcy: unknown key"),
+        ("[month]\nstart = 2026-01-01T00:30:00Z\n", "on the hour"),
+        ("this is = not toml [", "not valid TOML"),
+    ],
+)
+def test_bad_config_is_one_clear_error(tmp_path, config, message):
+    path = tmp_path / "fleet.toml"
+    path.write_text(config)
+    out = run_fleet("serve", "--config", str(path), "--simulate", "noise-evictor", "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and str(path) in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_real_pool_needs_pool_and_policy(tmp_path):
+    out = run_fleet("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert out.returncode == 2 and "[pool] is missing" in out.stderr
+
+
+def test_tiny_month_in_process_matches_replay(tmp_path):
+    """The service's jobs stepped by hand on a simulated clock (no scheduler): the same month as replay."""
+    from fleet.serve_config import load_service_config
+    from fleet.service import Service, SimClock, Simulation, simulation_config
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_PRESET)
+    scenario = load_preset(str(path)).resolve()
+    cfg = simulation_config(load_service_config(None), scenario)
+    clock = SimClock(cfg.month.start_ts, 1e9)
+    svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 't.db'}"), clock, simulation=Simulation.of(scenario, cfg.month.start_ts))
+    for _ in range(5):
+        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+            job()
+        if svc.month_done():
+            break
+    assert svc.month_done()
+    snap = svc.metrics_job()
+    r = replay(scenario)
+    assert snap.totals["bill_usd"] == pytest.approx(r.figures["bill_usd"], rel=1e-9)
+    assert snap.evictions == r.figures["evictions"] == 3
+    assert snap.totals["convergence"] == pytest.approx(r.figures["convergence"], rel=1e-9)
+    # Running the jobs again changes nothing: every hour is journaled and billed once.
+    before = len(svc.store.decisions())
+    for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    assert len(svc.store.decisions()) == before and len(svc.store.hours(cfg.month.start_ts)) == scenario.hours
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__]))
