@@ -1,0 +1,69 @@
+"""A real Prometheus server scrapes `fleet serve --simulate` and gives back the run-set size through its HTTP API."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from storage.repository import open_repository
+from storage.service_store import ServiceStore
+from tests.serving import Served, value, wait_for
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed (Debian: apt-get install -y prometheus)")
+def test_prometheus_scrapes_the_run_set_size(tmp_path):
+    db = f"sqlite:///{tmp_path / 'fleet.db'}"
+    # The golden idler holds its run set all month, so the server's sample and the store agree whenever it scrapes.
+    served = Served(["--simulate", "golden-idler", "--speed", "36000", "--db", db, "--metrics-port", "0"], tmp_path)
+    prom = None
+    try:
+        port = free_port()
+        (tmp_path / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\n"
+            "scrape_configs:\n  - job_name: fleet\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{served.port}']\n"
+        )
+        prom = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"),
+        )
+
+        def query():
+            q = urllib.parse.urlencode({"query": 'fleet_run_set_cards{job="fleet"}'})
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?{q}", timeout=5) as resp:
+                    doc = json.load(resp)
+            except OSError:
+                return None
+            result = doc["data"]["result"]
+            return result and float(result[0]["value"][1]) > 0 and result
+
+        result = wait_for(query, 60, "Prometheus to scrape fleet_run_set_cards", every_s=0.5)
+        from_server = float(result[0]["value"][1])
+        store = ServiceStore(open_repository(db).engine)
+        last = store.last_decided_ts(0, 2**62)
+        assert from_server == len(store.run_set_at(last)) == 26
+        assert value(served.families(), "fleet_run_set_cards") == from_server
+        up = urllib.parse.urlencode({"query": 'up{job="fleet"}'})
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?{up}", timeout=5) as resp:
+            assert json.load(resp)["data"]["result"][0]["value"][1] == "1"
+    finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(20)
+        served.kill()
