@@ -73,6 +73,9 @@ REASONS = (
 )
 
 
+_REASON_CODE = {why: i + 1 for i, why in enumerate(REASONS)}
+
+
 class BadSource(ConfigError):
     """A whole source that cannot be ingested (format, encoding, columns, unreachable server); nothing was written."""
 
@@ -267,11 +270,16 @@ def _parse_csv(text: str, name: str, digest: str) -> Parsed:
     odd_blank = np.array([not line(i).strip() for i in odd], dtype=bool)
     bad_idx = odd[~odd_blank]
     good_idx = body[sound]
-    # The sound lines, copied into one buffer for the CSV reader: each line's bytes plus its newline.
-    span = np.append(starts[1:], buf.size) - starts
-    keep = np.zeros(ends.size, dtype=bool)
-    keep[good_idx] = True
-    good = buf[np.repeat(keep, span)].tobytes()
+    # The sound lines, copied into one buffer for the CSV reader: the runs of sound lines between the others.
+    gap = np.ones(ends.size, dtype=bool)
+    gap[good_idx] = False
+    gap_idx = np.flatnonzero(gap)  # the header, blank and malformed lines
+    after = np.append(starts[1:], buf.size)  # where each line's successor starts (its newline included)
+    pieces = []
+    for g0, g1 in zip(gap_idx, np.append(gap_idx[1:], ends.size)):
+        if g1 > g0 + 1:
+            pieces.append(data[starts[g0 + 1] : after[g1 - 1]])
+    good = b"".join(pieces)
     if good and not good.endswith(b"\n"):
         good += b"\n"
     if good_idx.size:
@@ -558,10 +566,10 @@ def judge(
     card and class, then plausibility against the class's rated rate.
     """
     n = int(record_no.size)
-    reason = np.full(n, None, dtype=object)
+    reason = np.zeros(n, dtype=np.int16)  # 0: no fault found yet; else 1 + index in REASONS
 
     def flag(mask: np.ndarray, why: str) -> None:
-        reason[mask & (reason == None)] = why  # noqa: E711 (elementwise)
+        reason[mask & (reason == 0)] = _REASON_CODE[why]
 
     key, key_st = _keys(columns["card_id"])
     flag(key_st == MISSING, "missing:card_id")
@@ -595,7 +603,7 @@ def judge(
         named_class = np.full(n, None, dtype=object)
 
     # Cards: known ones keep their class; unknown ones are registered (or, strict, quarantined).
-    alive = reason == None  # noqa: E711
+    alive = reason == 0
     inv, uniq = pd.factorize(pd.Series(key, dtype=object))
     uniq = np.asarray(uniq, dtype=object)
     known = np.array([k in cards for k in uniq], dtype=bool)
@@ -618,9 +626,9 @@ def judge(
     row_rated = rated[inv] if n else np.zeros(0)
     with np.errstate(invalid="ignore"):
         cap = np.where(np.isnan(row_rated), ABSOLUTE_MAX_TPS, settings.plausible_factor * row_rated)
-        flag((reason == None) & (tps > cap), "implausible:tokens_per_s")  # noqa: E711
+        flag(tps > cap, "implausible:tokens_per_s")
 
-    valid = reason == None  # noqa: E711
+    valid = reason == 0
     ts_int = np.floor(np.where(valid, ts, 0)).astype(np.int64)
     # Within the batch, a record repeating an earlier one's card and second is a duplicate (same values) or a conflict.
     frame = pd.DataFrame({"k": inv, "ts": ts_int, "tps": tps, "busy": busy})[valid]
@@ -632,20 +640,20 @@ def judge(
         same = (frame["tps"] == firsts["tps"]) & ((frame["busy"] == firsts["busy"]) | (frame["busy"].isna() & firsts["busy"].isna()))
         conflict_pos = frame.index.to_numpy()[(dup & ~same).to_numpy()]
         same_pos = frame.index.to_numpy()[(dup & same).to_numpy()]
-        reason[conflict_pos] = "conflicting-duplicate"
+        reason[conflict_pos] = _REASON_CODE["conflicting-duplicate"]
         dup_pos[same_pos] = True
         duplicates = int(same_pos.size)
-    store = (reason == None) & ~dup_pos  # noqa: E711
+    store = (reason == 0) & ~dup_pos
 
     register = {}
     if not settings.strict:
         for k in np.unique(inv[store & ~row_known]) if n else []:
             register[str(uniq[k])] = str(card_class[k])
 
-    bad = np.flatnonzero(reason != None)  # noqa: E711
+    bad = np.flatnonzero(reason)
     pre_no, pre_reason = list(pre_no), list(pre_reason)
     rej_no = pre_no + record_no[bad].tolist()
-    rejected = Rejected(rej_no, raw_text(rej_no), pre_reason + reason[bad].tolist())
+    rejected = Rejected(rej_no, raw_text(rej_no), pre_reason + [REASONS[c - 1] for c in reason[bad].tolist()])
     samples = SampleBatch(
         card_key=key[store],
         ts=ts_int[store],
