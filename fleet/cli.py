@@ -48,16 +48,27 @@ def replay_cmd(
     seeds: Annotated[int, typer.Option("--seeds", help="Replay this many seeds (seed, seed+1, ...) and print the spread of each figure.", min=1)] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (a list with --all or --seeds).")] = False,
     export: Annotated[Optional[Path], typer.Option("--export", help="Write cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json to this folder.")] = None,
+    db: Annotated[Optional[str], typer.Option("--db", help="Replay the month stored at this database URL (the preset gives market, demand and policy).")] = None,
+    telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Replay the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
 ) -> None:
-    """Replay a month of a pool under a policy and give its verdict with every figure."""
+    """Replay a month of a pool under a policy and give its verdict with every figure.
+
+    The month is drawn from the preset's seed, or, with --db or --telemetry, read from a real
+    pool's telemetry: the preset then gives the market, demand and policy, and the ideal operator
+    uses hindsight (each card's whole-month mean rate as its true rate).
+    """
     from fleet.report import render_spread, render_verdict, spread
     from fleet.replay import replay
     from fleet.export import export_month
 
     if all_presets == (preset is not None):
         raise UsageError("give one of --preset NAME or --all")
-    if all_presets and (set_ or export or seeds > 1):
-        raise UsageError("--all cannot be combined with --set, --export or --seeds")
+    if all_presets and (set_ or export or seeds > 1 or db or telemetry):
+        raise UsageError("--all cannot be combined with --set, --export, --seeds, --db or --telemetry")
+    if db and telemetry:
+        raise UsageError("give one of --db URL or --telemetry FILE")
+    if (db or telemetry) and seeds > 1:
+        raise UsageError("--seeds redraws a simulated month; a stored month has one draw")
     names = preset_names() if all_presets else [preset]
     runs = [(n, f) for n in names for f in ((False, True) if all_presets else (fix,))]
     out = []
@@ -79,8 +90,15 @@ def replay_cmd(
             else:
                 render_spread(console, p, f, seeds, scenario.seed, summary)
             continue
-        r = replay(scenario, base_dir=base_dir)
+        month = None
+        if db or telemetry:
+            from fleet.store_month import month_from_store, month_from_telemetry_file
+
+            month = month_from_store(db, scenario, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, scenario, base_dir=base_dir)
+        r = replay(scenario, month=month, base_dir=base_dir)
         r.figures["fix"] = f
+        if db or telemetry:
+            r.figures["source"] = db or str(telemetry)
         if export:
             export_month(r, export)
         if as_json:

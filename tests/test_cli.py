@@ -129,3 +129,25 @@ def test_presets_lists_each_with_its_story():
     out = fleet("presets").stdout
     for name in ("golden-idler", "noise-evictor", "bargain-shortfall"):
         assert name in out
+
+
+def test_replay_of_a_telemetry_file_makes_the_presets_decisions(tmp_path):
+    from fleet.config import load_preset
+    from fleet.model import draw_month
+    from tests.test_store_month import write_month_telemetry
+
+    src = tmp_path / "telemetry.csv"
+    write_month_telemetry(src, draw_month(load_preset("noise-evictor").resolve()))
+    preset = json.loads(fleet("replay", "-p", "noise-evictor", "--json", "--export", str(tmp_path / "a")).stdout)
+    stored = json.loads(fleet("replay", "-p", "noise-evictor", "--json", "--telemetry", str(src), "--export", str(tmp_path / "b")).stdout)
+    assert stored["source"] == str(src)
+    for key in ("evictions", "cards_warm_avg", "cards_warm_max", "bill_usd", "bill_warm_usd", "bill_churn_usd"):
+        assert stored[key] == pytest.approx(preset[key]), key
+    a = pd.read_csv(tmp_path / "a" / "evictions.csv")
+    b = pd.read_csv(tmp_path / "b" / "evictions.csv")
+    assert list(zip(a.hour, a.card_id)) == list(zip(b.hour, b.card_id))
+
+
+def test_replay_of_a_missing_telemetry_file_is_one_line(tmp_path):
+    p = fleet("replay", "-p", "noise-evictor", "--telemetry", str(tmp_path / "nope.csv"), check=False)
+    assert p.returncode == 2 and "nope.csv" in p.stderr and "Traceback" not in p.stderr
