@@ -68,10 +68,14 @@ def rent_groups(true_rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> Ren
 def _cards_needed(prefix_tps: np.ndarray, need_tps: np.ndarray) -> np.ndarray:
     """Fewest fastest cards of one group covering `need_tps` (combos, hours); n + 1 where none do."""
     n1, hours = prefix_tps.shape
+    combos = need_tps.shape[0]
+    threshold = need_tps - COVER_TOL_TPS
+    if combos * n1 * hours <= ENUMERATION_CELLS:
+        # Prefix sums are non-decreasing in k: the count of those below the need is the first k reaching it.
+        return (prefix_tps[None, :, :] < threshold[:, None, :]).sum(axis=1)
     out = np.empty(need_tps.shape, dtype=np.int64)
     for h in range(hours):
-        # Prefix sums are non-decreasing in k, so the first k reaching the need is a binary search.
-        out[:, h] = np.searchsorted(prefix_tps[:, h], need_tps[:, h] - COVER_TOL_TPS, side="left")
+        out[:, h] = np.searchsorted(prefix_tps[:, h], threshold[:, h], side="left")
     return out
 
 
