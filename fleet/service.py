@@ -10,7 +10,7 @@ waits for SIGTERM):
 - `decide`: for every scored hour, `fleet.tick.tick` on the store's state; the
   decisions are journaled with the state they leave, then acted on;
 - `billing`: for every decided hour that has ended, its bill, idle cost and
-  ideal bill (`fleet.tick.bill_hour`);
+  ideal bill (`fleet.tick.bill_hours`);
 - `metrics`: refreshes the snapshot `/metrics` serves.
 
 Each job catches up on every hour due when it runs and keeps its progress in the
@@ -42,7 +42,8 @@ from fleet.config import Scenario, budget_cards
 from fleet.journal import Actuator, Command, DryRun, Journal, Webhook
 from fleet.serve_config import ServiceConfig
 from fleet.sizing import tokens_per_dollar
-from fleet.tick import Decisions, PoolState, bill_hour, tick
+from fleet.billing import CHURN_FEE_SHARE
+from fleet.tick import Decisions, PoolState, bill_hours, tick
 from fleet.verdict import checks as judge_checks
 from policies import window_hours
 from storage.repository import ClassSpec, SqlRepository
@@ -249,6 +250,7 @@ class Service:
         self.snapshot: Snapshot | None = None
         self.scheduler = None
         self._stop = threading.Event()
+        self._write_lock = threading.Lock()
         self._fed_through_ts: int | None = None
         self.window_names = list(dict.fromkeys([self.policy.window, self.policy.eviction_window]))
         self.windows = {name: window_hours(name) for name in self.window_names}
@@ -455,20 +457,22 @@ class Service:
         done = 0
         u = self.universe()
         last_w = self.windows[self.window_names[-1]]
+        carry = None  # the run set and evictions the last hour left, so the next hour need not read them back
         while not self.stopping:
             nxt = self.next_hour(self.store.last_decided_ts(self.start_ts, 2**62))
             if nxt > self.clock.now() or nxt > self.last_hour_ts():
                 break
             if self.store.last_scored_ts(last_w, nxt, nxt + 1) is None:
                 break
-            self.decide_hour(nxt, u)
+            carry = self.decide_hour(nxt, u, carry)
             done += 1
             out = self.journal.act_pending(lambda: self.stopping)
             if out.failed:
                 raise RuntimeError(out.error)
         return done
 
-    def state_at(self, hour_ts: int, u: dict, previous: set[str] | None = None) -> PoolState:
+    def state_at(self, hour_ts: int, u: dict, previous: set[str] | None = None,
+                 evictions: list[tuple[int, str]] | None = None) -> PoolState:
         """The pool as the store has it at the start of `hour_ts`, in the tick's terms."""
         m0, h = self.month_of(hour_ts)
         n = len(u["keys"])
@@ -481,7 +485,8 @@ class Service:
                 if k in u["pos"]:
                     arr[u["pos"][k]] = v
             scores[name] = np.where(in_class, arr, np.float32(0))
-        evictions = self.store.eviction_hours(m0, hour_ts)
+        if evictions is None:
+            evictions = self.store.eviction_hours(m0, hour_ts)
         # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
         eligible = in_class & ~self._mask(u, [k for _, k in evictions])
         if previous is None and h > 0:
@@ -504,11 +509,18 @@ class Service:
             eviction_hours=tuple((ts - m0) // HOUR_S for ts, _ in evictions),
         )
 
-    def decide_hour(self, hour_ts: int, u: dict | None = None) -> Decisions:
-        """Decide one hour and journal it with the state it leaves (acting comes after, from the journal)."""
+    def decide_hour(self, hour_ts: int, u: dict | None = None, carry: dict | None = None) -> dict:
+        """Decide one hour and journal it with the state it leaves (acting comes after, from the journal).
+
+        Returns the state it leaves (`carry`) for the next hour: the run set and the month's evictions.
+        """
         u = u or self.universe()
-        open_now = self.store.run_set_at(hour_ts - HOUR_S)
-        state = self.state_at(hour_ts, u, open_now)
+        m0 = self.month_of(hour_ts)[0]
+        if carry is not None and carry["hour_ts"] == hour_ts - HOUR_S and carry["month_start_ts"] == m0:
+            open_now, month_evictions = carry["run_set"], carry["evictions"]
+        else:
+            open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
+        state = self.state_at(hour_ts, u, open_now, month_evictions)
         d = tick(state, self.policy)
         keys = u["keys"]
         new = {keys[i] for i in np.flatnonzero(d.run_set)}
@@ -569,69 +581,87 @@ class Service:
                                         detail={"hour": d.hour, "score_tps": float(state.score_tps[i]), "window": d.window,
                                                 "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1], u["rent_hour"][i:i + 1])[0])}))
         self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, close, evicted)
-        return d
+        return {"hour_ts": hour_ts, "month_start_ts": m0, "run_set": new, "decisions": d,
+                "evictions": month_evictions + [(hour_ts, k) for k in evicted]}
 
     def billing_job(self) -> int:
-        """Bill every decided hour that has ended; returns the hours billed."""
+        """Bill every decided hour that has ended, in stretches of up to a day; returns the hours billed."""
         done = 0
         u = self.universe()
         while not self.stopping:
             nxt = self.next_hour(self.store.last_billed_ts())
-            if nxt + HOUR_S > self.clock.now() or self.store.last_decided_ts(nxt, nxt + 1) is None:
+            m0, h0 = self.month_of(nxt)
+            last_dec = self.store.last_decided_ts(nxt, m0 + self.hours * HOUR_S)
+            if last_dec is None:
                 break
-            self.bill(nxt, u)
-            done += 1
+            upto = min(last_dec, int(self.clock.now()) - HOUR_S, nxt + 23 * HOUR_S)  # an hour is billed once it has ended
+            if upto < nxt:
+                break
+            self.bill(nxt, (upto - nxt) // HOUR_S + 1, u)
+            done += (upto - nxt) // HOUR_S + 1
         return done
 
-    def truth(self, hour_ts: int, u: dict) -> tuple[np.ndarray, np.ndarray]:
-        """(true rate this hour, the card's ticket) per card: the simulation's truth, or hindsight for a real pool.
+    def truth(self, first_ts: int, k: int, u: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(true rate, (cards, k), and each card's ticket) for k hours: the simulation's truth, or hindsight for a real pool.
 
         Hindsight, as the replay of a stored month: each card's mean measured rate over the month so far.
         """
         n = len(u["keys"])
-        m0, h = self.month_of(hour_ts)
+        m0, h = self.month_of(first_ts)
         if self.sim is not None:
             if "sim_sel" not in u:
                 idx = self.sim.index()
-                u["sim_sel"] = np.array([idx[k] for k in u["keys"]])
+                u["sim_sel"] = np.array([idx[key] for key in u["keys"]])
             sel = u["sim_sel"]
             m = self.sim.month
-            return m.true_rate_tps[sel, m.warmup_hours + h].astype(np.float64), np.asarray(m.true_tps)[sel].astype(np.float64)
-        roll = self.repo.hourly_rollups(m0, hour_ts + HOUR_S)
+            W = m.warmup_hours
+            return m.true_rate_tps[sel, W + h:W + h + k].astype(np.float64), np.asarray(m.true_tps)[sel].astype(np.float64)
+        roll = self.repo.hourly_rollups(m0, first_ts + k * HOUR_S)
         mean = np.zeros(n)
         if len(roll):
             g = roll.groupby("card_key")["mean_tps"].mean()
-            for k, v in g.items():
-                if k in u["pos"]:
-                    mean[u["pos"][k]] = float(v)
-        return mean, mean
+            for key, v in g.items():
+                if key in u["pos"]:
+                    mean[u["pos"][key]] = float(v)
+        return np.repeat(mean[:, None], k, axis=1), mean
 
-    def bill(self, hour_ts: int, u: dict | None = None) -> HourFigures:
-        """Bill one decided hour: warm rent, churn fees, idle cost, the ideal bill and wrong evictions."""
+    def bill(self, first_ts: int, k: int, u: dict | None = None) -> list[HourFigures]:
+        """Bill k decided hours from `first_ts` (one month): warm rent, churn fees, idle cost, ideal bill, wrong evictions."""
         u = u or self.universe()
-        m0, h = self.month_of(hour_ts)
-        run_set = self._mask(u, self.store.run_set_at(hour_ts))
-        evicted_keys = [k for ts, k in self.store.eviction_hours(hour_ts, hour_ts + 1)]
-        evicted = np.array([u["pos"][k] for k in evicted_keys], dtype=np.int64)
-        rate, ticket = self.truth(hour_ts, u)
-        demand = float(self.demand(m0)[h])
-        b = bill_hour(run_set, u["rent_hour"], u["rent_month"], rate, demand, evicted, u["class_idx"])
-        wrong = 0
-        if evicted.size and h > 0:
-            judged = self._mask(u, self.store.run_set_at(hour_ts - HOUR_S))
-            median = float(np.median(ticket[judged])) if judged.any() else math.nan
-            wrong = int((ticket[evicted] >= median).sum())
-        size = self.store.decisions(kinds=["size"], since_ts=hour_ts, until_ts=hour_ts + 1, limit=1)
-        fig = HourFigures(
-            hour_ts=hour_ts, month_start_ts=m0, demand_tps=demand, capacity_tps=b.capacity_tps, delivered_tps=b.delivered_tps,
-            scored_capacity_tps=float(size[0].detail.get("scored_capacity_tps", 0.0)) if size else 0.0,
-            cards_warm=b.cards_warm, warm_usd=b.warm_usd, churn_usd=b.churn_usd, idle_usd=b.idle_usd, ideal_usd=b.ideal_usd,
-            evictions=int(evicted.size), wrong_evictions=wrong,
-        )
-        fee = (0.15 * u["rent_month"][evicted]).tolist() if evicted.size else []
-        lines = [("rent", b.warm_usd, None)] + [("churn", f, k) for f, k in zip(fee, evicted_keys)]
-        self.store.record_hour(fig, lines)
-        return fig
+        m0, h0 = self.month_of(first_ts)
+        n = len(u["keys"])
+        # Run sets of hour h0 - 1 .. h0 + k - 1 from the run-set intervals (the first is the one judged at h0).
+        warm = np.zeros((n, k + 1), dtype=bool)
+        lo, hi = first_ts - HOUR_S, first_ts + k * HOUR_S
+        for key, start, end in self.store.intervals(lo, hi):
+            if key in u["pos"]:
+                a = max(0, (start - lo + HOUR_S - 1) // HOUR_S)
+                b = k + 1 if end is None else min(k + 1, (end - lo + HOUR_S - 1) // HOUR_S)
+                warm[u["pos"][key], a:b] = True
+        evictions = self.store.eviction_hours(first_ts, hi)
+        evicted = [[u["pos"][key] for ts, key in evictions if ts == first_ts + j * HOUR_S] for j in range(k)]
+        rate, ticket = self.truth(first_ts, k, u)
+        demand = np.asarray(self.demand(m0)[h0:h0 + k], dtype=np.float64)
+        b = bill_hours(warm[:, 1:], u["rent_hour"], u["rent_month"], rate, demand, evicted, u["class_idx"])
+        sizes = {r.ts: r.detail for r in self.store.decisions(kinds=["size"], since_ts=first_ts, until_ts=hi)}
+        figs, lines = [], []
+        for j in range(k):
+            ts = first_ts + j * HOUR_S
+            wrong = 0
+            if evicted[j] and h0 + j > 0:
+                judged = warm[:, j]
+                median = float(np.median(ticket[judged])) if judged.any() else math.nan
+                wrong = int((ticket[evicted[j]] >= median).sum())
+            figs.append(HourFigures(
+                hour_ts=ts, month_start_ts=m0, demand_tps=float(demand[j]), capacity_tps=float(b.capacity_tps[j]),
+                delivered_tps=float(b.delivered_tps[j]), scored_capacity_tps=float(sizes.get(ts, {}).get("scored_capacity_tps", 0.0)),
+                cards_warm=int(b.cards_warm[j]), warm_usd=float(b.warm_usd[j]), churn_usd=float(b.churn_usd[j]),
+                idle_usd=float(b.idle_usd[j]), ideal_usd=float(b.ideal_usd[j]), evictions=len(evicted[j]), wrong_evictions=wrong,
+            ))
+            lines.append([("rent", float(b.warm_usd[j]), None)]
+                         + [("churn", float(CHURN_FEE_SHARE * u["rent_month"][c]), u["keys"][c]) for c in evicted[j]])
+        self.store.record_hours(figs, lines)
+        return figs
 
     def metrics_job(self) -> Snapshot:
         self.snapshot = self.build_snapshot()
@@ -699,7 +729,11 @@ class Service:
     def _run(self, name: str, fn: Callable[[], object]) -> object:
         t0 = time.perf_counter()
         try:
-            return fn()
+            if name == "metrics":
+                return fn()
+            # Writers take turns in this process: waiting on a lock wakes at once, where SQLite's busy handler sleeps.
+            with self._write_lock:
+                return fn()
         finally:
             st = self.stats[name]
             st.runs += 1

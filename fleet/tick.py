@@ -8,7 +8,7 @@ and the month's budget allow; then the sizing mode sizes this hour's run set on
 the cards still eligible. Both steps call the same policy objects `fleet replay`
 calls, so stepping a month through `tick` gives replay's run sets and evictions.
 
-`bill_hour` is the hour's bill, idle cost and ideal bill from the same billing
+`bill_hours` is a stretch of hours' bill, idle cost and ideal bill from the same billing
 functions. No clock, no I/O: the hour and every input are arguments.
 """
 
@@ -220,55 +220,54 @@ def tick(state: PoolState, policy: Policy) -> Decisions:
 
 
 @dataclass(frozen=True)
-class HourBill:
-    """One hour of the bill and the checks' inputs, as the replay computes them."""
+class HoursBill:
+    """A stretch of hours billed as the replay bills them: one array entry per hour."""
 
-    warm_usd: float
-    churn_usd: float
-    capacity_tps: float
-    delivered_tps: float
-    demand_tps: float
-    idle_usd: float
-    ideal_usd: float
-    cards_warm: int
-    extra: dict = field(default_factory=dict)
+    warm_usd: np.ndarray
+    churn_usd: np.ndarray
+    capacity_tps: np.ndarray
+    delivered_tps: np.ndarray
+    demand_tps: np.ndarray
+    idle_usd: np.ndarray
+    ideal_usd: np.ndarray
+    cards_warm: np.ndarray
 
     @property
-    def bill_usd(self) -> float:
+    def bill_usd(self) -> np.ndarray:
         return self.warm_usd + self.churn_usd
 
 
-def bill_hour(
+def bill_hours(
     run_set: np.ndarray,
     rent_usd_per_hour: np.ndarray,
     rent_usd_per_month: np.ndarray,
     true_rate_tps: np.ndarray,
-    demand_tps: float,
-    evicted: np.ndarray,
+    demand_tps: np.ndarray,
+    evicted: list[np.ndarray],
     card_class: np.ndarray,
-) -> HourBill:
-    """Warm rent, churn fees of this hour's evictions, capacity, delivered, idle cost and the ideal bill of one hour.
+) -> HoursBill:
+    """Warm rent, churn fees, capacity, delivered, idle cost and the ideal bill of a stretch of hours.
 
-    `true_rate_tps` is the rate each card truly had this hour: the simulation's
-    truth, or hindsight (each card's month mean) for a real pool.
+    `run_set` and `true_rate_tps` are (cards, hours); `evicted[j]` holds the cards
+    evicted at hour j. The true rate is the simulation's truth, or hindsight
+    (each card's month mean) for a real pool.
     """
-    warm = np.asarray(run_set, dtype=bool)[:, None]
-    rate = np.asarray(true_rate_tps, dtype=np.float64)[:, None]
+    warm = np.asarray(run_set, dtype=bool)
+    rate = np.asarray(true_rate_tps, dtype=np.float64)
     rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
-    demand = np.array([float(demand_tps)])
+    demand = np.asarray(demand_tps, dtype=np.float64)
     capacity = np.einsum("ch,ch->h", rate, warm, dtype=np.float64)
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
-    idle = idle_usd_by_hour(warm_usd, delivered, capacity)
-    ideal = ideal_exact_usd_by_hour(rate, rent_h, demand, card_class)
-    churn = float(churn_fee_usd(np.asarray(rent_usd_per_month)[np.asarray(evicted, dtype=np.int64)]).sum()) if len(evicted) else 0.0
-    return HourBill(
-        warm_usd=float(warm_usd[0]),
+    fees = churn_fee_usd(np.asarray(rent_usd_per_month, dtype=np.float64))
+    churn = np.array([float(fees[np.asarray(e, dtype=np.int64)].sum()) for e in evicted])
+    return HoursBill(
+        warm_usd=warm_usd,
         churn_usd=churn,
-        capacity_tps=float(capacity[0]),
-        delivered_tps=float(delivered[0]),
-        demand_tps=float(demand_tps),
-        idle_usd=float(idle[0]),
-        ideal_usd=float(ideal[0]),
-        cards_warm=int(warm.sum()),
+        capacity_tps=capacity,
+        delivered_tps=delivered,
+        demand_tps=demand,
+        idle_usd=idle_usd_by_hour(warm_usd, delivered, capacity),
+        ideal_usd=ideal_exact_usd_by_hour(rate, rent_h, demand, card_class),
+        cards_warm=warm.sum(axis=0),
     )

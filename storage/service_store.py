@@ -261,6 +261,43 @@ class ServiceStore:
         return None if got is None else int(got)
 
     # -- billed hours -----------------------------------------------------------------
+    def intervals(self, since_ts: int, until_ts: int) -> list[tuple[str, int, int | None]]:
+        """(card key, start, end or None) of run-set intervals overlapping [since_ts, until_ts)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT c.card_key, r.start_ts, r.end_ts FROM run_set_intervals r JOIN cards c ON c.id = r.card_id "
+                    "WHERE r.start_ts < :hi AND (r.end_ts IS NULL OR r.end_ts > :lo)"
+                ),
+                {"lo": int(since_ts), "hi": int(until_ts)},
+            ).all()
+        return [(r[0], int(r[1]), None if r[2] is None else int(r[2])) for r in rows]
+
+    def record_hours(self, figs: Sequence[HourFigures], bill_lines: Sequence[Sequence[tuple[str, float, str | None]]]) -> bool:
+        """Write billed hours and their bill lines in one transaction; False (nothing written) if the first is billed already."""
+        if not figs:
+            return False
+        ids = self._ids([k for lines in bill_lines for _, _, k in lines if k])
+        insert = text(
+            f"INSERT INTO service_hours ({', '.join(HOUR_COLUMNS)}) VALUES ({', '.join(':' + c for c in HOUR_COLUMNS)}) "
+            "ON CONFLICT (hour_ts) DO NOTHING"
+        )
+        rows = [{c: getattr(f, c) for c in HOUR_COLUMNS} for f in figs]
+        with self.engine.begin() as conn:
+            if conn.execute(insert, rows[0]).rowcount == 0:
+                return False
+            if rows[1:]:
+                conn.execute(insert, rows[1:])
+            lines = [
+                {"c": ids[k] if k else None, "a": f.hour_ts, "b": f.hour_ts + 3600, "k": kind, "u": float(usd)}
+                for f, ls in zip(figs, bill_lines) for kind, usd, k in ls
+            ]
+            if lines:
+                conn.execute(
+                    text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"), lines
+                )
+        return True
+
     def record_hour(self, fig: HourFigures, bill_lines: Sequence[tuple[str, float, str | None]]) -> bool:
         """Write one billed hour and its bill lines (kind, usd, card key or None) together; False if already billed."""
         ids = self._ids([k for _, _, k in bill_lines if k])

@@ -100,36 +100,56 @@ def test_metrics_carry_replays_figures(noise_month):
 
 
 def run_fleet(*args, cwd=None):
+    """`fleet ARGS` as a process."""
     return subprocess.run(FLEET + list(args), capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
-def test_explain_says_why(noise_month):
+def run_cli(capsys, *args):
+    """`fleet ARGS` in this process, through the same `main` (exit status, one-line errors): returns (status, out, err)."""
+    from fleet.cli import main
+
+    capsys.readouterr()
+    old = sys.argv
+    sys.argv = ["fleet", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as done:
+        code = done.code or 0
+    finally:
+        sys.argv = old
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+def test_explain_says_why(noise_month, capsys):
     r = noise_month["replay"]
     evicted = str(r.month.card_ids[r.evictions[0].card])
-    out = run_fleet("explain", evicted, "--db", noise_month["db"])
-    assert out.returncode == 0, out.stderr
-    assert f"{evicted} (flagship) was evicted at" in out.stdout
-    assert "through the hour window" in out.stdout and "under the threshold" in out.stdout
+    code, out, err = run_cli(capsys, "explain", evicted, "--db", noise_month["db"])
+    assert code == 0, err
+    assert f"{evicted} (flagship) was evicted at" in out
+    assert "through the hour window" in out and "under the threshold" in out
     kept = sorted(set(map(str, r.month.card_ids)) - {str(r.month.card_ids[e.card]) for e in r.evictions})
-    judged_kept = json.loads(run_fleet("explain", kept[0], "--db", noise_month["db"], "--json").stdout)
-    assert judged_kept["evicted"] is False
+    code, out, err = run_cli(capsys, "explain", kept[0], "--db", noise_month["db"], "--json")
+    judged_kept = json.loads(out)
+    assert judged_kept["evicted"] is False and judged_kept["judged"]
     assert all(j["verdict"].startswith(("kept", "candidate")) for j in judged_kept["judged"])
-    missing = run_fleet("explain", "no-such-card", "--db", noise_month["db"])
-    assert missing.returncode == 2 and "no-such-card" in missing.stderr and "Traceback" not in missing.stderr
+    code, out, err = run_cli(capsys, "explain", "no-such-card", "--db", noise_month["db"])
+    assert code == 2 and "no-such-card" in err and "Traceback" not in err
 
 
-def test_status_shows_the_month(noise_month):
+def test_status_shows_the_month(noise_month, capsys):
     f = noise_month["replay"].figures
-    out = run_fleet("status", "--db", noise_month["db"], "--json")
-    assert out.returncode == 0, out.stderr
-    s = json.loads(out.stdout)
+    code, out, err = run_cli(capsys, "status", "--db", noise_month["db"], "--json")
+    assert code == 0, err
+    s = json.loads(out)
     assert s["hours_billed"] == 720
     assert s["bill_usd"] == pytest.approx(f["bill_usd"], rel=1e-9)
     assert s["budget_left"] == 0 and s["evictions"] == 12
     assert s["checks"]["eviction"]["pass"] is False and s["checks"]["capacity"]["pass"] is f["checks"]["capacity"]["pass"]
     assert s["run_set_cards"] == len(s["run_set"]) > 0
-    text = run_fleet("status", "--db", noise_month["db"])
-    assert "check convergence" in text.stdout and "bill so far" in text.stdout
+    code, out, err = run_cli(capsys, "status", "--db", noise_month["db"])
+    assert "check convergence" in out and "bill so far" in out
 
 
 @pytest.mark.parametrize(
@@ -143,18 +163,26 @@ def test_status_shows_the_month(noise_month):
         ("this is = not toml [", "not valid TOML"),
     ],
 )
-def test_bad_config_is_one_clear_error(tmp_path, config, message):
+def test_bad_config_is_one_clear_error(tmp_path, capsys, config, message):
     path = tmp_path / "fleet.toml"
     path.write_text(config)
-    out = run_fleet("serve", "--config", str(path), "--simulate", "noise-evictor", "--db", f"sqlite:///{tmp_path / 'x.db'}")
-    assert out.returncode == 2, out.stderr
-    assert message in out.stderr and str(path) in out.stderr
-    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    code, out, err = run_cli(capsys, "serve", "--config", str(path), "--simulate", "noise-evictor", "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert code == 2, err
+    assert message in err and str(path) in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_real_pool_needs_pool_and_policy(tmp_path):
-    out = run_fleet("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}")
-    assert out.returncode == 2 and "[pool] is missing" in out.stderr
+def test_bad_config_exits_2_from_the_command(tmp_path):
+    path = tmp_path / "fleet.toml"
+    path.write_text("[metrics]\nport = 'nine'\n")
+    out = run_fleet("serve", "--config", str(path), "--simulate", "noise-evictor")
+    assert out.returncode == 2 and out.stderr.startswith("fleet: error: config file") and "metrics.port" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_real_pool_needs_pool_and_policy(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "serve", "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert code == 2 and "[pool] is missing" in err
 
 
 def test_tiny_month_in_process_matches_replay(tmp_path):
