@@ -141,10 +141,13 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("fleet: interrupted")
         sys.exit(130)
-    except Exception as err:  # click's own usage errors
-        import click
+    except Exception as err:  # click's own usage errors (typer >= 0.2x carries its own copy of click)
+        try:
+            from click import ClickException
+        except ModuleNotFoundError:
+            from typer._click.exceptions import ClickException
 
-        if isinstance(err, click.ClickException):
+        if isinstance(err, ClickException):
             err.show()
             sys.exit(err.exit_code)
         raise

@@ -295,3 +295,15 @@ def test_help_names_the_default_grid():
 
     for values in (DEFAULT_WINDOWS, DEFAULT_SHARES, DEFAULT_MODES, DEFAULT_HEADROOMS):
         assert ",".join(f"{v:g}" if isinstance(v, float) else v for v in values) in HELP
+
+
+def test_an_option_out_of_range_is_a_usage_error_not_a_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-c", "from fleet.cli import main; main()", "compare", "--preset", str(SMALL), "--months", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "--months" in proc.stderr
+    assert "Traceback" not in proc.stderr
