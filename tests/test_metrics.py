@@ -132,3 +132,18 @@ def test_http_server_binds_localhost_and_serves_the_collector():
         assert sample(fams, "fleet_run_set_cards") == 2
     finally:
         server.shutdown()
+
+
+def test_grafana_dashboard_reads_only_metrics_the_service_exports():
+    import json
+    import re
+    from pathlib import Path
+
+    dash = json.loads((Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json").read_text())
+    fams, text = families()
+    exported = {s.name for f in fams.values() for s in f.samples}
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = {m for e in exprs for m in re.findall(r"fleet_[a-z_]+", e)}
+    assert len(dash["panels"]) >= 10 and used
+    assert used <= exported, used - exported
+    assert {"fleet_run_set_cards", "fleet_bill_usd_total", "fleet_convergence_ratio", "fleet_evictions_total"} <= used

@@ -216,3 +216,13 @@ def test_tiny_month_in_process_matches_replay(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__]))
+
+
+def test_example_config_is_valid():
+    from pathlib import Path
+
+    from fleet.serve_config import load_service_config
+
+    cfg = load_service_config(Path(__file__).resolve().parent.parent / "docs" / "serve-config.example.toml")
+    cfg.require_pool("example")
+    assert cfg.metrics.host == "127.0.0.1" and cfg.policy.eviction.breaker_share == 0.3
