@@ -101,6 +101,7 @@ class Policy(_Strict):
     window: str = "day"
     mode: str = "steady"
     headroom: float = Field(default=1.0, ge=0.5, le=5)
+    release_after_hours: int = Field(default=1, ge=1, le=720)  # hysteresis (policies.hysteresis); 1 releases at once
     eviction: Eviction = Eviction()
 
     @field_validator("window", mode="before")

@@ -19,6 +19,7 @@ from fleet.ideal import ideal_exact_usd_by_hour
 from fleet.model import Month, draw_month, window_scores_many
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
 from policies.admission import admit, draining_cards
+from policies.hysteresis import hold
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def replay(
     evictions: list[Eviction] = []
     decisions: list[EvictionDecision] = []
     previous: np.ndarray | None = None
+    out_hours: np.ndarray | None = None  # hours the sizing mode has left each card out (hysteresis)
     true_month = month.true_rate_tps[:, W:]
     for a, b in zip(bounds[:-1], bounds[1:]):
         if a > 0 and decide:
@@ -158,7 +160,7 @@ def replay(
             headroom=policy.headroom,
             previous=previous,
         )
-        warm[:, a:b] = mode.size(inp)
+        warm[:, a:b], out_hours = hold(mode.size(inp), eligible, out_hours, policy.release_after_hours)
         previous = warm[:, b - 1].copy()
         if not decide and b < H:
             # Budget spent or no rule: the rest of the month is one stretch.
@@ -172,7 +174,7 @@ def replay(
                 headroom=policy.headroom,
                 previous=previous,
             )
-            warm[:, b:H] = mode.size(inp)
+            warm[:, b:H], out_hours = hold(mode.size(inp), eligible, out_hours, policy.release_after_hours)
             break
 
     capacity = np.einsum("ch,ch->h", true_month, warm, dtype=np.float64) if n else np.zeros(H)

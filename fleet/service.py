@@ -27,6 +27,7 @@ which runs a preset's month as telemetry on an accelerated clock.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import math
@@ -517,10 +518,19 @@ class Service:
         u = u or self.universe()
         m0 = self.month_of(hour_ts)[0]
         if carry is not None and carry["hour_ts"] == hour_ts - HOUR_S and carry["month_start_ts"] == m0:
-            open_now, month_evictions = carry["run_set"], carry["evictions"]
+            open_now, month_evictions, held = carry["run_set"], carry["evictions"], carry["held"]
         else:
             open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
+            last = self.store.decisions(kinds=["size"], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
+            held = last[0].detail.get("held_out_hours", {}) if last else {}
         state = self.state_at(hour_ts, u, open_now, month_evictions)
+        if state.run_set is not None and self.policy.release_after_hours > 1:
+            # Hysteresis: warm cards were chosen last hour unless the journal says they are held.
+            out = np.where(state.run_set, 0, self.policy.release_after_hours)
+            for k, v in held.items():
+                if k in u["pos"]:
+                    out[u["pos"][k]] = v
+            state = dataclasses.replace(state, out_hours=out)
         d = tick(state, self.policy)
         keys = u["keys"]
         new = {keys[i] for i in np.flatnonzero(d.run_set)}
@@ -533,6 +543,7 @@ class Service:
                     "hour": d.hour, "mode": d.mode, "window": d.window, "target_tps": d.target_tps,
                     "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
                     "run_set_cards": len(new), "budget_left": d.budget_left,
+                    "held_out_hours": {keys[i]: int(d.out_hours[i]) for i in np.flatnonzero(d.run_set & (d.out_hours > 0))},
                 },
                 acted=True,
             )
@@ -582,6 +593,7 @@ class Service:
                                                 "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1], u["rent_hour"][i:i + 1])[0])}))
         self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, close, evicted)
         return {"hour_ts": hour_ts, "month_start_ts": m0, "run_set": new, "decisions": d,
+                "held": {keys[i]: int(d.out_hours[i]) for i in np.flatnonzero(d.run_set & (d.out_hours > 0))},
                 "evictions": month_evictions + [(hour_ts, k) for k in evicted]}
 
     def billing_job(self) -> int:

@@ -24,6 +24,7 @@ from fleet.ideal import ideal_exact_usd_by_hour
 from fleet.sizing import tokens_per_dollar
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput
 from policies.admission import admit, draining_cards
+from policies.hysteresis import hold
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -47,6 +48,7 @@ class PoolState:
     pool_cards: int  # cards of the policy's class at month start (the budget's base)
     budget_left: int  # evictions the month's budget still allows
     eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
+    out_hours: np.ndarray | None = None  # (cards,) hours the sizing mode has left each card out; None: warm cards were chosen
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Decisions:
     run_set: np.ndarray
     eligible: np.ndarray
     budget_left: int
+    out_hours: np.ndarray | None = None  # (cards,) after this hour, for the next one (hysteresis)
     eviction: EvictionPass | None = None
     evictions: tuple[CardDecision, ...] = ()
     adds: tuple[CardDecision, ...] = ()
@@ -184,7 +187,15 @@ def tick(state: PoolState, policy: Policy) -> Decisions:
         headroom=policy.headroom,
         previous=None if state.run_set is None else np.asarray(state.run_set, dtype=bool),
     )
-    warm = np.asarray(mode.size(inp))[:, 0].astype(bool)
+    chosen = np.asarray(mode.size(inp))[:, :1].astype(bool)
+    if state.run_set is None:
+        out_before = None
+    elif state.out_hours is not None:
+        out_before = np.asarray(state.out_hours)
+    else:
+        out_before = np.where(np.asarray(state.run_set, dtype=bool), 0, policy.release_after_hours)
+    warm_k, out_after = hold(chosen, eligible, out_before, policy.release_after_hours)
+    warm = warm_k[:, 0]
     target = sizing_target_tps(policy, state.demand_tps, state.peak_demand_tps)
     capacity = float(np.asarray(score, dtype=np.float64)[warm].sum())
     before = np.zeros_like(warm) if state.run_set is None else np.asarray(state.run_set, dtype=bool)
@@ -192,8 +203,11 @@ def tick(state: PoolState, policy: Policy) -> Decisions:
     evicted[[e.card for e in evictions]] = True
     added = np.flatnonzero(warm & ~before)
     released = np.flatnonzero(before & ~warm & ~evicted)
+    held = int((warm & ~chosen[:, 0]).sum())
     tpd_all = tokens_per_dollar(score, rent)
     why = f"{policy.mode} mode through the {policy.window} window: target {target:.0f} tok/s, scored capacity {capacity:.0f} tok/s"
+    if policy.release_after_hours > 1:
+        why += f"; {held} cards held warm until left out {policy.release_after_hours} hours"
     adds = tuple(
         CardDecision("add", int(c), float(score[c]), float(tpd_all[c]), f"added: among the best tokens per dollar to cover the target; {why}")
         for c in added
@@ -211,6 +225,7 @@ def tick(state: PoolState, policy: Policy) -> Decisions:
         run_set=_frozen(warm),
         eligible=_frozen(eligible),
         budget_left=budget_left,
+        out_hours=_frozen(out_after),
         eviction=eviction_pass,
         evictions=tuple(evictions),
         adds=adds,

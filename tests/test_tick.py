@@ -29,6 +29,7 @@ def step_month(scenario, month, bill=True):
     eligible = in_class.copy()
     budget_left = budget_cards(policy.eviction.share, int(idx.size))
     run_set = None
+    out_hours = None
     warm = np.zeros((n, H), dtype=bool)
     evictions, passes, bills, eviction_hours, evicted_at = [], [], [], [], []
     peak = float(month.demand_tps.max())
@@ -38,6 +39,7 @@ def step_month(scenario, month, bill=True):
                 hour=h, score_tps=score[:, h], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
                 eligible=eligible, run_set=run_set, demand_tps=float(month.demand_tps[h]), peak_demand_tps=peak,
                 pool_cards=int(idx.size), budget_left=budget_left, eviction_hours=tuple(eviction_hours),
+                out_hours=out_hours,
             ),
             policy,
         )
@@ -45,7 +47,7 @@ def step_month(scenario, month, bill=True):
             passes.append(d.eviction)
         evictions += [(h, e.card) for e in d.evictions]
         eviction_hours += [h] * len(d.evictions)
-        eligible, run_set, budget_left = d.eligible, d.run_set, d.budget_left
+        eligible, run_set, budget_left, out_hours = d.eligible, d.run_set, d.budget_left, d.out_hours
         warm[:, h] = d.run_set
         evicted_at.append(np.array([e.card for e in d.evictions], dtype=np.int64))
     if bill:
@@ -171,3 +173,29 @@ def test_decisions_are_frozen_and_name_their_inputs():
     assert {c.card for c in d.adds} == set(np.flatnonzero(d.run_set & ~np.array([1, 1, 0, 0, 0, 0], dtype=bool)))
     assert all("target 20000 tok/s" in c.reason for c in d.adds + d.releases)
     assert is_decision_hour(48, _policy(), 1) and not is_decision_hour(48, _policy(), 0)
+
+
+def test_hysteresis_month_is_replays_month():
+    """Removal slower than addition (release after 4 hours left out): the same in replay and in the tick."""
+    base = load_preset("noise-evictor")
+    r0, _ = check_same_month(base.resolve(), bill=False)
+    r, _ = check_same_month(base.resolve(overrides=["policy.release_after_hours=4"]), bill=False)
+    flips = lambda w: int((w[:, 1:] != w[:, :-1]).sum())
+    assert flips(r.warm) < flips(r0.warm)  # the run set flaps less
+    assert r.figures["cards_warm_avg"] >= r0.figures["cards_warm_avg"]  # and holds spare capacity for it
+
+
+def test_hold_table():
+    from policies.hysteresis import hold
+
+    chosen = np.array([[1, 0, 0, 0, 1, 0], [0, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0]], dtype=bool)
+    warm, out = hold(chosen, np.ones(3, dtype=bool), None, 3)
+    assert warm.astype(int).tolist() == [[1, 1, 1, 0, 1, 1], [0, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0]]
+    assert out.tolist() == [1, 3, 3]
+    # Split in two stretches, the carried hours give the same hours.
+    w1, o1 = hold(chosen[:, :2], np.ones(3, dtype=bool), None, 3)
+    w2, _ = hold(chosen[:, 2:], np.ones(3, dtype=bool), o1, 3)
+    assert np.array_equal(np.hstack([w1, w2]), warm)
+    # Release after 1 hour is no hysteresis; an ineligible card leaves at once.
+    assert np.array_equal(hold(chosen, np.ones(3, dtype=bool), None, 1)[0], chosen)
+    assert not hold(chosen, np.array([False, True, True]), None, 3)[0][0].any()
