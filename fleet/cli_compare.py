@@ -50,9 +50,14 @@ HELP = (
     f"windows {','.join(DEFAULT_WINDOWS)}, since eviction window and share then change nothing); modes "
     f"{','.join(DEFAULT_MODES)}; headrooms {','.join(f'{h:g}' for h in DEFAULT_HEADROOMS)} and the preset's; "
     "every card class on the market.\n\n"
+    "With --db URL or --telemetry FILE the combinations replay one stored month of a real pool instead (the "
+    "preset gives market, demand and policy; the ideal uses hindsight, each card's month mean as its true rate).\n\n"
     "Convergence is against the exact ideal (the cheapest whole-card set each hour, an integer program over "
     "counts per class) unless --greedy-ideal; the greedy ideal's gap to it is printed."
 )
+
+
+DEFAULT_MONTHS = 50
 
 
 def _usage(msg: str) -> Exception:
@@ -237,7 +242,7 @@ def compare_cmd(
     mode: Annotated[Optional[str], typer.Option("--mode", help="Sizing modes, e.g. held,steady.")] = None,
     headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
     card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain.")] = None,
-    months: Annotated[int, typer.Option("--months", help="Seeded months to replay each combination on.", min=1, max=100_000)] = 50,
+    months: Annotated[Optional[int], typer.Option("--months", help="Seeded months to replay each combination on (default 50).", min=1, max=100_000)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
     recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
     min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months in which a recommendation must pass all three checks.", min=0.0, max=1.0)] = MIN_PASS_RATE,
@@ -246,6 +251,8 @@ def compare_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per combination, instead of the table.")] = False,
     jobs: Annotated[Optional[int], typer.Option("--jobs", help="Worker processes (default: every core).", min=1)] = None,
     exact: Annotated[bool, typer.Option("--exact/--greedy-ideal", help="Convergence against the exact ideal (default) or the greedy one.")] = True,
+    db: Annotated[Optional[str], typer.Option("--db", help="Compare on the month stored at this database URL instead of seeded months.")] = None,
+    telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Compare on the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -254,6 +261,12 @@ def compare_cmd(
     from fleet.plot import PLOT_SUFFIXES, plot_compare
     from fleet.verdict import json_safe
 
+    stored = db is not None or telemetry is not None
+    if db is not None and telemetry is not None:
+        raise _usage("give one of --db URL or --telemetry FILE")
+    if stored and (months not in (None, 1) or seed is not None):
+        raise _usage("--months and --seed draw simulated months; a stored month has one draw")
+    months = 1 if stored else (months or DEFAULT_MONTHS)
     plot = _out_path("--plot", plot, PLOT_SUFFIXES)
     csv_path = _out_path("--csv", csv_path, (".csv",))
     p = load_preset(preset)
@@ -275,18 +288,26 @@ def compare_cmd(
     seeds = range(first, first + months)
     jobs = jobs or os.cpu_count() or 1
     base_dir = p.path.parent if p.path else None
+    if stored:
+        from fleet.compare import replay_month
+        from fleet.store_month import month_from_store, month_from_telemetry_file
 
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task(f"{p.name}: {len(combos)} combinations × {months} months", total=months)
-        results = run_grid(scenarios, seeds, exact=exact, jobs=jobs, base_dir=base_dir, on_months=lambda n: progress.advance(task, n))
+        # The month is read once, through the preset's own policy (a file's unlabelled cards join its class).
+        month = month_from_store(db, base, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, base, base_dir=base_dir)
+        results = [replay_month(scenarios, month, base.seed, exact, base_dir)]
+
+    else:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task(f"{p.name}: {len(combos)} combinations × {months} months", total=months)
+            results = run_grid(scenarios, seeds, exact=exact, jobs=jobs, base_dir=base_dir, on_months=lambda n: progress.advance(task, n))
 
     summaries = summarise(combos, results)
     ideal = ideal_summary(results, exact)
@@ -308,7 +329,7 @@ def compare_cmd(
         plot_compare(
             summaries,
             plot,
-            title=f"{p.name}{' (fix)' if fix else ''}: {months} months from seed {first}",
+            title=f"{p.name}{' (fix)' if fix else ''}: " + (f"the stored month {db or telemetry}" if stored else f"{months} months from seed {first}"),
             min_convergence=base.checks.min_convergence,
             max_wrong_evictions=base.checks.max_wrong_evictions,
             anchor=anchor,
@@ -323,7 +344,8 @@ def compare_cmd(
         from rich.console import Console
 
         console = Console(width=240, highlight=False)
-    title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {months} months (seeds {first}–{first + months - 1})"
+    source = f"the stored month {db or telemetry}" if stored else f"{months} months (seeds {first}–{first + months - 1})"
+    title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {source}"
     evicting = any(s.policy.eviction.rule != "none" for s in scenarios)
     render_table(console, title, summaries, rec, ideal, base.checks, evicting)
     if rec is not None:

@@ -174,44 +174,48 @@ class MonthFigures:
     gap_hours: int
 
 
+def replay_month(scenarios: Sequence[Scenario], month, seed: int, exact: bool = True, base_dir: Path | None = None) -> MonthFigures:
+    """Replay one month (drawn or stored) under every combination; its ideal bill is computed once."""
+    from fleet.ideal import ideal_greedy_usd_by_hour
+    from fleet.ideal_exact import ideal_exact_usd_by_hour
+    from fleet.replay import replay
+
+    true_month = month.true_rate_tps[:, month.warmup_hours :]
+    rent_h = month.rent_usd_per_hour
+    demand = month.demand_tps.astype(np.float64)
+    greedy = ideal_greedy_usd_by_hour(true_month, rent_h, demand)
+    exact_usd = ideal_exact_usd_by_hour(true_month, rent_h, demand) if exact else greedy
+    ideal_usd = exact_usd if exact else greedy
+
+    def ideal(_rate: np.ndarray, _rent: np.ndarray, _demand: np.ndarray) -> np.ndarray:
+        return ideal_usd
+
+    figs = np.empty((len(scenarios), len(FIGURES)))
+    passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)
+    for i, s in enumerate(scenarios):
+        f = replay(s, month=month, base_dir=base_dir, ideal=ideal).figures
+        figs[i] = [f[k] for k in FIGURES]
+        passes[i] = [f["checks"][c]["pass"] for c in CHECKS]
+    return MonthFigures(
+        seed=seed,
+        figures=figs,
+        passes=passes,
+        ideal_greedy_usd=float(greedy.sum()),
+        ideal_exact_usd=float(exact_usd.sum()),
+        gap_hours=int((greedy > exact_usd + 1e-9).sum()),
+    )
+
+
 def run_batch(batch: MonthBatch) -> list[MonthFigures]:
     """Replay each seed's month, drawn once, under every combination."""
     # Imported here, not at the top, so that loading the command line stays quick.
-    from fleet.ideal import ideal_greedy_usd_by_hour
-    from fleet.ideal_exact import ideal_exact_usd_by_hour
     from fleet.model import draw_month
-    from fleet.replay import replay
 
     out = []
     for seed in batch.seeds:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
         month = draw_month(scenarios[0], batch.base_dir)
-        true_month = month.true_rate_tps[:, month.warmup_hours :]
-        rent_h = month.rent_usd_per_hour
-        demand = month.demand_tps.astype(np.float64)
-        greedy = ideal_greedy_usd_by_hour(true_month, rent_h, demand)
-        exact = ideal_exact_usd_by_hour(true_month, rent_h, demand) if batch.exact else greedy
-        ideal_usd = exact if batch.exact else greedy
-
-        def ideal(_rate: np.ndarray, _rent: np.ndarray, _demand: np.ndarray, usd: np.ndarray = ideal_usd) -> np.ndarray:
-            return usd
-
-        figs = np.empty((len(scenarios), len(FIGURES)))
-        passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)
-        for i, s in enumerate(scenarios):
-            f = replay(s, month=month, base_dir=batch.base_dir, ideal=ideal).figures
-            figs[i] = [f[k] for k in FIGURES]
-            passes[i] = [f["checks"][c]["pass"] for c in CHECKS]
-        out.append(
-            MonthFigures(
-                seed=seed,
-                figures=figs,
-                passes=passes,
-                ideal_greedy_usd=float(greedy.sum()),
-                ideal_exact_usd=float(exact.sum()),
-                gap_hours=int((greedy > exact + 1e-9).sum()),
-            )
-        )
+        out.append(replay_month(scenarios, month, seed, batch.exact, batch.base_dir))
     return out
 
 

@@ -307,3 +307,67 @@ def test_an_option_out_of_range_is_a_usage_error_not_a_traceback():
     assert proc.returncode == 2, proc.stderr
     assert "--months" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+STORED_TOML = """
+name = "stored-small"
+seed = 4
+hours = 48
+warmup_hours = 24
+
+[[classes]]
+name = "flagship"
+rated_tps = 6000
+rent_usd_per_month = 2690
+pool_cards = 8
+
+[dips]
+start_prob_per_hour = 0.02
+
+[demand]
+avg_tps = 20000
+
+[policy]
+card_class = "flagship"
+window = "day"
+mode = "steady"
+headroom = 1.02
+
+[policy.eviction]
+rule = "below-median"
+window = "hour"
+share = 0.25
+"""
+
+
+def test_a_stored_month_is_compared_as_one_month(tmp_path):
+    import pandas as pd
+
+    from fleet.model import draw_month
+    from fleet.store_month import month_from_telemetry_file
+
+    preset_path = tmp_path / "stored-small.toml"
+    preset_path.write_text(STORED_TOML)
+    preset = load_preset(str(preset_path))
+    drawn = draw_month(preset.resolve())
+    cards, hours = drawn.measured_tps.shape
+    c, h = np.repeat(np.arange(cards), hours), np.tile(np.arange(hours), cards)
+    telemetry = tmp_path / "telemetry.csv"
+    pd.DataFrame({"card_id": drawn.card_ids[c], "ts": 1_767_225_600 + h * 3600, "tokens_per_s": drawn.measured_tps.ravel().astype(float)}).to_csv(
+        telemetry, index=False
+    )
+
+    result = CliRunner().invoke(app, ["compare", "-p", str(preset_path), "--telemetry", str(telemetry), "--window", "hour,day", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["window"] for r in rows] == ["hour", "day"] and all(r["months"] == 1 for r in rows)
+
+    month = month_from_telemetry_file(telemetry, preset.resolve(), base_dir=tmp_path)
+    for r, scenario in zip(rows, combo_scenarios(preset, expand_grid(preset.resolve(), window=["hour", "day"]))):
+        f = replay(scenario, month=month, ideal=ideal_exact_usd_by_hour).figures
+        assert r["convergence"] == {"median": f["convergence"], "p05": f["convergence"], "p95": f["convergence"]}
+        assert r["wrong_evictions"]["median"] == f["wrong_evictions"]
+        assert r["pass_rate"] == {c: float(f["checks"][c]["pass"]) for c in CHECKS}
+
+    refused = CliRunner().invoke(app, ["compare", "-p", str(preset_path), "--telemetry", str(telemetry), "--months", "5"])
+    assert "a stored month has one draw" in str(refused.exception)
