@@ -21,9 +21,19 @@ def ideal_greedy_usd_by_hour(
     out = np.empty(hours, dtype=np.float64)
     rent = rent_usd_per_hour.astype(np.float64)
     chosen = greedy_run_set(true_rate_tps, rent, demand_tps)
+    # Cards-major blocks, reused: the product reads the bool block cast to float, as it
+    # always has. Transposing the bool block first is several times faster than casting
+    # across the transpose.
+    width = min(hours, block_hours)
+    block = np.empty((rent.size, width), dtype=bool)
+    block_f = np.empty((rent.size, width), dtype=np.float64)
     for a in range(0, hours, block_hours):
         b = min(hours, a + block_hours)
-        out[a:b] = rent @ np.ascontiguousarray(chosen[:, a:b])
+        if b - a < width:
+            block, block_f = block[:, : b - a].copy(), block_f[:, : b - a].copy()
+        np.copyto(block, chosen[:, a:b])
+        np.copyto(block_f, block)
+        out[a:b] = rent @ block_f
     return out
 
 

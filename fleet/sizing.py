@@ -9,6 +9,12 @@ target, and only that bucket's few cards are sorted. The histogram sums the
 rates in another order than the sort would, so each hour's crossing is checked
 against a bound on that rounding; an hour too close to call (in practice none)
 is solved by the full sort. The run set is therefore exactly the sorted greedy's.
+
+When the eligible cards share one rent and the rates are float32 (scores and
+true rates are), tokens per dollar orders cards exactly as their rate does
+(a float32 rate × 3600 over one rent never collides with another's), so the
+histogram buckets the float32 rate itself and tokens per dollar is computed
+only for the few cards it sorts.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ _TARGET_SLACK_TPS = 1e-9
 
 _BLOCK_CELLS = 1 << 20
 """Card-hours solved at once: keeps the float64 temporaries (8 MiB each) in cache."""
+
+_SLAB_CELLS = 1 << 23
+"""Card-hours of rates turned hours-major at once (32 MiB of float32)."""
 
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 
@@ -44,7 +53,7 @@ def greedy_run_set(
     or the truth for the ideal operator). Cards are taken best tokens per dollar
     first until their summed rate reaches `target_tps`; if every eligible card
     together falls short, all of them are taken. Returns a bool mask of the same
-    shape as `rate_tps`.
+    shape as `rate_tps`, laid out hours-major (each hour's cards contiguous).
     """
     rate = np.asarray(rate_tps)
     squeeze = rate.ndim == 1
@@ -55,21 +64,34 @@ def greedy_run_set(
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
     elig = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     all_eligible = bool(elig.all())
-    chosen = np.zeros((n, k), dtype=bool)
+    elig_rents = rent[elig.any(axis=1) if elig.ndim == 2 else elig]
+    by_rate = rate.dtype == np.float32 and (elig_rents.size == 0 or bool((elig_rents == elig_rents[0]).all()))
+    chosen = np.empty((k, n), dtype=bool)  # hours-major, returned as its (cards, hours) transpose
     step = max(1, _BLOCK_CELLS // max(n, 1))
-    for a in range(0, k, step):
-        b = min(k, a + step)
-        # Hours × cards, so each hour's cards are contiguous.
-        rate_hc = np.array(rate[:, a:b].T, dtype=np.float64, order="C")
-        elig_hc = np.broadcast_to(elig[None, :] if elig.ndim == 1 else elig[:, a:b].T, rate_hc.shape)
-        np.maximum(rate_hc, 0.0, out=rate_hc)
-        tpd_hc = rate_hc * 3600.0
-        tpd_hc /= rent[None, :]
-        if not all_eligible:
-            np.copyto(rate_hc, 0.0, where=~elig_hc)
-            np.copyto(tpd_hc, -np.inf, where=~elig_hc)
-        chosen[:, a:b] = _greedy_by_selection(rate_hc, tpd_hc, target[a:b], elig_hc, all_eligible).T
-    return chosen[:, 0] if squeeze else chosen
+    # Rates are turned hours-major a slab at a time: reading a few hours from each card's
+    # row is slow when the rows are long, so a slab spans many blocks.
+    slab_hours = max(step, _SLAB_CELLS // max(n, 1))
+    for s0 in range(0, k, slab_hours):
+        slab = np.array(rate[:, s0 : s0 + slab_hours].T, dtype=np.float32 if by_rate else np.float64, order="C")
+        np.maximum(slab, 0.0, out=slab)
+        for a in range(s0, min(k, s0 + slab_hours), step):
+            b = min(k, a + step, s0 + slab_hours)
+            rate_hc = slab[a - s0 : b - s0]
+            elig_hc = np.broadcast_to(elig[None, :] if elig.ndim == 1 else elig[:, a:b].T, rate_hc.shape)
+            if by_rate:
+                key_hc = rate_hc
+            else:
+                key_hc = rate_hc * 3600.0
+                key_hc /= rent[None, :]
+            if not all_eligible:
+                key_hc = np.where(elig_hc, key_hc, -np.inf)
+            block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible)
+            if unsure.size:
+                rate_u = np.where(elig_hc[unsure], rate_hc[unsure].astype(np.float64), 0.0)
+                tpd_u = np.where(elig_hc[unsure], rate_u * 3600.0 / rent[None, :], -np.inf)
+                block[unsure] = _greedy_by_sort(rate_u, tpd_u, target[a:b][unsure], elig_hc[unsure])
+            chosen[a:b] = block
+    return chosen[0] if squeeze else chosen.T
 
 
 def _greedy_by_sort(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray) -> np.ndarray:
@@ -86,33 +108,43 @@ def _greedy_by_sort(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray,
 
 
 def _greedy_by_selection(
-    rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray, all_eligible: bool = False
-) -> np.ndarray:
-    """The same run sets as `_greedy_by_sort`, finding each hour's crossing with a rate-weighted histogram."""
+    rate_hc: np.ndarray,
+    key_hc: np.ndarray,
+    rent: np.ndarray,
+    target: np.ndarray,
+    elig_hc: np.ndarray,
+    all_eligible: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run sets of `_greedy_by_sort`, each hour's crossing found with a rate-weighted histogram.
+
+    `key_hc` orders cards as tokens per dollar does (higher is better; -inf for an
+    ineligible card). Returns the run sets and the hours it could not call.
+    """
     k, n = rate_hc.shape
     if n == 0:
-        return np.zeros((k, n), dtype=bool)
+        return np.zeros((k, n), dtype=bool), np.empty(0, dtype=np.intp)
     need = target - _TARGET_SLACK_TPS
     n_bins = int(np.clip(n // 8, 16, 8192))
-    # Bucket 0 holds the best tokens per dollar. The bucket is monotone in tokens per
-    # dollar, so every card of a bucket comes before every card of a later one in the
-    # sorted order, and equal values share a bucket (their tie stays the card index).
-    # Ineligible cards go past the last bucket.
-    hi = tpd_hc.max(axis=1, keepdims=True)
-    lo = (tpd_hc if all_eligible else np.where(elig_hc, tpd_hc, np.inf)).min(axis=1, keepdims=True)
+    # Bucket 0 holds the best cards. The bucket is monotone in the key, so every card
+    # of a bucket comes before every card of a later one in the sorted order, and
+    # equal keys share a bucket (their tie stays the card index). The scale puts the
+    # worst eligible card in the last bucket, n_bins − 1; ineligible cards go past it.
+    hi = key_hc.max(axis=1, keepdims=True)
+    lo = (key_hc if all_eligible else np.where(elig_hc, key_hc, np.inf)).min(axis=1, keepdims=True)
     finite = np.isfinite(hi[:, 0]) & np.isfinite(lo[:, 0])
     with np.errstate(all="ignore"):
-        scale = np.where(finite[:, None] & (hi > lo), n_bins / (hi - lo), 0.0)
-        hi = np.where(finite[:, None], hi, 0.0)
-        spread = hi - tpd_hc
+        scale = np.where(finite[:, None] & (hi > lo), (n_bins - 1) / (hi - lo), 0.0).astype(key_hc.dtype)
+        spread = np.subtract(np.where(finite[:, None], hi, 0).astype(key_hc.dtype), key_hc)
         spread *= scale
-        np.minimum(spread, n_bins - 1, out=spread)
-        np.copyto(spread, n_bins, where=~elig_hc)
-        bucket = spread.astype(np.int32)
+        bucket = spread.astype(np.intp)  # bincount's own index type: no conversion there
     del spread
-    bucket += (np.arange(k, dtype=np.int32) * (n_bins + 1))[:, None]
-    rate_by_bucket = np.bincount(bucket.ravel(), weights=rate_hc.ravel(), minlength=k * (n_bins + 1))
-    bucket -= (np.arange(k, dtype=np.int32) * (n_bins + 1))[:, None]
+    if not all_eligible:
+        np.copyto(bucket, n_bins, where=~elig_hc)
+    bucket[~finite] = n_bins
+    offset = (np.arange(k, dtype=np.intp) * (n_bins + 1))[:, None]
+    bucket += offset
+    # Float64 weights: bincount converts float32 weights far more slowly than astype does.
+    rate_by_bucket = np.bincount(bucket.ravel(), weights=rate_hc.astype(np.float64, copy=False).ravel(), minlength=k * (n_bins + 1))
     running = np.cumsum(rate_by_bucket.reshape(k, n_bins + 1)[:, :n_bins], axis=1)
     # The crossing bucket: the first whose running sum reaches the target.
     cross = (running < need[:, None]).sum(axis=1)
@@ -122,16 +154,17 @@ def _greedy_by_selection(
     # Any two summation orders of these rates differ by at most this.
     bound = 4.0 * (n + 1) * _UNIT_ROUNDOFF * np.abs(total)
 
-    chosen = bucket < np.minimum(cross, n_bins)[:, None]
-    # The crossing bucket's cards in the sorted order, and their running sums.
-    rows, cards = np.divmod(np.flatnonzero(bucket == np.where(short, -1, cross).astype(np.int32)[:, None]), n)
-    order = np.lexsort((cards, -tpd_hc[rows, cards], rows))
-    rows, cards = rows[order], cards[order]
+    chosen = bucket < (np.minimum(cross, n_bins) + offset[:, 0])[:, None]
+    # The crossing bucket's cards in the sorted order (tokens per dollar, then card), and their running sums.
+    rows, cards = np.divmod(np.flatnonzero(bucket == (np.where(short, -1, cross) + offset[:, 0])[:, None]), n)
+    rate_in = rate_hc[rows, cards].astype(np.float64)
+    order = np.lexsort((cards, -(rate_in * 3600.0 / rent[cards]), rows))
+    rows, cards, rate_in = rows[order], cards[order], rate_in[order]
     per_row = np.bincount(rows, minlength=k)
     pos = np.arange(rows.size) - (np.cumsum(per_row) - per_row)[rows]
     width = int(per_row.max()) if rows.size else 0
     padded = np.zeros((k, width + 1))
-    padded[rows, pos + 1] = rate_hc[rows, cards]
+    padded[rows, pos + 1] = rate_in
     running_in = base[:, None] + np.cumsum(padded, axis=1)  # [:, q]: through the bucket's q-th card
     # The crossing card is the bucket's `taken`-th: the first whose running sum reaches the target.
     taken = (running_in < need[:, None]).sum(axis=1)
@@ -144,13 +177,9 @@ def _greedy_by_selection(
         total < need - bound,
         (taken >= 1) & (taken <= per_row) & (before < need - bound) & (after >= need + bound),
     )
-    # Rows the histogram cannot call: a rate or rent that is not a finite number, no eligible
+    # Hours the histogram cannot call: a rate or rent that is not a finite number, no eligible
     # card, or a target within the slack of zero. A target of zero or less takes nothing.
     sure &= finite & (need > 0)
     sure |= target <= 0
     chosen[target <= 0] = False
-
-    unsure = np.flatnonzero(~sure)
-    if unsure.size:
-        chosen[unsure] = _greedy_by_sort(rate_hc[unsure], tpd_hc[unsure], target[unsure], elig_hc[unsure])
-    return chosen
+    return chosen, np.flatnonzero(~sure)
