@@ -113,7 +113,8 @@ def plot_compare(
     ax_c.set_title("convergence (ideal bill / real bill)")
     ax_c.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax_w.set_title("wrong evictions per month")
-    ax_w.set_ylim(bottom=min(-0.3, ax_w.get_ylim()[0]))
+    # Whole evictions only, and room for one even when no month evicts a healthy card.
+    ax_w.set_ylim(min(-0.3, ax_w.get_ylim()[0]), max(1.0, ax_w.get_ylim()[1]))
     ax_w.yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in (ax_c, ax_w):
         ax.set_xticks(range(len(windows)), [window_label(w) for w in windows])
