@@ -295,7 +295,6 @@ def compare_cmd(
         # The month is read once, through the preset's own policy (a file's unlabelled cards join its class).
         month = month_from_store(db, base, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, base, base_dir=base_dir)
         results = [replay_month(scenarios, month, base.seed, exact, base_dir)]
-
     else:
         with Progress(
             TextColumn("{task.description}"),
