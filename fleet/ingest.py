@@ -9,7 +9,7 @@ What happens to bad input:
 - A bad **record** is quarantined with its raw text, its record number (the
   line number in a text file, the row number in a Parquet file) and a reason
   from `REASONS`; the valid records around it are stored.
-- A bad **file** (unknown format, not UTF-8, binary, not Parquet, missing or
+- A bad **file** (unknown format, not UTF-8, binary, not Parquet, a JSON Lines file whose first line is not an object, missing or
   unknown columns) raises `BadSource` naming the file and what is wrong, before
   anything is written: it changes nothing.
 - A bad **config** (pool file, option) raises `fleet.config.ConfigError`; nothing is written.
@@ -331,6 +331,16 @@ def _parse_jsonl(text: str, name: str, digest: str) -> Parsed:
     bad_no: list[int] = []
     bad_reason: list[str] = []
     loads = json.loads
+    first = next((ln for ln in lines if ln.strip()), None)
+    if first is not None:
+        # The first record decides whether this is JSON Lines at all (a CSV named .jsonl is a bad file, not
+        # a file of bad records); later lines that fail are quarantined one by one.
+        try:
+            head = loads(first)
+        except (ValueError, RecursionError):
+            head = None
+        if not isinstance(head, dict):
+            raise BadSource(f"{name!r}: the first line is not a JSON object; JSON Lines has one object per line")
     for i, ln in enumerate(lines, start=1):
         if not ln.strip():
             continue

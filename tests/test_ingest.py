@@ -189,6 +189,7 @@ def test_jsonl_bad_lines():
         (b"card_id\x00,ts,tokens_per_s\n", "csv", "NUL"),
         (b"card_id,ts,tokens_per_s\n1,2,3\n", "parquet", "not a readable Parquet file"),
         (b"\xc3\x28", "jsonl", "not UTF-8"),
+        (b"card_id,ts,tokens_per_s\ngpu-1,1,2\n", "jsonl", "first line is not a JSON object"),
     ],
 )
 def test_bad_file_is_one_error_and_changes_nothing(repo, data, fmt, message):
