@@ -253,6 +253,7 @@ class Service:
         self._stop = threading.Event()
         self._write_lock = threading.Lock()
         self._fed_through_ts: int | None = None
+        self._scored_empty_ts: int | None = None
         self.window_names = list(dict.fromkeys([self.policy.window, self.policy.eviction_window]))
         self.windows = {name: window_hours(name) for name in self.window_names}
         self.hours = cfg.month.hours
@@ -412,18 +413,30 @@ class Service:
         json.loads(body)  # an unreachable or broken server fails the job here, counted as an error
         return ingest_parsed(self.repo, parse_prometheus(body, url, ing.card_label), settings).read
 
+    def scored_through_ts(self) -> int | None:
+        """The last hour scored: the store's, or a later one this process scored with no telemetry in its windows."""
+        last = self.store.last_scored_ts(self.windows[self.window_names[-1]], self.start_ts, 2**62)
+        if self._scored_empty_ts is not None and (last is None or self._scored_empty_ts > last):
+            return self._scored_empty_ts
+        return last
+
     def score_job(self) -> int:
-        """Score every hour whose telemetry is in; returns the hours scored."""
-        last_name = self.window_names[-1]
+        """Score every hour whose telemetry has settled; returns the hours scored.
+
+        An hour with no telemetry in any card's window has no scores: its sizing
+        sees no capacity and keeps every eligible card warm (with no data, the safe
+        side is capacity), and its eviction pass judges nobody below the median.
+        """
         done = 0
         while not self.stopping:
-            nxt = self.next_hour(self.store.last_scored_ts(self.windows[last_name], self.start_ts, 2**62))
+            nxt = self.next_hour(self.scored_through_ts())
             upto = min(self.watermark_ts(), int(self.clock.now()), self.month_of(nxt)[0] + self.hours * HOUR_S - HOUR_S,
                        self.last_hour_ts())
             if nxt > upto:
                 break
             k = min((upto - nxt) // HOUR_S + 1, 168)
             self._score_hours(nxt, k)
+            self._scored_empty_ts = nxt + (k - 1) * HOUR_S
             done += k
         return done
 
@@ -463,7 +476,8 @@ class Service:
             nxt = self.next_hour(self.store.last_decided_ts(self.start_ts, 2**62))
             if nxt > self.clock.now() or nxt > self.last_hour_ts():
                 break
-            if self.store.last_scored_ts(last_w, nxt, nxt + 1) is None:
+            scored = self.scored_through_ts()
+            if scored is None or scored < nxt:
                 break
             carry = self.decide_hour(nxt, u, carry)
             done += 1

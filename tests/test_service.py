@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import subprocess
 import sys
 
@@ -277,3 +278,73 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
     r = replay(scenario, month=sim.month)
     assert [d.reason for d in r.decisions][0].startswith("circuit breaker open")  # replay does the same
     assert len(svc.store.decisions(kinds=["evict"])) == len(r.evictions)
+
+
+class SteppedClock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, t: float):
+        self.t = float(t)
+
+    def now(self) -> float:
+        return self.t
+
+    def wall_seconds(self, s: float) -> float:
+        return s
+
+
+def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
+    """A pool's telemetry dropped as files: taken once, scored after it settles, decided, billed on hindsight rates."""
+    from fleet.serve_config import load_service_config
+    from fleet.service import Service
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    t0 = 1_767_225_600  # 2026-01-01T00:00Z
+    (tmp_path / "fleet.toml").write_text(textwrap.dedent(f"""\
+        [month]
+        start = 2026-01-01T00:00:00Z
+        hours = 24
+        [[pool.classes]]
+        name = "flagship"
+        rated_tps = 6000
+        rent_usd_per_month = 2690
+        [policy]
+        card_class = "flagship"
+        window = "2h"
+        mode = "steady"
+        [demand]
+        avg_tps = 10000
+        [schedule]
+        settle_s = 300
+        [ingest]
+        folder = "{drop}"
+        default_class = "flagship"
+        """))
+    cfg = load_service_config(tmp_path / "fleet.toml")
+    rates = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}
+    rows = ["card_id,ts,tokens_per_s"] + [
+        f"{card},{t0 + h * HOUR_S + 60 * m},{rate * (1 + 0.01 * m)}" for h in range(-3, 5) for m in range(3) for card, rate in rates.items()
+    ]
+    (drop / "part-1.csv").write_text("\n".join(rows) + "\n")
+    (drop / ".part-2.csv").write_text("card_id,ts\n")  # still being written: not taken
+    (drop / "broken.csv").write_text("no,such,columns\n1,2,3\n")
+    clock = SteppedClock(t0 + 4 * HOUR_S + 301)
+    svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 'p.db'}"), clock)
+    for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    assert (drop / "done" / "part-1.csv").exists() and (drop / "failed" / "broken.csv").exists()
+    assert (drop / ".part-2.csv").exists()
+    assert svc.store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 4 * HOUR_S
+    hours = svc.store.hours(t0)
+    assert [h.hour_ts for h in hours] == [t0 + h * HOUR_S for h in range(4)]  # hour 4 has not ended
+    # Steady: the best tokens per dollar first until 10,000 tok/s of scores are covered: gpu-a and gpu-d.
+    assert svc.store.run_set_at(t0 + 2 * HOUR_S) == {"gpu-a", "gpu-d"}
+    assert all(h.warm_usd == pytest.approx(2 * 2690 / 24) for h in hours)
+    assert all(0 < h.ideal_usd <= h.warm_usd + 1e-9 for h in hours)
+    clock.t += 10 * HOUR_S  # telemetry stops after hour 4: the hours go on, and with no scores every card is kept warm
+    for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    assert svc.store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 14 * HOUR_S
+    assert svc.store.run_set_at(t0 + 10 * HOUR_S) == set(rates)
+    assert svc.store.last_billed_ts(t0) == t0 + 13 * HOUR_S
