@@ -32,7 +32,7 @@ def _open_store(db: str | None, config: str | None):
 
 def serve_cmd(
     config: Annotated[Optional[str], typer.Option("--config", help="Service config (TOML): pool, policy, schedule, storage, metrics, actuator.")] = None,
-    db: Annotated[Optional[str], typer.Option("--db", help="Database URL (overrides [storage] url).")] = None,
+    db: Annotated[Optional[str], typer.Option("--db", help="Database URL (overrides the config's storage url).")] = None,
     metrics_host: Annotated[Optional[str], typer.Option("--metrics-host", help="Address /metrics listens on (default 127.0.0.1).")] = None,
     metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Port of /metrics (default 9108; 0 picks a free one).")] = None,
     simulate: Annotated[Optional[str], typer.Option("--simulate", help="Play a preset's month (name or TOML path) as the pool's telemetry.")] = None,
@@ -54,7 +54,9 @@ def serve_cmd(
         raise UsageError(f"--speed {speed}: must be above 0")
     if simulate is None and (seed is not None or exit_when_done):
         raise UsageError("--seed and --exit-when-done go with --simulate")
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.WARNING), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise UsageError(f"--log-level {log_level!r}: expected debug, info, warning or error")
+    logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
     metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
