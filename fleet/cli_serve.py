@@ -81,6 +81,7 @@ def serve_cmd(
         raise ConfigError(f"database {cfg.storage.url!r}: {err}") from None
     collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
                                quarantine_reasons=_reasons())
+    service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
     except OSError as err:
@@ -90,7 +91,6 @@ def serve_cmd(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    service.metrics_job()
     service.start()
     try:
         while not stop.wait(0.1):
