@@ -7,7 +7,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 from datetime import datetime, timezone
 from typing import Annotated, Optional
 

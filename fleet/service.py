@@ -44,7 +44,7 @@ from fleet.journal import Actuator, Command, DryRun, Journal, Webhook
 from fleet.serve_config import ServiceConfig
 from fleet.sizing import tokens_per_dollar
 from fleet.billing import CHURN_FEE_SHARE
-from fleet.tick import Decisions, PoolState, bill_hours, tick
+from fleet.tick import PoolState, bill_hours, tick
 from fleet.verdict import checks as judge_checks
 from policies import window_hours
 from storage.repository import ClassSpec, SqlRepository

@@ -14,7 +14,7 @@ functions. No clock, no I/O: the hour and every input are arguments.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

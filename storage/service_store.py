@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Engine, text
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,7 @@ class ServiceStore:
         return {r[0] for r in rows}
 
     def retired(self) -> dict[str, int]:
+        """Card key → when it left the pool, for every retired card."""
         with self.engine.connect() as conn:
             rows = conn.execute(text("SELECT card_key, retired_ts FROM cards WHERE retired_ts IS NOT NULL")).all()
         return {r[0]: int(r[1]) for r in rows}
@@ -295,29 +296,6 @@ class ServiceStore:
             if lines:
                 conn.execute(
                     text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"), lines
-                )
-        return True
-
-    def record_hour(self, fig: HourFigures, bill_lines: Sequence[tuple[str, float, str | None]]) -> bool:
-        """Write one billed hour and its bill lines (kind, usd, card key or None) together; False if already billed."""
-        ids = self._ids([k for _, _, k in bill_lines if k])
-        with self.engine.begin() as conn:
-            n = conn.execute(
-                text(
-                    f"INSERT INTO service_hours ({', '.join(HOUR_COLUMNS)}) VALUES ({', '.join(':' + c for c in HOUR_COLUMNS)}) "
-                    "ON CONFLICT (hour_ts) DO NOTHING"
-                ),
-                {c: getattr(fig, c) for c in HOUR_COLUMNS},
-            ).rowcount
-            if n == 0:
-                return False
-            if bill_lines:
-                conn.execute(
-                    text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"),
-                    [
-                        {"c": ids[k] if k else None, "a": fig.hour_ts, "b": fig.hour_ts + 3600, "k": kind, "u": float(usd)}
-                        for kind, usd, k in bill_lines
-                    ],
                 )
         return True
 
