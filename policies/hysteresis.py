@@ -26,6 +26,10 @@ def hold(chosen: np.ndarray, eligible: np.ndarray, out_hours: np.ndarray | None,
     out_before = np.minimum(np.asarray(out_hours, dtype=np.int64), r)
     if k == 0:
         return chosen.copy(), out_before
+    if r == 1:
+        # No hysteresis: warm exactly when chosen, without the (cards, k) index arrays below.
+        warm = chosen & np.asarray(eligible, dtype=bool)[:, None]
+        return warm, np.where(chosen[:, -1], 0, 1).astype(np.int64)
     # Hour index of the last time the mode chose each card, running over the stretch (before it: -1 - out_before).
     idx = np.where(chosen, np.arange(k)[None, :], -(1 + r))
     last = np.maximum.accumulate(np.maximum(idx, (-1 - out_before)[:, None]), axis=1)
