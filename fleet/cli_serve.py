@@ -214,9 +214,26 @@ def explain_cmd(
         lines.append(f"  {_iso(j['ts'])} hour {j['hour']}: scored {j['score_tps']:,.0f} tok/s through the {j['window']} window, "
                      f"threshold {j['threshold_tps']:,.0f} (median {j['median_score_tps']:,.0f}): {j['verdict']}")
     warm = [r for r in own if r.kind in ("add", "release")]
-    now_warm = card in store.run_set_at(store.last_decided_ts(0, 2**62) or 0)
+    last_dec = store.last_decided_ts(0, 2**62) or 0
+    run_set = store.run_set_at(last_dec)
+    now_warm = card in run_set
     lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set {sum(r.kind == 'add' for r in warm)} "
                  f"times and left it {sum(r.kind == 'release' for r in warm)} times")
+    # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
+    ranking = None
+    size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
+    if size:
+        from policies import window_hours
+
+        w = window_hours(str(size[0].detail.get("window")))
+        scores = store.scores_by_window(last_dec).get(w, {})
+        if card in scores:
+            order = sorted(scores, key=lambda k: -scores[k])
+            ranking = {"window_hours": w, "score_tps": scores[card], "rank": order.index(card) + 1, "of": len(order),
+                       "run_set_cards": len(run_set), "target_tps": size[0].detail.get("target_tps")}
+            lines.append(f"  at {_iso(last_dec)} it scored {scores[card]:,.0f} tok/s through the {w}-hour window, rank "
+                         f"{ranking['rank']} of {len(order)} scored cards; the run set held {len(run_set)} for a target of "
+                         f"{ranking['target_tps']:,.0f} tok/s")
     for r in warm[-5:]:
         lines.append(f"  {_iso(r.ts)} {r.kind}: {r.reason}")
     unacted = [r for r in own if r.acted_ts is None and r.kind in ("add", "release", "evict")]
@@ -224,7 +241,7 @@ def explain_cmd(
         lines.append(f"  {len(unacted)} of its decisions are journaled and not yet acted on")
     if as_json:
         typer.echo(json.dumps(json_safe({
-            "card": card, "card_class": cls, "evicted": bool(evicted), "warm": now_warm,
+            "card": card, "card_class": cls, "evicted": bool(evicted), "warm": now_warm, "latest": ranking,
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
             "judged": judged, "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in warm],
         }), indent=2))

@@ -134,6 +134,7 @@ def test_explain_says_why(noise_month, capsys):
     code, out, err = run_cli(capsys, "explain", kept[0], "--db", noise_month["db"], "--json")
     judged_kept = json.loads(out)
     assert judged_kept["evicted"] is False and judged_kept["judged"]
+    assert 1 <= judged_kept["latest"]["rank"] <= 32 and judged_kept["latest"]["window_hours"] == 24
     assert all(j["verdict"].startswith(("kept", "candidate")) for j in judged_kept["judged"])
     code, out, err = run_cli(capsys, "explain", "no-such-card", "--db", noise_month["db"])
     assert code == 2 and "no-such-card" in err and "Traceback" not in err
