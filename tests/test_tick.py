@@ -199,3 +199,13 @@ def test_hold_table():
     # Release after 1 hour is no hysteresis; an ineligible card leaves at once.
     assert np.array_equal(hold(chosen, np.ones(3, dtype=bool), None, 1)[0], chosen)
     assert not hold(chosen, np.array([False, True, True]), None, 3)[0][0].any()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_other_seeds_same_month(seed):
+    """Not a property of one draw: other seeds of the noise evictor (with its limits switched on) step to replay's month."""
+    s = load_preset("noise-evictor").resolve(
+        seed=seed, overrides=["policy.eviction.disruption_share=0.1", "policy.eviction.drain_hours=48", "policy.release_after_hours=2"]
+    )
+    r, passes = check_same_month(s, bill=False)
+    assert len(r.evictions) > 0
