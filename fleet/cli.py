@@ -130,6 +130,9 @@ _register_extensions()
 
 
 def main() -> None:
+    from fleet.memory import keep_freed_memory
+
+    keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
     try:
         app(standalone_mode=False)
     except (ConfigError, UsageError) as err:
