@@ -435,8 +435,11 @@ class SqlRepository:
                 ),
                 {"lo": lo, "hi": hi},
             ).all()
+        # Plain tuples: pandas probes each row's attributes, and a SQLAlchemy Row answers a missing one
+        # by raising an exception inside (about 30 µs a row; a week of 10,000 cards is 1.7 million rows).
         f = pd.DataFrame(
-            rows, columns=["card_key", "card_class", "hour_ts", "sample_count", "tps_sum", "busy_count", "busy_sum", "busy_tps_sum"]
+            [tuple(r) for r in rows],
+            columns=["card_key", "card_class", "hour_ts", "sample_count", "tps_sum", "busy_count", "busy_sum", "busy_tps_sum"],
         )
         out = f[["card_key", "card_class", "hour_ts", "sample_count"]].copy()
         out["mean_tps"] = f["tps_sum"].astype(float) / f["sample_count"].astype(float)
