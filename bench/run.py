@@ -33,7 +33,7 @@ SIZES = {
     "replay": {"full": (1_000, 10_000, 100_000), "quick": (100, 200, 400)},
     "ingest": {"full": (100_000, 1_000_000, 3_000_000), "quick": (2_000, 4_000, 8_000)},
     "tick": {"full": (1_000, 3_000, 10_000), "quick": (50, 100, 200)},
-    "metrics": {"full": (1_000, 3_000, 10_000), "quick": (50, 100, 200)},
+    "metrics": {"full": (1_000, 3_000, 10_000), "quick": (50, 100, 200)},  # the same service children as the tick
 }
 WINDOWS = ("hour", "day", "week")
 
@@ -274,9 +274,167 @@ def section_ingest(sizes, repeats: int, quick: bool) -> list[Figure]:
     return figs
 
 
+# --------------------------------------------------------------------------- service: tick and /metrics
+
+HOUR_S = 3600
+MONTH_START_TS = 1_767_225_600  # 2026-01-01T00:00Z
+HISTORY_HOURS = 168
+
+
+class _SteppedClock:
+    """The service's clock, set by the benchmark."""
+
+    def __init__(self, t: float):
+        self.t = float(t)
+
+    def now(self) -> float:
+        return self.t
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        return clock_seconds
+
+
+def _fill_rollups(db: Path, cards: int, first_ts: int, hours: int) -> None:
+    """Hourly rollups of every card for `hours` from `first_ts`, written by SQLite itself (setup, not timed)."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.execute(
+        """WITH RECURSIVE h(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM h WHERE x < ?)
+        INSERT INTO hourly_rollups (card_id, hour_ts, sample_count, tokens_per_s_sum, busy_count, busy_fraction_sum, busy_tokens_per_s_sum)
+        SELECT c.id, ? + h.x * 3600, 60,
+               60 * (5000 + (c.id * 7919 % 2000) + (abs(random()) % 1000)), 0, 0, 0
+        FROM cards AS c, h ORDER BY c.id, h.x""",
+        (hours - 1, first_ts),
+    )
+    con.commit()
+    con.close()
+
+
+def child_service(cards: int, repeats: int) -> dict:
+    """A service beside a pool of `cards` with a month of hourly rollups in SQLite: time its scheduler tick
+    (score the hour through three windows, size, evict) and a scrape of its `/metrics`."""
+    import tempfile
+    import urllib.request
+    from datetime import datetime, timezone
+
+    from fleet.config import Demand, Eviction, Policy
+    from fleet.ingest import REASONS
+    from fleet.metrics import FleetCollector, make_registry, serve_metrics
+    from fleet.serve_config import Month, Pool, PoolClass, ServiceConfig
+    from fleet.service import Service
+    from storage import ClassSpec, open_repository
+
+    import shutil
+
+    decision_hour = 24  # the eviction cadence is 24 h: hour 24 is the month's first decision hour
+    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
+        base_db = Path(tmp) / "base.db"
+        repo = open_repository(f"sqlite:///{base_db}")
+        repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
+        repo.declare_cards({f"gpu-{i:05d}": "flagship" for i in range(cards)}, MONTH_START_TS - HISTORY_HOURS * HOUR_S)
+        repo.engine.dispose()
+        _fill_rollups(base_db, cards, MONTH_START_TS - HISTORY_HOURS * HOUR_S, HISTORY_HOURS + 720)
+        cfg = ServiceConfig(
+            month=Month(start=datetime.fromtimestamp(MONTH_START_TS, timezone.utc), hours=720),
+            pool=Pool(classes=(PoolClass(name="flagship", rated_tps=6000, rent_usd_per_month=2690),)),
+            policy=Policy(card_class="flagship", window="day", mode="steady", headroom=1.05,
+                          eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=24, share=0.1)),
+            demand=Demand(shape="diurnal", avg_tps=6000 * cards * 0.5, peak_to_avg=1.6),
+        )
+
+        def ticks(windows: dict[str, int] | None) -> tuple[Service, list[float]]:
+            """A service on a copy of the store, caught up to just before the timed hours; the ticks' wall times."""
+            db = Path(tmp) / f"service-{len(windows or {})}.db"
+            shutil.copyfile(base_db, db)
+            clock = _SteppedClock(MONTH_START_TS)
+            svc = Service(cfg, open_repository(f"sqlite:///{db}"), clock)
+            if windows:
+                # The last window last: its presence marks an hour scored.
+                svc.window_names, svc.windows = list(windows), dict(windows)
+
+            def tick_through(hour: int) -> None:
+                clock.t = MONTH_START_TS + hour * HOUR_S + cfg.schedule.settle_s  # an hour is scored once its start has settled
+                svc.score_job()
+                svc.decide_job()
+
+            tick_through(decision_hour - 1 - repeats)  # setup: the month so far, in one catch-up
+            walls = []
+            for h in range(decision_hour - repeats, decision_hour + 1):  # the last one timed is the decision hour
+                t0 = time.perf_counter()
+                tick_through(h)
+                walls.append(time.perf_counter() - t0)
+            decided = svc.store.last_decided_ts(MONTH_START_TS, MONTH_START_TS + 720 * HOUR_S)
+            if decided != MONTH_START_TS + decision_hour * HOUR_S:
+                raise SystemExit(f"bench: the service decided through {decided}, not hour {decision_hour}")
+            return svc, walls
+
+        _, walls_policy = ticks(None)  # the policy's own windows: day for sizing, hour for eviction
+        svc, walls = ticks({"hour": 1, "day": 24, "week": 168})  # all three named windows scored
+        svc.metrics_job()
+        scrapes = {}
+        for per_card in (True, False):
+            collector = FleetCollector(lambda: svc.snapshot, lambda: svc.stats, per_card=per_card, quarantine_reasons=REASONS)
+            server, _thread = serve_metrics(make_registry(collector), "127.0.0.1", 0)
+            url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+            times, size = [], 0
+            for _ in range(max(repeats, 3)):
+                t0 = time.perf_counter()
+                with urllib.request.urlopen(url, timeout=60) as resp:
+                    body = resp.read()
+                times.append(time.perf_counter() - t0)
+                size = len(body)
+            server.shutdown()
+            scrapes["per_card" if per_card else "no_per_card"] = {
+                "median_s": statistics.median(times), "bytes": size, "series": body.count(b"\n") - body.count(b"\n#"),
+            }
+        return {
+            "cards": cards,
+            "tick_median_s": statistics.median(walls[:-1]) if len(walls) > 1 else walls[0],
+            "tick_decision_s": walls[-1],
+            "tick_policy_windows_s": statistics.median(walls_policy),
+            "scrape": scrapes,
+        }
+
+
+_SERVICE_CACHE: dict = {}
+
+
+def _service_results(sizes, repeats: int, quick: bool) -> list[dict]:
+    key = (tuple(sizes), repeats, quick)
+    if key not in _SERVICE_CACHE:
+        _SERVICE_CACHE[key] = [r for r, _ in measure("service", sizes, repeats, quick)]
+    return _SERVICE_CACHE[key]
+
+
+def section_tick(sizes, repeats: int, quick: bool) -> list[Figure]:
+    figs = []
+    for cards, r in zip(sizes, _service_results(sizes, repeats, quick)):
+        for name, value in (
+            ("scheduler tick, hour/day/week scored", r["tick_median_s"]),
+            ("same, at a decision hour (+ eviction)", r["tick_decision_s"]),
+            ("scheduler tick, the policy's 2 windows", r["tick_policy_windows_s"]),
+        ):
+            target, met = ("< 250 ms", value < 0.25) if cards == 10_000 else ("", None)
+            figs.append(Figure("tick", name, f"{cards:,} cards", value, target=target, met=met))
+    return figs
+
+
+def section_metrics(sizes, repeats: int, quick: bool) -> list[Figure]:
+    figs = []
+    for cards, r in zip(sizes, _service_results(sizes, repeats, quick)):
+        for key, name, limit in (("per_card", "/metrics scrape, per-card series on", 0.2), ("no_per_card", "/metrics scrape, per-card series off", 0.01)):
+            sc = r["scrape"][key]
+            target, met = (f"< {limit * 1000:.0f} ms", sc["median_s"] < limit) if cards == 10_000 else ("", None)
+            figs.append(Figure("metrics", name, f"{cards:,} cards", sc["median_s"], target=target, met=met,
+                               extra={"bytes": sc["bytes"], "series": sc["series"]}))
+    return figs
+
+
 # --------------------------------------------------------------------------- harness
 
-CHILDREN = {"replay": child_replay, "ingest": child_ingest}
+CHILDREN = {"replay": child_replay, "ingest": child_ingest, "service": child_service}
 
 
 def measure(section: str, sizes, repeats: int, quick: bool) -> list[tuple[dict, float]]:
@@ -374,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sections if s not in SIZES]
     if unknown:
         ap.error(f"unknown section {unknown[0]!r} (known: {', '.join(SIZES)})")
-    runners = {"replay": section_replay, "ingest": section_ingest}
+    runners = {"replay": section_replay, "ingest": section_ingest, "tick": section_tick, "metrics": section_metrics}
     print(header(args.repeats, args.quick), flush=True)
     figs: list[Figure] = []
     for s in sections:

@@ -46,6 +46,16 @@ def test_every_ingest_figure_with_its_plain_reference_and_target(quick_output):
         assert "x of plain executemany" in line and ">= 300,000/s" in line, line
 
 
+def test_every_tick_and_metrics_figure_at_every_quick_size(quick_output):
+    for cards in SIZES["tick"]["quick"]:
+        size = f"{cards:,} cards"
+        for name in ("scheduler tick, hour/day/week scored", "same, at a decision hour (+ eviction)", "scheduler tick, the policy's 2 windows"):
+            assert len(_lines(quick_output, name, size)) == 1, name
+        for name in ("/metrics scrape, per-card series on", "/metrics scrape, per-card series off"):
+            assert len(_lines(quick_output, name, size)) == 1, name
+
+
 def test_the_full_sizes_are_the_ones_the_targets_name():
     assert SIZES["replay"]["full"] == (1_000, 10_000, 100_000)
+    assert SIZES["tick"]["full"][-1] == SIZES["metrics"]["full"][-1] == 10_000
     assert all(len(s["full"]) == 3 and len(s["quick"]) == 3 for s in SIZES.values())
