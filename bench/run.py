@@ -136,7 +136,7 @@ def child_replay(cards: int, repeats: int) -> dict:
     stages = {
         "window scores": ("fleet/model.py", "window_scores_many"),
         "sizing (greedy)": ("policies/steady.py", "size"),
-        "ideal operator": ("fleet/ideal.py", "ideal_exact_usd_by_hour"),
+        "ideal operator": ("fleet/ideal_exact.py", "ideal_exact_usd_by_hour"),
         "warm bill": ("fleet/billing.py", "warm_usd_by_hour"),
         "eviction": ("policies/below_median.py", "judge"),
     }

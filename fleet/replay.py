@@ -15,7 +15,7 @@ import numpy as np
 
 from fleet.billing import churn_fee_usd, delivered_tps, idle_usd_by_hour, warm_usd_by_hour
 from fleet.config import Scenario, budget_cards
-from fleet.ideal import ideal_exact_usd_by_hour
+from fleet.ideal_exact import ideal_exact_usd_by_hour
 from fleet.model import Month, draw_month, window_scores_many
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
 from policies.admission import admit, draining_cards
@@ -183,7 +183,7 @@ def replay(
     warm_usd = warm_usd_by_hour(warm, rent_h)
     idle = idle_usd_by_hour(warm_usd, delivered, capacity)
     if ideal is None:
-        ideal_usd = ideal_exact_usd_by_hour(true_month, rent_h, demand, month.card_class)
+        ideal_usd = ideal_exact_usd_by_hour(true_month, rent_h, demand)
     else:
         ideal_usd = ideal(true_month, rent_h, demand)
     churn = float(churn_fee_usd(month.rent_usd_per_month[[e.card for e in evictions]]).sum()) if evictions else 0.0

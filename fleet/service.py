@@ -668,7 +668,7 @@ class Service:
         evicted = [[u["pos"][key] for ts, key in evictions if ts == first_ts + j * HOUR_S] for j in range(k)]
         rate, ticket = self.truth(first_ts, k, u)
         demand = np.asarray(self.demand(m0)[h0:h0 + k], dtype=np.float64)
-        b = bill_hours(warm[:, 1:], u["rent_hour"], u["rent_month"], rate, demand, evicted, u["class_idx"])
+        b = bill_hours(warm[:, 1:], u["rent_hour"], u["rent_month"], rate, demand, evicted)
         sizes = {r.ts: r.detail for r in self.store.decisions(kinds=["size"], since_ts=first_ts, until_ts=hi)}
         figs, lines = [], []
         for j in range(k):

@@ -20,7 +20,7 @@ import numpy as np
 
 from fleet.billing import churn_fee_usd, delivered_tps, idle_usd_by_hour, warm_usd_by_hour
 from fleet.config import Policy
-from fleet.ideal import ideal_exact_usd_by_hour
+from fleet.ideal_exact import ideal_exact_usd_by_hour
 from fleet.sizing import tokens_per_dollar
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput
 from policies.admission import admit, draining_cards
@@ -259,7 +259,6 @@ def bill_hours(
     true_rate_tps: np.ndarray,
     demand_tps: np.ndarray,
     evicted: list[np.ndarray],
-    card_class: np.ndarray,
 ) -> HoursBill:
     """Warm rent, churn fees, capacity, delivered, idle cost and the ideal bill of a stretch of hours.
 
@@ -283,6 +282,6 @@ def bill_hours(
         delivered_tps=delivered,
         demand_tps=demand,
         idle_usd=idle_usd_by_hour(warm_usd, delivered, capacity),
-        ideal_usd=ideal_exact_usd_by_hour(rate, rent_h, demand, card_class),
+        ideal_usd=ideal_exact_usd_by_hour(rate, rent_h, demand),
         cards_warm=warm.sum(axis=0),
     )

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleet.config import load_preset
-from fleet.ideal import ideal_exact_usd_by_hour as default_exact_usd_by_hour
 from fleet.ideal import ideal_greedy_usd_by_hour
 from fleet.ideal_exact import ideal_exact_usd_by_hour, ideal_gap, rent_groups
 from fleet.replay import replay
@@ -114,12 +113,3 @@ def test_replay_with_the_exact_ideal_on_a_two_class_market():
     assert exact.figures["ideal_bill_usd"] < greedy.figures["ideal_bill_usd"]
     assert exact.figures["convergence"] < greedy.figures["convergence"]
 
-
-def test_agrees_with_the_replay_default_ideal():
-    """The count enumeration in `fleet.ideal` and this module solve the same problem."""
-    month = replay(load_preset(str(SMALL)).resolve()).month
-    true_month = month.true_rate_tps[:, month.warmup_hours :]
-    np.testing.assert_allclose(
-        ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, month.demand_tps),
-        default_exact_usd_by_hour(true_month, month.rent_usd_per_hour, month.demand_tps, month.card_class),
-    )

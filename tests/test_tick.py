@@ -55,7 +55,7 @@ def step_month(scenario, month, bill=True):
         for a in range(0, H, 24):
             b = min(H, a + 24)
             bills.append(bill_hours(warm[:, a:b], rent_h, month.rent_usd_per_month, month.true_rate_tps[:, W + a:W + b],
-                                    month.demand_tps[a:b], evicted_at[a:b], month.card_class))
+                                    month.demand_tps[a:b], evicted_at[a:b]))
     return warm, evictions, passes, bills
 
 
