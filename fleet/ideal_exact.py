@@ -183,6 +183,10 @@ def ideal_exact_usd_by_hour(
     hours = demand.size
     if true_rate_tps.shape[0] == 0 or hours == 0:
         return np.zeros(hours)
+    if method == "auto" and np.unique(np.asarray(rent_usd_per_hour)).size == 1:
+        # One rent: the fewest fastest cards, which the greedy finds without sorting every card.
+        greedy = ideal_greedy_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand)
+        return np.where(demand <= COVER_TOL_TPS, 0.0, greedy)
     groups = rent_groups(true_rate_tps, rent_usd_per_hour)
     everything_usd = float(groups.cards @ groups.rent_usd_per_hour)
     total_tps = sum(p[-1] for p in groups.prefix_tps)
