@@ -65,7 +65,9 @@ def greedy_run_set(
     elig = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     all_eligible = bool(elig.all())
     elig_rents = rent[elig.any(axis=1) if elig.ndim == 2 else elig]
-    by_rate = rate.dtype == np.float32 and (elig_rents.size == 0 or bool((elig_rents == elig_rents[0]).all()))
+    # One finite, positive rent (not so small that a float32 rate's tokens per dollar overflows).
+    one_rent = elig_rents.size == 0 or (bool((elig_rents == elig_rents[0]).all()) and 1e-250 < elig_rents[0] < np.inf)
+    by_rate = rate.dtype == np.float32 and one_rent
     chosen = np.empty((k, n), dtype=bool)  # hours-major, returned as its (cards, hours) transpose
     step = max(1, _BLOCK_CELLS // max(n, 1))
     # Rates are turned hours-major a slab at a time: reading a few hours from each card's
