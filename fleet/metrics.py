@@ -15,14 +15,24 @@ never sees a series appear from nothing.
 
 `FleetCollector` reads the service's state when Prometheus scrapes: the last
 snapshot the metrics job refreshed (the store's view) and the scheduler's job
-counters as they stand.
+counters as they stand. `/metrics` writes prometheus-client's text for the
+fleet-level families and renders the per-card families itself, in the same
+names, order, label escaping and value format: a 10,000-card pool has some
+70,000 per-card samples, too many to build and format one sample at a time.
 """
 
 from __future__ import annotations
 
 import math
+import operator
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterable
 
+import numpy as np
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -35,6 +45,52 @@ def _finite(v: float) -> float:
     return float(v) if v is not None and math.isfinite(float(v)) else float("nan")
 
 
+def _go_float(v) -> str:
+    """`floatToGoString(_finite(v))` of prometheus-client, inlined: NaN for a missing or infinite value, else the
+    shortest repr, with Go's exponent form for positive values of seven or more integer digits."""
+    if v is None:
+        return "NaN"
+    d = float(v)
+    if not math.isfinite(d):
+        return "NaN"
+    s = repr(d)
+    dot = s.find(".")
+    if d > 0 and dot > 6:
+        mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.")
+        return f"{mantissa}e+{dot - 1:02d}"
+    return s
+
+
+def _go_floats(values: np.ndarray) -> list[str]:
+    """`_go_float` of each value (None read as NaN): Python's repr, rewritten in Go's exponent form where it has seven
+    or more integer digits (values of 1e6 and more), and NaN for missing or infinite values."""
+    out = list(map(repr, values.tolist()))
+    for i in np.flatnonzero(values >= 1e6).tolist():
+        s = out[i]
+        dot = s.find(".")
+        if dot > 6:
+            out[i] = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.") + f"e+{dot - 1:02d}"
+    for i in np.flatnonzero(~np.isfinite(values)).tolist():
+        out[i] = "NaN"
+    return out
+
+
+def _escape_label(v: str) -> str:
+    """A label value as the text format writes it (backslash, newline and double quote escaped)."""
+    return v.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+def _help(name: str, doc: str, kind: str) -> str:
+    """The HELP and TYPE lines of one family, the docstring escaped as prometheus-client escapes it."""
+    doc = doc.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+
+
+CARD_SCORE = ("fleet_card_score_tokens_per_second", "A card's windowed rate.")
+CARD_TOKENS_PER_USD = ("fleet_card_tokens_per_usd", "Tokens a dollar of the card's rent buys at its score.")
+CARD_WARM = ("fleet_card_warm", "1 if the card is in the run set this hour.")
+
+
 class FleetCollector(Collector):
     """Reads a `fleet.service.Snapshot` and the job statistics at scrape time."""
 
@@ -44,16 +100,30 @@ class FleetCollector(Collector):
         self._job_stats = job_stats
         self.per_card = per_card
         self.reasons = tuple(quarantine_reasons)
+        self._prefix_cache = None  # (key, prefixes of the score and tokens-per-usd lines, prefixes of the warm lines)
 
     def describe(self) -> list[Metric]:
         return []  # names are fixed by this module; nothing to predict at registration
 
     def collect(self) -> Iterable[Metric]:
+        """Every family as prometheus-client metric objects (the reference rendering; `/metrics` uses `exposition`)."""
         yield from self._jobs()
         s = self._snapshot()
         if s is None:
             return
         yield from self._fleet(s)
+        if self.per_card:
+            yield from self._cards(s)
+
+    def exposition(self) -> bytes:
+        """The text format of every family, as `generate_latest` writes `collect()`, with the per-card families
+        rendered by `card_text` from the same snapshot."""
+        s = self._snapshot()
+        fleet = list(self._jobs()) + ([] if s is None else list(self._fleet(s)))
+        head = generate_latest(_Families(fleet))
+        if s is None or not self.per_card:
+            return head
+        return head + self.card_text(s).encode("utf-8")
 
     def _jobs(self) -> Iterable[Metric]:
         stats = self._job_stats()
@@ -138,32 +208,106 @@ class FleetCollector(Collector):
             q.add_metric([r], s.quarantine.get(r, 0))
         yield q
 
-        if self.per_card:
-            score = GaugeMetricFamily("fleet_card_score_tokens_per_second", "A card's windowed rate.", labels=["card", "window"])
-            tpd = GaugeMetricFamily("fleet_card_tokens_per_usd", "Tokens a dollar of the card's rent buys at its score.",
-                                    labels=["card", "window"])
-            for window, cards in s.scores.items():
-                for card, (v, d) in sorted(cards.items()):
-                    score.add_metric([card, window], _finite(v))
-                    tpd.add_metric([card, window], _finite(d))
-            yield score
-            yield tpd
-            warm = GaugeMetricFamily("fleet_card_warm", "1 if the card is in the run set this hour.", labels=["card"])
-            in_set = set(s.run_set)
-            for card in sorted({c for cards in s.scores.values() for c in cards} | in_set):
-                warm.add_metric([card], 1.0 if card in in_set else 0.0)
-            yield warm
+    def _cards(self, s) -> Iterable[Metric]:
+        score = GaugeMetricFamily(*CARD_SCORE, labels=["card", "window"])
+        tpd = GaugeMetricFamily(*CARD_TOKENS_PER_USD, labels=["card", "window"])
+        for window, cards in s.scores.items():
+            for card, (v, d) in sorted(cards.items()):
+                score.add_metric([card, window], _finite(v))
+                tpd.add_metric([card, window], _finite(d))
+        yield score
+        yield tpd
+        warm = GaugeMetricFamily(*CARD_WARM, labels=["card"])
+        in_set = set(s.run_set)
+        for card in sorted({c for cards in s.scores.values() for c in cards} | in_set):
+            warm.add_metric([card], 1.0 if card in in_set else 0.0)
+        yield warm
+
+    def card_text(self, s) -> str:
+        """The per-card families in the text format, in one pass of string joins: the escaped label prefix of each
+        (card, window) line is kept between scrapes while the pool's cards stay the same."""
+        windows = list(s.scores)
+        ordered = {w: sorted(s.scores[w]) for w in windows}
+        in_set = set(s.run_set)
+        all_cards = sorted({c for w in windows for c in ordered[w]} | in_set)
+        key = (tuple(windows), tuple(all_cards), tuple(tuple(ordered[w]) for w in windows))
+        cached = self._prefix_cache  # one read: concurrent scrapes each see a whole cache entry
+        if cached is None or cached[0] != key:
+            esc = {c: _escape_label(c) for c in all_cards}
+            prefixes = {
+                (name, w): [f'{name}{{card="{esc[c]}",window="{_escape_label(w)}"}} ' for c in ordered[w]]
+                for name in (CARD_SCORE[0], CARD_TOKENS_PER_USD[0]) for w in windows
+            }
+            cached = (key, prefixes, [f'{CARD_WARM[0]}{{card="{esc[c]}"}} ' for c in all_cards])
+            self._prefix_cache = cached
+        _, prefixes, warm_prefixes = cached
+        out = []
+        for col, (name, doc) in enumerate((CARD_SCORE, CARD_TOKENS_PER_USD)):
+            out.append(_help(name, doc, "gauge"))
+            for w in windows:
+                if ordered[w]:
+                    cards = s.scores[w]
+                    values = _go_floats(np.array([cards[c][col] for c in ordered[w]], dtype=float))
+                    out.append("\n".join(map(operator.add, prefixes[(name, w)], values)) + "\n")
+        out.append(_help(*CARD_WARM, "gauge"))
+        out.append("".join([p + ("1.0\n" if c in in_set else "0.0\n") for p, c in zip(warm_prefixes, all_cards)]))
+        return "".join(out)
 
 
-def make_registry(collector: FleetCollector) -> CollectorRegistry:
-    """A registry holding only the fleet's collector (no process or platform collectors)."""
-    reg = CollectorRegistry(auto_describe=False)
-    reg.register(collector)
-    return reg
+class _Families:
+    """A fixed list of families in the shape `generate_latest` reads."""
+
+    def __init__(self, families: list[Metric]):
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return iter(self._families)
+
+
+class FleetRegistry(CollectorRegistry):
+    """A registry holding only the fleet's collector (no process or platform collectors); `exposition()` is the
+    `/metrics` body."""
+
+    def __init__(self, collector: FleetCollector):
+        super().__init__(auto_describe=False)
+        self.collector = collector
+        self.register(collector)
+
+    def exposition(self) -> bytes:
+        return self.collector.exposition()
+
+
+def make_registry(collector: FleetCollector) -> FleetRegistry:
+    return FleetRegistry(collector)
+
+
+class _MetricsHandler(BaseHTTPRequestHandler):
+    """Answers every GET (as prometheus-client's server does) with the registry's text format, version 0.0.4."""
+
+    registry: CollectorRegistry
+
+    def do_GET(self) -> None:
+        reg = self.registry
+        body = reg.exposition() if isinstance(reg, FleetRegistry) else generate_latest(reg)
+        self.send_response(200)
+        self.send_header("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args) -> None:
+        """Scrapes are not logged."""
+
+
+class _MetricsServer(ThreadingHTTPServer):
+    daemon_threads = True
 
 
 def serve_metrics(registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 9108):
-    """Serve `/metrics` with prometheus-client's HTTP server; returns (server, thread). Port 0 picks a free port."""
-    from prometheus_client import start_http_server
-
-    return start_http_server(port, addr=host, registry=registry)
+    """Serve `/metrics` on a daemon thread; returns (server, thread). Port 0 picks a free port."""
+    handler = type("FleetMetricsHandler", (_MetricsHandler,), {"registry": registry})
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # an IPv6 host gets an IPv6 socket
+    server = type("FleetMetricsServer", (_MetricsServer,), {"address_family": family})((host, port), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True, name="fleet-metrics")
+    thread.start()
+    return server, thread

@@ -147,3 +147,85 @@ def test_grafana_dashboard_reads_only_metrics_the_service_exports():
     assert len(dash["panels"]) >= 10 and used
     assert used <= exported, used - exported
     assert {"fleet_run_set_cards", "fleet_bill_usd_total", "fleet_convergence_ratio", "fleet_evictions_total"} <= used
+
+
+def reference_text(coll: FleetCollector) -> str:
+    """The rendering of prometheus-client itself: every family, per-card ones included, through `generate_latest`."""
+    return generate_latest(make_registry(coll)).decode()
+
+
+def parsed(text: str) -> dict:
+    return {f.name: (f.type, f.documentation, [(s.name, s.labels, s.value) for s in f.samples])
+            for f in text_string_to_metric_families(text)}
+
+
+def same_values(a: dict, b: dict) -> bool:
+    """Equal families, with NaN equal to NaN."""
+    def norm(fams):
+        return {n: (t, d, [(sn, lb, "NaN" if math.isnan(v) else v) for sn, lb, v in ss]) for n, (t, d, ss) in fams.items()}
+    return norm(a) == norm(b)
+
+
+@pytest.mark.parametrize("per_card", [True, False])
+def test_fast_exposition_matches_prometheus_client(per_card):
+    odd = 'gpu-"q"\\x\nz'  # a card id needing every escape of the text format
+    snap = snapshot(
+        run_set=["gpu-a", "gpu-b", "gpu-spare"],  # a warm card without scores still gets fleet_card_warm
+        scores={
+            "day": {"gpu-b": (5500.0, 5_300_000.0), "gpu-a": (6000.0, 5_780_000.0), odd: (0.1, 1e22),
+                    "gpu-c": (float("nan"), float("inf")), "gpu-d": (None, -3.5), "gpu-e": (123456.789, 1234567.0)},
+            "hour": {"gpu-a": (6100.5, 999_999.0), "gpu-c": (2e-7, 0.0)},
+        },
+    )
+    coll = FleetCollector(lambda: snap, stats, per_card=per_card, quarantine_reasons=("unknown-card",))
+    fast = coll.exposition().decode()
+    ref = reference_text(coll)
+    assert fast == ref
+    assert same_values(parsed(fast), parsed(ref))
+    assert fast == coll.exposition().decode()  # the cached label prefixes give the same text on the next scrape
+    fams = parsed(fast)
+    if per_card:
+        assert ("fleet_card_warm", {"card": odd}, 0.0) in fams["fleet_card_warm"][2]
+        assert ("fleet_card_tokens_per_usd", {"card": "gpu-a", "window": "day"}, 5_780_000.0) in fams["fleet_card_tokens_per_usd"][2]
+    else:
+        assert not any(n.startswith("fleet_card_") for n in fams)
+
+
+def test_fast_exposition_follows_a_new_card_set():
+    snaps = [snapshot(), snapshot(run_set=["gpu-z"], scores={"day": {"gpu-z": (7000.0, 6e6)}, "week": {"gpu-a": (1.0, 2.0)}})]
+    coll = FleetCollector(lambda: snaps[0], stats)
+    assert coll.exposition().decode() == reference_text(coll)
+    snaps.pop(0)
+    text = coll.exposition().decode()
+    assert text == reference_text(coll)
+    assert 'fleet_card_warm{card="gpu-z"} 1.0' in text and 'card="gpu-b"' not in text
+
+
+def test_fast_exposition_before_the_first_refresh():
+    coll = FleetCollector(lambda: None, stats)
+    assert coll.exposition().decode() == reference_text(coll)
+
+
+def test_http_server_serves_the_same_text_as_prometheus_client():
+    coll = FleetCollector(snapshot, stats, quarantine_reasons=("unknown-card",))
+    server, _ = serve_metrics(make_registry(coll), port=0)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/metrics", timeout=5) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            assert resp.read().decode() == reference_text(coll)
+    finally:
+        server.shutdown()
+
+
+def test_values_format_as_prometheus_client_formats_them():
+    import numpy as np
+    from prometheus_client.utils import floatToGoString
+
+    from fleet.metrics import _finite, _go_floats
+
+    rng = np.random.default_rng(7)
+    values = np.concatenate([
+        rng.uniform(-1e7, 1e7, 2000), 10.0 ** rng.uniform(-12, 30, 2000), rng.integers(0, 10**9, 1000).astype(float),
+        [0.0, -0.0, 1e6, 999_999.9999999999, 1e16, 9_999_999_999_999_998.0, 1e-7, 5e-324, np.nan, np.inf, -np.inf, -1e20],
+    ])
+    assert _go_floats(values) == [floatToGoString(_finite(v)) for v in values.tolist()]
