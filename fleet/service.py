@@ -260,6 +260,8 @@ class Service:
         self.start_ts = cfg.month.start_ts
         self._demand_cache: dict[int, np.ndarray] = {}
         self._universe: tuple | None = None
+        self._scored: dict | None = None  # the last scores written, by hour and window hours, as `state_at` reads them
+        self._hourly: dict | None = None  # the settled hours' mean rates the score job last read (see `hourly_means`)
         self._declare()
 
     # -- setup ---------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ class Service:
     # -- the pool as arrays ----------------------------------------------------------------
     def universe(self) -> dict:
         """Cards with a known rent, in registration order, as arrays the core takes (rebuilt when the pool grows)."""
-        stamp = (len(self.repo.cards()), tuple(sorted((c.name, c.rent_usd_per_month) for c in self.repo.classes().values())))
+        stamp = (self.store.card_count(), tuple(sorted((c.name, c.rent_usd_per_month) for c in self.repo.classes().values())))
         if self._universe is None or self._universe[0] != stamp:
             self._universe = (stamp, self._build_universe())
         return self._universe[1]
@@ -441,27 +443,51 @@ class Service:
         return done
 
     def _score_hours(self, first_ts: int, k: int) -> None:
-        import pandas as pd
-
         u = self.universe()
         maxw = max(self.windows.values())
-        lo = first_ts - maxw * HOUR_S
-        roll = self.repo.hourly_rollups(lo, first_ts + (k - 1) * HOUR_S)
-        n = len(u["keys"])
-        mat = np.full((n, maxw + k - 1), np.nan)
-        if len(roll):
-            roll = roll[roll["card_key"].isin(u["pos"])]
-            rows = roll["card_key"].map(u["pos"]).to_numpy(dtype=np.int64)
-            cols = ((roll["hour_ts"].to_numpy(dtype=np.int64) - lo) // HOUR_S).astype(np.int64)
-            mat[rows, cols] = pd.to_numeric(roll["mean_tps"]).to_numpy(dtype=np.float64)
+        mat = self.hourly_means(first_ts - maxw * HOUR_S, first_ts + (k - 1) * HOUR_S, u)
         batch = []
+        scored: dict[int, dict[int, np.ndarray]] = {}
         for j in range(k):
             for name, w in self.windows.items():  # the last window last: its presence marks the hour scored
                 score = windowed_scores(mat, maxw, k, w)[:, j]
                 tpd = tokens_per_dollar(score.astype(np.float64), u["rent_hour"])
                 have = np.flatnonzero(np.isfinite(score))
                 batch.append((first_ts + j * HOUR_S, w, {u["keys"][i]: (float(score[i]), float(tpd[i])) for i in have}))
+                scored.setdefault(first_ts + j * HOUR_S, {})[w] = np.where(np.isfinite(score), score, np.float32(0))
         self.store.record_scores(batch)
+        # What `state_at` would read back from the store for these hours (a card with no score reads 0).
+        self._scored = {"u": u, "hours": scored}
+
+    def hourly_means(self, since_ts: int, until_ts: int, u: dict) -> np.ndarray:
+        """(cards, hours) mean measured rate of every hour in [since_ts, until_ts); NaN where a card has no telemetry.
+
+        The hours are settled (before the watermark), so the matrix is kept between
+        ticks: the longest window's hours of the last call, in the universe they were
+        read for. A call that follows on reads only the hours after them, usually
+        one hour of the pool; a gap, a step back or a grown pool reads all again.
+        """
+        n = len(u["keys"])
+        cols = (until_ts - since_ts) // HOUR_S
+        mat = np.full((n, cols), np.nan)
+        read_from = since_ts
+        c = self._hourly
+        if c is not None and c["u"] is u and c["since_ts"] <= since_ts <= c["until_ts"] <= until_ts:
+            a = (since_ts - c["since_ts"]) // HOUR_S
+            kept = (c["until_ts"] - since_ts) // HOUR_S
+            mat[:, :kept] = c["tps"][:, a:a + kept]
+            read_from = c["until_ts"]
+        if read_from < until_ts:
+            if "id_pos" not in u:
+                ids = self.store.card_ids(u["keys"])
+                u["id_pos"] = {ids[key]: i for i, key in enumerate(u["keys"])}
+            card_id, hour_ts, mean_tps = self.store.rollup_means(read_from, until_ts)
+            pos = np.fromiter((u["id_pos"].get(int(i), -1) for i in card_id), dtype=np.int64, count=len(card_id))
+            ok = pos >= 0
+            mat[pos[ok], (hour_ts[ok] - since_ts) // HOUR_S] = mean_tps[ok]
+        keep = min(cols, max(self.windows.values()))
+        self._hourly = {"u": u, "since_ts": until_ts - keep * HOUR_S, "until_ts": until_ts, "tps": mat[:, cols - keep:].copy()}
+        return mat
 
     def decide_job(self) -> int:
         """Act on anything journaled and not acted, then decide every scored hour; returns the hours decided."""
@@ -493,7 +519,11 @@ class Service:
         n = len(u["keys"])
         in_class = u["class"] == self.policy.card_class
         scores = {}
+        kept = self._scored.get("hours", {}).get(hour_ts, {}) if self._scored is not None and self._scored["u"] is u else {}
         for name, w in self.windows.items():
+            if w in kept:
+                scores[name] = np.where(in_class, kept[w], np.float32(0))
+                continue
             got = self.store.scores_at(hour_ts, w)
             arr = np.zeros(n, dtype=np.float32)
             for k, v in got.items():

@@ -86,20 +86,23 @@ class ServiceStore:
         """Scores of several hours in one transaction: (hour ts, window hours, card key → (score_tps, tokens_per_usd)).
         A rerun replaces them."""
         ids = self._ids({k for _, _, sc in hour_scores for k in sc})
+        rows = [(ids[k], int(h), int(w), float(v[0]), float(v[1])) for h, w, sc in hour_scores for k, v in sc.items()]
+        if not rows:
+            return
+        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
+        if mark is None:
+            raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
         with self.engine.begin() as conn:
-            rows = [
-                {"c": ids[k], "h": int(h), "w": int(w), "s": float(v[0]), "t": float(v[1])}
-                for h, w, sc in hour_scores for k, v in sc.items()
-            ]
-            if rows:
-                conn.execute(
-                    text(
-                        "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) VALUES (:c, :h, :w, :s, :t) "
-                        "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, "
-                        "tokens_per_usd = excluded.tokens_per_usd"
-                    ),
-                    rows,
-                )
+            # One executemany on the driver's cursor: a statement's parameters bound as tuples, not a dict per row.
+            cur = conn.connection.driver_connection.cursor()
+            cur.executemany(
+                "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) "
+                f"VALUES ({', '.join([mark] * 5)}) "
+                "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, "
+                "tokens_per_usd = excluded.tokens_per_usd",
+                rows,
+            )
+            cur.close()
 
     def journal_hour(
         self,
@@ -324,6 +327,38 @@ class ServiceStore:
                 {"lo": int(since_ts), "hi": int(until_ts)},
             ).all()
         return {r[0]: float(r[1]) for r in rows}
+
+    def card_ids(self, keys: Iterable[str]) -> dict[str, int]:
+        """Card key → the store's card id."""
+        return self._ids(keys)
+
+    def rollup_means(self, since_ts: int, until_ts: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+        """(card id, hour ts, mean tok/s) of every hourly rollup in [since_ts, until_ts), as arrays.
+
+        Reads card by card along the rollups' (card, hour) key, so a few hours of a large pool cost
+        a few rows per card rather than a pass over the table; no frame, no row objects kept.
+        """
+        import numpy as np
+
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum FROM cards c "
+                    "CROSS JOIN hourly_rollups r WHERE r.card_id = c.id AND r.hour_ts >= :lo AND r.hour_ts < :hi"
+                ),
+                {"lo": int(since_ts), "hi": int(until_ts)},
+            ).all()
+        if not rows:
+            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+        card_id, hour_ts, count, tps_sum = zip(*rows)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = np.array(tps_sum, dtype=np.float64) / np.array(count, dtype=np.float64)
+        return np.array(card_id, dtype=np.int64), np.array(hour_ts, dtype=np.int64), mean
+
+    def card_count(self) -> int:
+        """Cards in the pool with a class (what `SqlRepository.cards` lists), without reading them."""
+        with self.engine.connect() as conn:
+            return int(conn.execute(text("SELECT COUNT(*) FROM cards c JOIN card_classes k ON k.id = c.class_id")).scalar_one())
 
     def last_rollup_ts(self) -> int | None:
         """The latest hour any telemetry has been rolled up for."""
