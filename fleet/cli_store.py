@@ -11,7 +11,6 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from fleet.config import ConfigError
 from storage import DEFAULT_URL
 
 console = Console()

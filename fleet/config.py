@@ -280,6 +280,22 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
 
 
+def read_toml(path: Path, where: str) -> dict:
+    """A TOML file as a dict; any reason it cannot be read is one `ConfigError` naming `where`."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where}: is a folder") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{where}: not valid TOML ({err})") from None
+    except OSError as err:
+        raise ConfigError(f"{where}: {err.strerror}") from None
+
+
 def load_preset(name_or_path: str) -> Preset:
     """Load a preset by name (from `presets/`) or by path to a TOML file."""
     path = Path(name_or_path)
@@ -290,13 +306,8 @@ def load_preset(name_or_path: str) -> Preset:
             raise ConfigError(f"unknown preset {name_or_path!r} (known: {known})")
     if not path.is_file():
         raise ConfigError(f"preset file {str(path)!r}: not found")
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"preset file {str(path)!r}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"preset file {str(path)!r}: not valid TOML ({err})") from None
-    return Preset(raw, f"preset file {str(path)!r}", path)
+    where = f"preset file {str(path)!r}"
+    return Preset(read_toml(path, where), where, path)
 
 
 def budget_cards(share: float, pool_cards: int) -> int:

@@ -29,8 +29,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -40,7 +38,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fleet.config import ConfigError
+from fleet.config import ConfigError, read_toml
 from storage.repository import CardInfo, ClassSpec, Rejected, Repository, SampleBatch
 
 REQUIRED = ("card_id", "ts", "tokens_per_s")
@@ -119,16 +117,7 @@ def load_pool(path: str | Path) -> Pool:
     """Read a pool file (TOML): `[[classes]]` name/rated_tps/rent_usd_per_month, `[[cards]]` card_id/card_class, `default_class`."""
     p = Path(path)
     where = f"pool file {str(p)!r}"
-    try:
-        raw = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: not found") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{where}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{where}: not valid TOML ({err})") from None
-    except OSError as err:
-        raise ConfigError(f"{where}: {err.strerror}") from None
+    raw = read_toml(p, where)
     unknown = set(raw) - {"classes", "cards", "default_class"}
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
@@ -511,7 +500,6 @@ def _as_numbers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def _as_epoch_seconds(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Timestamps as float epoch seconds (UTC) with a status per record; ISO 8601 without an offset is UTC."""
-    n = len(col)
     if pa.types.is_timestamp(col.type):
         per_s = {"s": 1, "ms": 1e3, "us": 1e6, "ns": 1e9}[col.type.unit]
         null = col.is_null().to_numpy(zero_copy_only=False)

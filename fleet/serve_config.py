@@ -10,14 +10,13 @@ the file, the key and what is wrong (the CLI prints it and exits 2).
 
 from __future__ import annotations
 
-import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fleet.config import Checks, ConfigError, Demand, Policy, _format_validation
+from fleet.config import Checks, ConfigError, Demand, Policy, _format_validation, read_toml
 from policies import EVICTION_RULES, SIZING_MODES, window_hours
 
 DEFAULT_METRICS_PORT = 9108
@@ -169,16 +168,7 @@ def load_service_config(path: str | Path | None, overrides: dict | None = None) 
     if path is not None:
         p = Path(path)
         source = f"config file {str(p)!r}"
-        try:
-            raw = tomllib.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: not found") from None
-        except IsADirectoryError:
-            raise ConfigError(f"{source}: is a folder") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{source}: not UTF-8 text") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"{source}: not valid TOML ({err})") from None
+        raw = read_toml(p, source)
     for table, values in (overrides or {}).items():
         if values:
             if not isinstance(raw.get(table, {}), dict):

@@ -496,7 +496,6 @@ class Service:
             raise RuntimeError(out.error)
         done = 0
         u = self.universe()
-        last_w = self.windows[self.window_names[-1]]
         carry = None  # the run set and evictions the last hour left, so the next hour need not read them back
         while not self.stopping:
             nxt = self.next_hour(self.store.last_decided_ts(self.start_ts, 2**62))

@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from sqlalchemy import Engine, text
 
 
@@ -332,14 +334,12 @@ class ServiceStore:
         """Card key → the store's card id."""
         return self._ids(keys)
 
-    def rollup_means(self, since_ts: int, until_ts: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+    def rollup_means(self, since_ts: int, until_ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(card id, hour ts, mean tok/s) of every hourly rollup in [since_ts, until_ts), as arrays.
 
         Reads card by card along the rollups' (card, hour) key, so a few hours of a large pool cost
         a few rows per card rather than a pass over the table; no frame, no row objects kept.
         """
-        import numpy as np
-
         with self.engine.connect() as conn:
             rows = conn.execute(
                 text(
