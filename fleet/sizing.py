@@ -137,7 +137,10 @@ def _greedy_by_selection(
     with np.errstate(all="ignore"):
         scale = np.where(finite[:, None] & (hi > lo), (n_bins - 1) / (hi - lo), 0.0).astype(key_hc.dtype)
         spread = np.subtract(np.where(finite[:, None], hi, 0).astype(key_hc.dtype), key_hc)
+        # A spread of keys too small to invert (subnormal) puts every card in bucket 0, to be sorted there.
+        np.copyto(scale, 0, where=~np.isfinite(scale))
         spread *= scale
+        np.clip(spread, 0, n_bins - 1, out=spread)
         bucket = spread.astype(np.intp)  # bincount's own index type: no conversion there
     del spread
     if not all_eligible:

@@ -59,3 +59,9 @@ def test_greedy_by_selection_matches_the_sorted_definition():
         tpd_hc = np.where(eligible, rate_hc * 3600.0 / rent, -np.inf)
         want = _greedy_by_sort(rate_hc, tpd_hc, target, np.broadcast_to(eligible, rate_hc.shape)).T
         assert (got == want).all(), case
+
+
+def test_subnormal_spread_of_rates_is_still_the_sorted_greedy():
+    rates = np.array([[0.0, 1.0], [5e-324, 2.0]])
+    got = greedy_run_set(rates, np.ones(2), np.array([0.0, 1.5]))
+    assert got.tolist() == [[False, False], [False, True]]
