@@ -13,8 +13,9 @@ import argparse
 import os
 import time
 
-from fleet.compare import combo_scenarios, expand_grid, ideal_summary, run_grid, summarise
-from fleet.config import load_preset
+from fleet.core.compare import expand_grid, ideal_summary, summarise
+from fleet.sweep import combo_scenarios, run_grid
+from fleet.presets import load_preset
 
 TARGET_SECONDS = 60.0
 

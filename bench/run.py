@@ -61,7 +61,7 @@ class Figure:
 
 def bench_scenario(cards: int, window: str = "day"):
     """A flagship pool of `cards`, sized every hour, below-median eviction, diurnal demand scaled with the pool."""
-    from fleet.config import Scenario
+    from fleet.core.scenario import Scenario
 
     return Scenario.model_validate(
         {
@@ -103,8 +103,9 @@ def child_replay(cards: int, repeats: int) -> dict:
 
     import numpy as np
 
-    from fleet.model import draw_month
-    from fleet.replay import replay
+    from fleet.core.month import draw_month
+    from fleet.core.replay import replay
+    from policies import resolve
 
     base = bench_scenario(cards)
     t0 = time.perf_counter()
@@ -117,7 +118,7 @@ def child_replay(cards: int, repeats: int) -> dict:
         figures = {}
 
         def once():
-            figures.update(replay(sc, month).figures)
+            figures.update(replay(sc, resolve(sc.policy), month).figures)
 
         walls, cpus = _timed(once, repeats)
         out["windows"][window] = {
@@ -131,16 +132,16 @@ def child_replay(cards: int, repeats: int) -> dict:
     # What dominates: one profiled replay (day window), time by stage.
     sc = bench_scenario(cards, "day")
     prof = cProfile.Profile()
-    prof.runcall(replay, sc, month)
+    prof.runcall(replay, sc, resolve(sc.policy), month)
     stats = pstats.Stats(prof).stats
     stages = {
-        "window scores": ("fleet/model.py", "window_scores_many"),
+        "window scores": ("fleet/core/scores.py", "window_scores_many"),
         "sizing (greedy)": ("policies/steady.py", "size"),
-        "ideal operator": ("fleet/ideal_exact.py", "ideal_exact_usd_by_hour"),
-        "warm bill": ("fleet/billing.py", "warm_usd_by_hour"),
+        "ideal operator": ("fleet/core/ideal.py", "ideal_exact_usd_by_hour"),
+        "warm bill": ("fleet/core/billing.py", "warm_usd_by_hour"),
         "eviction": ("policies/below_median.py", "judge"),
     }
-    total = next(v[3] for k, v in stats.items() if k[0].endswith("fleet/replay.py") and k[2] == "replay")
+    total = next(v[3] for k, v in stats.items() if k[0].endswith("fleet/core/replay.py") and k[2] == "replay")
     shares = {}
     for label, (path, func) in stages.items():
         shares[label] = sum(v[3] for k, v in stats.items() if k[0].endswith(path) and k[2] == func) / total
@@ -194,7 +195,7 @@ def child_ingest(samples: int, repeats: int) -> dict:
     import tempfile
 
     from bench.telemetry_data import write_csv
-    from fleet.cli import app
+    from fleet.cli.app import app
     from storage import open_repository
 
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
@@ -319,11 +320,12 @@ def child_service(cards: int, repeats: int) -> dict:
     import urllib.request
     from datetime import datetime, timezone
 
-    from fleet.config import Demand, Eviction, Policy
+    from fleet.core.scenario import Demand, Eviction, Policy
     from fleet.ingest import REASONS
-    from fleet.metrics import FleetCollector, make_registry, serve_metrics
-    from fleet.serve_config import Month, Pool, PoolClass, ServiceConfig
-    from fleet.service import Service
+    from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
+    from fleet.core.scenario import CardClass, Pool
+    from fleet.service.config import Month, ServiceConfig
+    from fleet.service.service import Service
     from storage import ClassSpec, open_repository
 
     import shutil
@@ -338,7 +340,7 @@ def child_service(cards: int, repeats: int) -> dict:
         _fill_rollups(base_db, cards, MONTH_START_TS - HISTORY_HOURS * HOUR_S, HISTORY_HOURS + 720)
         cfg = ServiceConfig(
             month=Month(start=datetime.fromtimestamp(MONTH_START_TS, timezone.utc), hours=720),
-            pool=Pool(classes=(PoolClass(name="flagship", rated_tps=6000, rent_usd_per_month=2690),)),
+            pool=Pool(classes=(CardClass(name="flagship", rated_tps=6000, rent_usd_per_month=2690),)),
             policy=Policy(card_class="flagship", window="day", mode="steady", headroom=1.05,
                           eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=24, share=0.1)),
             demand=Demand(shape="diurnal", avg_tps=6000 * cards * 0.5, peak_to_avg=1.6),
@@ -522,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeats must be at least 1")
 
     if args.child:
-        from fleet.memory import keep_freed_memory
+        from fleet.cli.memory import keep_freed_memory
 
         keep_freed_memory()  # as the fleet command does
         print(json.dumps([CHILDREN[args.child](int(size), args.repeats) for size in args.size.split(",")]))

@@ -1,10 +1,14 @@
-"""Policies by name: windows, sizing modes and eviction rules. A new one is one file and one line here."""
+"""Policies by name: windows, sizing modes and eviction rules, and `resolve`, which turns a policy's settings into
+the plug-ins the core calls. A new mode or rule is one file and one line here."""
 
-from policies.base import EvictionRule, Judgement, SizingInput, SizingMode
+from fleet.core.plugins import EvictionRule, Judgement, PolicyParts, SizingInput, SizingMode
+from fleet.core.registry import Registry
+from fleet.core.scenario import Policy
+from policies.admission import Limits
 from policies.below_median import BelowMedian
 from policies.held import Held
+from policies.hysteresis import ReleaseAfter
 from policies.no_eviction import NoEviction
-from policies.registry import Registry
 from policies.steady import Steady
 from policies.windows import WINDOWS, window_hours
 
@@ -16,14 +20,31 @@ EVICTION_RULES: Registry[EvictionRule] = Registry("eviction rule")
 EVICTION_RULES.register("none", NoEviction())
 EVICTION_RULES.register("below-median", BelowMedian())
 
+
+def resolve(policy: Policy) -> PolicyParts:
+    """The plug-ins a policy names, with its settings bound; an unknown name is one `ConfigError` naming it."""
+    ev = policy.eviction
+    return PolicyParts(
+        policy=policy,
+        mode=SIZING_MODES.get(policy.mode),
+        rule=EVICTION_RULES.get(ev.rule),
+        admission=Limits(ev.breaker_share, ev.disruption_share, ev.drain_hours),
+        hysteresis=ReleaseAfter(policy.release_after_hours),
+        size_window_hours=window_hours(policy.window),
+        evict_window_hours=window_hours(policy.eviction_window),
+    )
+
+
 __all__ = [
     "EVICTION_RULES",
     "SIZING_MODES",
     "WINDOWS",
     "EvictionRule",
     "Judgement",
+    "PolicyParts",
     "Registry",
     "SizingInput",
     "SizingMode",
+    "resolve",
     "window_hours",
 ]

@@ -7,7 +7,7 @@ The rule judges; admission applies the limits, in this order, each as plain data
 2. the disruption budget: at most the share `disruption_share` of the pool
    (rounded up) may be draining at once, less the cards already draining
    (evicted within the last `drain_hours`);
-3. the month's budget left (`fleet.config.budget_cards`, the share rounded down).
+3. the month's budget left (`fleet.core.scenario.budget_cards`, the share rounded down).
 The defaults (breaker 1.0, disruption 1.0, drain 0 hours) never bind, so a
 policy that does not set them evicts exactly what its rule and month budget allow.
 """
@@ -19,19 +19,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.base import Judgement
+from fleet.core.plugins import Admitted, Judgement
 
 
 @dataclass(frozen=True)
-class Admission:
-    """The cards a pass evicts, worst first, and what held the other candidates back."""
+class Limits:
+    """The breaker, the disruption budget and the drain time of one policy, as the core's `Admission`."""
 
-    taken: np.ndarray
-    blocked_by_budget: int  # held back by the month's budget
-    blocked_by_disruption: int  # held back by the cards allowed to drain at once
-    breaker_open: bool
-    allowed_now: int  # cards the disruption budget allowed this pass
-    reason: str
+    breaker_share: float = 1.0
+    disruption_share: float = 1.0
+    drain_hours: int = 0
+
+    def draining(self, eviction_hours, hour: int) -> int:
+        return draining_cards(eviction_hours, hour, self.drain_hours)
+
+    def admit(self, judgement: Judgement, judged: int, budget_left: int, draining: int, pool_cards: int) -> Admitted:
+        return admit(judgement, judged, budget_left, draining, pool_cards, self.breaker_share, self.disruption_share)
 
 
 def admit(
@@ -42,12 +45,12 @@ def admit(
     pool_cards: int,
     breaker_share: float = 1.0,
     disruption_share: float = 1.0,
-) -> Admission:
+) -> Admitted:
     """Apply the breaker, the disruption budget and the month's budget to a rule's candidates."""
     cand = judgement.candidates
     allowed_now = max(0, int(math.ceil(disruption_share * pool_cards - 1e-9)) - int(draining))
     if judged > 0 and cand.size > breaker_share * judged + 1e-9:
-        return Admission(
+        return Admitted(
             cand[:0],
             0,
             0,
@@ -58,7 +61,7 @@ def admit(
         )
     by_disruption = min(int(cand.size), allowed_now)
     taken = cand[: min(by_disruption, max(0, int(budget_left)))]
-    return Admission(
+    return Admitted(
         taken,
         blocked_by_budget=by_disruption - int(taken.size),
         blocked_by_disruption=int(cand.size) - by_disruption,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.base import Judgement
+from fleet.core.plugins import Judgement
 
 
 class BelowMedian:
     name = "below-median"
+    is_on = True
 
     def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float) -> Judgement:
         judged = np.flatnonzero(run_set)

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.sizing import greedy_run_set
-from policies.base import SizingInput
+from fleet.core.greedy import greedy_run_set
+from fleet.core.plugins import SizingInput
 
 
 class Held:
     name = "held"
+
+    def target_tps(self, demand_tps, peak_demand_tps: float, headroom: float):
+        """The month's peak × headroom, every hour."""
+        return np.zeros_like(np.asarray(demand_tps, dtype=np.float64)) + float(peak_demand_tps) * headroom
 
     def size(self, inp: SizingInput) -> np.ndarray:
         target = inp.peak_demand_tps * inp.headroom

@@ -9,7 +9,19 @@ the next is, per card, how many hours the mode has left it out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+
+@dataclass(frozen=True)
+class ReleaseAfter:
+    """Hysteresis of one policy, as the core's `Hysteresis`: release after `release_after_hours` left out."""
+
+    release_after_hours: int = 1
+
+    def hold(self, chosen: np.ndarray, eligible: np.ndarray, out_hours: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        return hold(chosen, eligible, out_hours, self.release_after_hours)
 
 
 def hold(chosen: np.ndarray, eligible: np.ndarray, out_hours: np.ndarray | None, release_after_hours: int) -> tuple[np.ndarray, np.ndarray]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from policies.base import Judgement
+from fleet.core.plugins import Judgement
 
 
 class NoEviction:
     name = "none"
+    is_on = False
 
     def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float) -> Judgement:
         return Judgement(np.empty(0, dtype=np.int64), float("nan"), float("nan"), "eviction is off")

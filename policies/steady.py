@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.sizing import greedy_run_set
-from policies.base import SizingInput
+from fleet.core.greedy import greedy_run_set
+from fleet.core.plugins import SizingInput
 
 
 class Steady:
     name = "steady"
 
+    def target_tps(self, demand_tps, peak_demand_tps: float, headroom: float):
+        """This hour's demand × headroom."""
+        return np.asarray(demand_tps, dtype=np.float64) * headroom
+
     def size(self, inp: SizingInput) -> np.ndarray:
-        return greedy_run_set(inp.score_tps, inp.rent_usd_per_hour, inp.demand_tps * inp.headroom, inp.eligible)
+        return greedy_run_set(inp.score_tps, inp.rent_usd_per_hour, self.target_tps(inp.demand_tps, inp.peak_demand_tps, inp.headroom),
+                              inp.eligible)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from fleet.config import ConfigError
-from policies.registry import Registry
+from fleet.core.errors import ConfigError
+from fleet.core.registry import Registry
 
 WINDOWS: Registry[int] = Registry("window")
 WINDOWS.register("hour", 1)

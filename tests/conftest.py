@@ -11,7 +11,7 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-from fleet.config import Scenario
+from fleet.core.scenario import Scenario
 
 
 def make_scenario(**over) -> Scenario:

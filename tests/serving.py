@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-# The installed console script, next to this interpreter (`python -m fleet.cli` would load the CLI twice).
+# The installed console script, next to this interpreter (`python -m fleet.cli.app` would load the CLI twice).
 FLEET = [str(Path(sys.executable).with_name("fleet"))]
 
 TINY_PRESET = """\

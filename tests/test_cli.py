@@ -16,7 +16,7 @@ REQUIRED = {
 
 
 def fleet(*args, check=True):
-    p = subprocess.run([sys.executable, "-m", "fleet.cli", *args], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "fleet.cli.app", *args], capture_output=True, text=True)
     if check:
         assert p.returncode == 0, p.stderr
     return p
@@ -45,7 +45,7 @@ def test_set_and_seed_change_the_month():
 
 
 def test_a_copied_preset_replays_by_path(tmp_path):
-    from fleet.config import PRESETS_DIR
+    from fleet.presets import PRESETS_DIR
 
     text = (PRESETS_DIR / "noise-evictor.toml").read_text().replace("avg_tps = 110000", "avg_tps = 90000")
     path = tmp_path / "mine.toml"
@@ -132,8 +132,8 @@ def test_presets_lists_each_with_its_story():
 
 
 def test_replay_of_a_telemetry_file_makes_the_presets_decisions(tmp_path):
-    from fleet.config import load_preset
-    from fleet.model import draw_month
+    from fleet.presets import load_preset
+    from fleet.core.month import draw_month
     from tests.test_store_month import write_month_telemetry
 
     src = tmp_path / "telemetry.csv"

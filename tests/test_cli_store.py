@@ -11,7 +11,7 @@ T0 = 1_735_689_600
 
 
 def fleet(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleet.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "fleet.cli.app", *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_ingest_json_and_default_database_in_working_folder(tmp_path):
@@ -39,7 +39,7 @@ def test_bad_pool_file_exits_2(tmp_path):
     (tmp_path / "t.csv").write_text(f"card_id,ts,tokens_per_s\ngpu-1,{T0},6000\n")
     (tmp_path / "pool.toml").write_text('[[classes]]\nname = "flagship"\nrated_tps = -1\n')
     r = fleet("ingest", "t.csv", "--pool", "pool.toml", cwd=tmp_path)
-    assert r.returncode == 2 and "classes[0].rated_tps must be a positive number" in r.stderr
+    assert r.returncode == 2 and "pool file 'pool.toml': classes.0.rated_tps: Input should be greater than 0" in r.stderr
     assert not (tmp_path / "fleet.db").exists()
 
 

@@ -12,31 +12,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from fleet.cli import app
-from fleet.compare import (
-    CHECKS,
-    DEFAULT_HEADROOMS,
-    DEFAULT_MODES,
-    DEFAULT_SHARES,
-    DEFAULT_WINDOWS,
-    FIGURES,
-    Combo,
-    ComboSummary,
-    MonthFigures,
-    combo_of,
-    combo_scenarios,
-    csv_rows,
-    default_grid_axes,
-    expand_grid,
-    recommend,
-    run_grid,
-    summarise,
-)
-from fleet.config import ConfigError, load_preset
-from fleet.ideal import ideal_greedy_usd_by_hour
-from fleet.ideal_exact import ideal_exact_usd_by_hour
-from fleet.plot import plot_slice
-from fleet.replay import replay
+from fleet.cli.app import app
+from fleet.core.compare import CHECKS, DEFAULT_HEADROOMS, DEFAULT_MODES, DEFAULT_SHARES, DEFAULT_WINDOWS, FIGURES, Combo, ComboSummary, MonthFigures, combo_of, csv_rows, default_grid_axes, expand_grid, recommend, summarise
+from fleet.sweep import combo_scenarios, run_grid
+from fleet.core.scenario import ConfigError
+from fleet.presets import load_preset
+from fleet.core.ideal import ideal_greedy_usd_by_hour
+from fleet.report.plot import plot_slice
+from fleet.presets import draw, replay_scenario
 
 SMALL = Path(__file__).parent / "compare_small.toml"
 
@@ -89,11 +72,11 @@ def test_bad_choices_fail_before_any_month_runs(small, axis, values, message):
 
 
 def test_default_grid_searches_what_the_policy_uses(small):
-    evicting = default_grid_axes(small.resolve())
+    evicting = default_grid_axes(small.resolve(), evicting=True)
     assert evicting["window"] == ("hour", "day", "week") and evicting["size_window"] == ("day",)
     assert evicting["card_class"] == ("flagship", "bargain")
     assert 1.02 in evicting["headroom"] and len(evicting["share"]) == 3
-    quiet = default_grid_axes(small.resolve(overrides=["policy.eviction.rule=none"]))
+    quiet = default_grid_axes(small.resolve(overrides=["policy.eviction.rule=none"]), evicting=False)
     assert quiet["window"] == ("hour",) and quiet["share"] == (0.3,)
     assert quiet["size_window"] == ("hour", "day", "week")
 
@@ -109,7 +92,7 @@ def test_each_combination_replays_the_seed_month_as_replay_does(small):
     assert [m.seed for m in months] == [3, 4]
     for m in months:
         for i, s in enumerate(scenarios):
-            f = replay(s.model_copy(update={"seed": m.seed}), ideal=ideal_exact_usd_by_hour).figures
+            f = replay_scenario(s.model_copy(update={"seed": m.seed})).figures  # the exact ideal, as the grid uses
             assert m.figures[i].tolist() == [f[k] for k in FIGURES]
             assert m.passes[i].tolist() == [f["checks"][c]["pass"] for c in CHECKS]
 
@@ -119,7 +102,9 @@ def test_greedy_ideal_option_and_its_gap(small):
     exact = run_grid(scenarios, [3], exact=True, jobs=1)[0]
     greedy = run_grid(scenarios, [3], exact=False, jobs=1)[0]
     s = scenarios[0]
-    f = replay(s, ideal=ideal_greedy_usd_by_hour).figures
+    m = draw(s)
+    greedy_usd = ideal_greedy_usd_by_hour(m.true_rate_tps[:, m.warmup_hours:], m.rent_usd_per_hour, m.demand_tps)
+    f = replay_scenario(s, month=m, ideal_usd=greedy_usd).figures
     assert greedy.figures[0][FIGURES.index("convergence")] == f["convergence"]
     assert exact.ideal_exact_usd < exact.ideal_greedy_usd  # two classes: the greedy overshoots
     assert exact.gap_hours > 0
@@ -271,7 +256,7 @@ def test_table_plot_and_csv(tmp_path):
     ],
 )
 def test_bad_input_is_refused_with_the_reason(args, message):
-    from fleet.cli import UsageError
+    from fleet.cli.app import UsageError
 
     result = CliRunner().invoke(app, ["compare", "--preset", str(SMALL), "--months", "1", "--jobs", "1", *args])
     assert isinstance(result.exception, (UsageError, ConfigError))
@@ -280,7 +265,7 @@ def test_bad_input_is_refused_with_the_reason(args, message):
 
 def test_bad_input_exits_2_without_a_traceback():
     proc = subprocess.run(
-        [sys.executable, "-c", "from fleet.cli import main; main()", "compare", "--preset", str(SMALL), "--share", "abc"],
+        [sys.executable, "-c", "from fleet.cli.app import main; main()", "compare", "--preset", str(SMALL), "--share", "abc"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -291,7 +276,7 @@ def test_bad_input_exits_2_without_a_traceback():
 
 
 def test_help_names_the_default_grid():
-    from fleet.cli_compare import HELP
+    from fleet.cli.compare import HELP
 
     for values in (DEFAULT_WINDOWS, DEFAULT_SHARES, DEFAULT_MODES, DEFAULT_HEADROOMS):
         assert ",".join(f"{v:g}" if isinstance(v, float) else v for v in values) in HELP
@@ -299,7 +284,7 @@ def test_help_names_the_default_grid():
 
 def test_an_option_out_of_range_is_a_usage_error_not_a_traceback():
     proc = subprocess.run(
-        [sys.executable, "-c", "from fleet.cli import main; main()", "compare", "--preset", str(SMALL), "--months", "0"],
+        [sys.executable, "-c", "from fleet.cli.app import main; main()", "compare", "--preset", str(SMALL), "--months", "0"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -343,8 +328,8 @@ share = 0.25
 def test_a_stored_month_is_compared_as_one_month(tmp_path):
     import pandas as pd
 
-    from fleet.model import draw_month
-    from fleet.store_month import month_from_telemetry_file
+    from fleet.core.month import draw_month
+    from fleet.ingest.stored_month import month_from_telemetry_file
 
     preset_path = tmp_path / "stored-small.toml"
     preset_path.write_text(STORED_TOML)
@@ -364,7 +349,7 @@ def test_a_stored_month_is_compared_as_one_month(tmp_path):
 
     month = month_from_telemetry_file(telemetry, preset.resolve(), base_dir=tmp_path)
     for r, scenario in zip(rows, combo_scenarios(preset, expand_grid(preset.resolve(), window=["hour", "day"]))):
-        f = replay(scenario, month=month, ideal=ideal_exact_usd_by_hour).figures
+        f = replay_scenario(scenario, month=month).figures
         assert r["convergence"] == {"median": f["convergence"], "p05": f["convergence"], "p95": f["convergence"]}
         assert r["wrong_evictions"]["median"] == f["wrong_evictions"]
         assert r["pass_rate"] == {c: float(f["checks"][c]["pass"]) for c in CHECKS}

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleet.config import load_preset
-from fleet.ideal import ideal_greedy_usd_by_hour
-from fleet.ideal_exact import ideal_exact_usd_by_hour, ideal_gap, rent_groups
-from fleet.replay import replay
+from fleet.presets import load_preset
+from fleet.core.ideal import ideal_greedy_usd_by_hour
+from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, rent_groups
+from fleet.presets import draw, replay_scenario
 
 SMALL = Path(__file__).parent / "compare_small.toml"
 
@@ -106,8 +106,10 @@ def test_unknown_method_is_refused():
 
 def test_replay_with_the_exact_ideal_on_a_two_class_market():
     scenario = load_preset(str(SMALL)).resolve()
-    greedy = replay(scenario, ideal=ideal_greedy_usd_by_hour)
-    exact = replay(scenario, month=greedy.month, ideal=ideal_exact_usd_by_hour)
+    m = draw(scenario)
+    greedy_usd = ideal_greedy_usd_by_hour(m.true_rate_tps[:, m.warmup_hours:], m.rent_usd_per_hour, m.demand_tps)
+    greedy = replay_scenario(scenario, month=m, ideal_usd=greedy_usd)
+    exact = replay_scenario(scenario, month=m)
     assert exact.figures["bill_usd"] == greedy.figures["bill_usd"]
     # The bargain class beside the flagship lets the exact ideal mix classes where the greedy overshoots.
     assert exact.figures["ideal_bill_usd"] < greedy.figures["ideal_bill_usd"]

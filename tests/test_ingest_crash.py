@@ -80,7 +80,7 @@ def _fleet_main(argv: list[str]) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     sys.argv = ["fleet", *argv]
-    from fleet.cli import main
+    from fleet.cli.app import main
 
     main()
 
@@ -90,7 +90,7 @@ def test_sigkill_at_random_points_then_rerun_stores_every_sample_once(tmp_path):
     keys = _write(src)
     db = tmp_path / "crash.db"
     argv = ["ingest", str(src), "--db", f"sqlite:///{db}", "--batch-size", str(BATCH), "--json"]
-    import fleet.cli  # noqa: F401 - imported once here, so each forked run starts at once
+    import fleet.cli.app  # noqa: F401 - imported once here, so each forked run starts at once
     import fleet.ingest  # noqa: F401
     import storage.repository  # noqa: F401
 
@@ -117,7 +117,7 @@ def test_sigkill_at_random_points_then_rerun_stores_every_sample_once(tmp_path):
         assert stored <= len(keys)
     assert killed_mid_write >= KILLS - 2, "most kills must land before the ingest ends"
 
-    final = subprocess.run([sys.executable, "-m", "fleet.cli", *argv], capture_output=True, text=True, timeout=120)
+    final = subprocess.run([sys.executable, "-m", "fleet.cli.app", *argv], capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
     stored, quarantined = _check_consistent(db)
     assert stored == len(keys) == SAMPLES

@@ -72,7 +72,7 @@ def test_drop_folder_resumes_a_file_left_in_processing(tmp_path):
 
 
 def test_drop_folder_that_is_not_a_folder(tmp_path):
-    from fleet.config import ConfigError
+    from fleet.core.scenario import ConfigError
 
     with pytest.raises(ConfigError, match="not a folder"):
         drain_drop_folder(memory_repository(), tmp_path / "nope", settings)
@@ -156,7 +156,7 @@ def test_cli_prometheus_and_watch(prometheus, tmp_path):
     _Prometheus.answer = MATRIX
     db = f"sqlite:///{tmp_path / 'fleet.db'}"
     r = subprocess.run(
-        [sys.executable, "-m", "fleet.cli", "ingest", "--prometheus", prometheus, "--start", str(T0), "--end", str(T0 + 180), "--db", db, "--json"],
+        [sys.executable, "-m", "fleet.cli.app", "ingest", "--prometheus", prometheus, "--start", str(T0), "--end", str(T0 + 180), "--db", db, "--json"],
         capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 0, r.stderr
@@ -164,7 +164,7 @@ def test_cli_prometheus_and_watch(prometheus, tmp_path):
     drop = tmp_path / "drop"
     drop.mkdir()
     _csv(drop / "m.csv", [("gpu-1", T0, 100)])
-    r = subprocess.run([sys.executable, "-m", "fleet.cli", "ingest", "--watch", str(drop), "--once", "--db", db, "--json"],
+    r = subprocess.run([sys.executable, "-m", "fleet.cli.app", "ingest", "--watch", str(drop), "--once", "--db", db, "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert [json.loads(line)["stored"] for line in r.stdout.splitlines()] == [1]

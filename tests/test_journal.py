@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from fleet.config import load_preset
-from fleet.journal import ACTIONS, ActuatorError, Journal
-from fleet.replay import replay
+from fleet.presets import load_preset
+from fleet.service.journal import ACTIONS, ActuatorError, Journal
+from fleet.presets import replay_scenario
 from storage.repository import memory_repository, open_repository
 from storage.service_store import JournalEntry, ServiceStore
 from tests.serving import TINY_PRESET, Served, wait_for
@@ -60,7 +60,7 @@ def test_sigkill_between_journal_and_act_acts_each_decision_once(tmp_path):
     assert acted_before == acted[: len(acted_before)]  # what was acted before the kill was not acted again
 
     # The budget held across the restart: replay's evictions, exactly.
-    r = replay(load_preset(str(tmp_path / "tiny.toml")).resolve())
+    r = replay_scenario(load_preset(str(tmp_path / "tiny.toml")).resolve())
     evictions = store.decisions(kinds=["evict"])
     assert len(evictions) == r.figures["eviction_budget"] == 3
     assert [row.card_key for row in evictions] == [str(r.month.card_ids[e.card]) for e in r.evictions]
@@ -117,7 +117,7 @@ def test_a_failed_action_stays_pending_and_blocks_the_ones_after_it():
 
 
 def test_command_actuator_reports_a_failing_command(tmp_path):
-    from fleet.journal import Command
+    from fleet.service.journal import Command
 
     store = _store_with_cards()
     store.journal_hour(100, [JournalEntry("100:add:a", 100, "add", "", "a")], {"a": "warm"}, [], [])

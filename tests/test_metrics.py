@@ -9,8 +9,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from fleet.metrics import FleetCollector, make_registry, serve_metrics
-from fleet.service import JobStats, Snapshot
+from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
+from fleet.service.service import JobStats, Snapshot
 
 
 def snapshot(**over) -> Snapshot:
@@ -221,7 +221,7 @@ def test_values_format_as_prometheus_client_formats_them():
     import numpy as np
     from prometheus_client.utils import floatToGoString
 
-    from fleet.metrics import _finite, _go_floats
+    from fleet.service.metrics import _finite, _go_floats
 
     rng = np.random.default_rng(7)
     values = np.concatenate([

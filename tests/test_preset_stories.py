@@ -1,17 +1,16 @@
 """Over 20 seeds the draws change but each preset's story holds."""
 
 import numpy as np
-import pytest
 
-from fleet.config import load_preset
-from fleet.replay import replay
+from fleet.presets import load_preset
+from fleet.presets import replay_scenario
 
 SEEDS = range(20)
 
 
 def over_seeds(name, fix):
     p = load_preset(name)
-    return [replay(p.resolve(fix=fix, seed=s)).figures for s in SEEDS]
+    return [replay_scenario(p.resolve(fix=fix, seed=s)).figures for s in SEEDS]
 
 
 def test_golden_idler_idle_cost_is_most_of_the_bill_on_every_seed():

@@ -2,12 +2,12 @@
 
 import pytest
 
-from fleet.config import load_preset
-from fleet.replay import replay
+from fleet.presets import load_preset
+from fleet.presets import replay_scenario
 
 
 def figures(name, fix):
-    return replay(load_preset(name).resolve(fix=fix)).figures
+    return replay_scenario(load_preset(name).resolve(fix=fix)).figures
 
 
 def within(value, target, rel):

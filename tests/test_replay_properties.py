@@ -4,9 +4,9 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleet.config import budget_cards
-from fleet.export import run_set_intervals
-from fleet.replay import replay
+from fleet.core.scenario import budget_cards
+from fleet.report.export import run_set_intervals
+from fleet.presets import replay_scenario
 from tests.conftest import make_scenario
 
 
@@ -51,7 +51,7 @@ def scenarios(draw):
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_month_invariants(sc):
-    r = replay(sc)
+    r = replay_scenario(sc)
     f = r.figures
     m = r.month
     rent_h = m.rent_usd_per_hour
@@ -103,7 +103,7 @@ def test_month_invariants(sc):
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000))
 def test_same_seed_same_month_and_policy_does_not_change_the_draws(seed):
-    a = replay(make_scenario(seed=seed))
-    b = replay(make_scenario(seed=seed, policy={"card_class": "flagship", "window": "hour", "mode": "held"}))
+    a = replay_scenario(make_scenario(seed=seed))
+    b = replay_scenario(make_scenario(seed=seed, policy={"card_class": "flagship", "window": "hour", "mode": "held"}))
     assert np.array_equal(a.month.measured_tps, b.month.measured_tps)
     assert np.isclose(a.figures["ideal_bill_usd"], b.figures["ideal_bill_usd"])

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from fleet.config import load_preset
-from fleet.replay import replay
-from fleet.service import HOUR_S
+from fleet.presets import load_preset
+from fleet.presets import replay_scenario
+from fleet.service.service import HOUR_S
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.serving import FLEET, TINY_PRESET, Served, value, wait_for
@@ -34,7 +34,7 @@ def noise_month(tmp_path_factory):
         rc = served.terminate()
     finally:
         served.kill()
-    r = replay(load_preset("noise-evictor").resolve())
+    r = replay_scenario(load_preset("noise-evictor").resolve())
     return {"db": db, "families": fams, "rc": rc, "stderr": served.stderr(), "replay": r, "work": work}
 
 
@@ -53,7 +53,7 @@ def test_journal_has_replays_evictions(noise_month):
     assert len(rows) == 12
     assert all(row.acted_ts is not None for row in store.decisions())  # every decision carried out (dry-run)
     passes = store.decisions(kinds=["eviction-pass"])
-    assert [p.detail["budget_left_after"] for p in passes] == [d.budget_left_after for d in r.decisions]
+    assert [p.detail["budget_left_after"] for p in passes] == [d.budget_left_after for d in r.passes]
 
 
 def test_store_has_replays_bill_and_run_sets(noise_month):
@@ -107,7 +107,7 @@ def run_fleet(*args, cwd=None):
 
 def run_cli(capsys, *args):
     """`fleet ARGS` in this process, through the same `main` (exit status, one-line errors): returns (status, out, err)."""
-    from fleet.cli import main
+    from fleet.cli.app import main
 
     capsys.readouterr()
     old = sys.argv
@@ -189,8 +189,8 @@ def test_real_pool_needs_pool_and_policy(tmp_path, capsys):
 
 def test_tiny_month_in_process_matches_replay(tmp_path):
     """The service's jobs stepped by hand on a simulated clock (no scheduler): the same month as replay."""
-    from fleet.serve_config import load_service_config
-    from fleet.service import Service, SimClock, Simulation, simulation_config
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service, SimClock, Simulation, simulation_config
 
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_PRESET)
@@ -205,7 +205,7 @@ def test_tiny_month_in_process_matches_replay(tmp_path):
             break
     assert svc.month_done()
     snap = svc.metrics_job()
-    r = replay(scenario)
+    r = replay_scenario(scenario)
     assert snap.totals["bill_usd"] == pytest.approx(r.figures["bill_usd"], rel=1e-9)
     assert snap.evictions == r.figures["evictions"] == 3
     assert snap.totals["convergence"] == pytest.approx(r.figures["convergence"], rel=1e-9)
@@ -223,7 +223,7 @@ if __name__ == "__main__":
 def test_example_config_is_valid():
     from pathlib import Path
 
-    from fleet.serve_config import load_service_config
+    from fleet.service.config import load_service_config
 
     cfg = load_service_config(Path(__file__).resolve().parent.parent / "docs" / "serve-config.example.toml")
     cfg.require_pool("example")
@@ -232,8 +232,8 @@ def test_example_config_is_valid():
 
 def _in_process(tmp_path, overrides=(), mutate=None):
     """The tiny preset served in process on a simulated clock, its jobs stepped by hand until the month is billed."""
-    from fleet.serve_config import load_service_config
-    from fleet.service import Service, SimClock, Simulation, simulation_config
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service, SimClock, Simulation, simulation_config
 
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_PRESET)
@@ -253,7 +253,7 @@ def _in_process(tmp_path, overrides=(), mutate=None):
 def test_hysteresis_in_the_service_is_replays(tmp_path):
     """Removal slower than addition: the service carries the held hours through the journal, as replay does."""
     svc, scenario, sim = _in_process(tmp_path, ["policy.release_after_hours=3"])
-    r = replay(scenario, month=sim.month)
+    r = replay_scenario(scenario, month=sim.month)
     hours = svc.store.hours(sim.start_ts)
     assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
     assert sum(h.warm_usd + h.churn_usd for h in hours) == pytest.approx(r.figures["bill_usd"], rel=1e-9)
@@ -276,8 +276,8 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
     assert first.detail["breaker_open"] is True and "circuit breaker open" in first.reason
     assert first.detail["evicted"] == [] and first.detail["budget_left_after"] == first.detail["budget_left_before"]
     assert not [r for r in svc.store.decisions(kinds=["evict"]) if r.ts == first.ts]
-    r = replay(scenario, month=sim.month)
-    assert [d.reason for d in r.decisions][0].startswith("circuit breaker open")  # replay does the same
+    r = replay_scenario(scenario, month=sim.month)
+    assert [d.reason for d in r.passes][0].startswith("circuit breaker open")  # replay does the same
     assert len(svc.store.decisions(kinds=["evict"])) == len(r.evictions)
 
 
@@ -296,8 +296,8 @@ class SteppedClock:
 
 def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     """A pool's telemetry dropped as files: taken once, scored after it settles, decided, billed on hindsight rates."""
-    from fleet.serve_config import load_service_config
-    from fleet.service import Service
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
 
     drop = tmp_path / "drop"
     drop.mkdir()

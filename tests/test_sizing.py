@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fleet.sizing import greedy_run_set, tokens_per_dollar
+from fleet.core.greedy import greedy_run_set, tokens_per_dollar
 
 RENT = np.array([1.0, 1.0, 1.0, 2.0])
 
@@ -39,7 +39,7 @@ def test_tokens_per_dollar_is_rate_times_3600_over_hourly_rent():
 
 def test_greedy_by_selection_matches_the_sorted_definition():
     """The histogram selection gives the stable sort's run sets: ties, zero rates, several rents, short pools."""
-    from fleet.sizing import _greedy_by_sort
+    from fleet.core.greedy import _greedy_by_sort
 
     rng = np.random.default_rng(11)
     for case in range(300):

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleet.config import ConfigError, load_preset
-from fleet.model import draw_month
-from fleet.replay import replay
-from fleet.store_month import load_telemetry_file, month_from_rollups, month_from_store
+from fleet.core.scenario import ConfigError
+from fleet.presets import load_preset
+from fleet.core.month import draw_month
+from fleet.presets import replay_scenario
+from fleet.ingest.stored_month import load_telemetry_file, month_from_rollups, month_from_store
 
 T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
 
@@ -35,7 +36,7 @@ def decisions(result):
     ids = result.month.card_ids
     return (
         [(e.hour, ids[e.card], e.score_tps) for e in result.evictions],
-        [(d.hour, d.judged, d.candidates, tuple(ids[list(d.evicted)]), d.blocked_by_budget) for d in result.decisions],
+        [(d.hour, d.judged, d.candidates, tuple(ids[list(d.evicted)]), d.blocked_by_budget) for d in result.passes],
     )
 
 
@@ -55,8 +56,8 @@ def test_stored_month_replays_to_the_presets_decisions(tmp_path, preset, fix):
     np.testing.assert_array_equal(month.measured_tps, drawn.measured_tps)
     np.testing.assert_array_equal(month.demand_tps, drawn.demand_tps)
 
-    want = replay(scenario, month=drawn)
-    got = replay(scenario, month=month)
+    want = replay_scenario(scenario, month=drawn)
+    got = replay_scenario(scenario, month=month)
     assert warm_by_card(got) == warm_by_card(want)
     assert decisions(got) == decisions(want)
     if scenario.policy.eviction.rule != "none":
@@ -74,11 +75,11 @@ def test_month_from_store_after_fleet_ingest(tmp_path):
     pool = tmp_path / "pool.toml"
     c = scenario.classes[0]
     pool.write_text(f'default_class = "{c.name}"\n[[classes]]\nname = "{c.name}"\nrated_tps = {c.rated_tps}\nrent_usd_per_month = {c.rent_usd_per_month}\n')
-    r = subprocess.run([sys.executable, "-m", "fleet.cli", "ingest", str(src), "--db", url, "--pool", str(pool), "--json"],
+    r = subprocess.run([sys.executable, "-m", "fleet.cli.app", "ingest", str(src), "--db", url, "--pool", str(pool), "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     month = month_from_store(url, scenario)
-    assert decisions(replay(scenario, month=month)) == decisions(replay(scenario, month=drawn))
+    assert decisions(replay_scenario(scenario, month=month)) == decisions(replay_scenario(scenario, month=drawn))
 
 
 def _rollups(rows):

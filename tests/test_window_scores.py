@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fleet.config import ConfigError
-from fleet.model import window_scores, window_scores_many
+from fleet.core.scenario import ConfigError
+from fleet.core.scores import window_scores, window_scores_many
 
 
 def _by_cumsum(measured, warmup_hours, hours, window):

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from fleet.config import ConfigError
+from fleet.core.scenario import ConfigError
 from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
-from policies.registry import Registry
+from fleet.core.registry import Registry
 
 
 @pytest.mark.parametrize("name, hours", [("hour", 1), ("day", 24), ("week", 168), ("36h", 36), ("12", 12)])

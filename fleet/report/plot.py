@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator, PercentFormatter  # noqa: E402
 
-from fleet.compare import AXES, Combo, ComboSummary  # noqa: E402
+from fleet.core.compare import AXES, Combo, ComboSummary  # noqa: E402
 from policies import window_hours  # noqa: E402
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")

@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from fleet.config import ConfigError, load_preset, preset_names
+from fleet.core.scenario import ConfigError
+from fleet.presets import load_preset, preset_names
 
 app = typer.Typer(
     help="Autoscaler and eviction-policy service for rented GPU pools serving LLM tokens.",
@@ -57,9 +58,9 @@ def replay_cmd(
     pool's telemetry: the preset then gives the market, demand and policy, and the ideal operator
     uses hindsight (each card's whole-month mean rate as its true rate).
     """
-    from fleet.report import render_spread, render_verdict, spread
-    from fleet.replay import replay
-    from fleet.export import export_month
+    from fleet.report.verdict import render_spread, render_verdict, spread
+    from fleet.presets import replay_scenario
+    from fleet.report.export import export_month
 
     if all_presets == (preset is not None):
         raise UsageError("give one of --preset NAME or --all")
@@ -81,7 +82,7 @@ def replay_cmd(
             from rich.progress import track
 
             for s in track(range(scenario.seed, scenario.seed + seeds), description=f"{p.name} seeds", console=err_console, transient=True):
-                r = replay(scenario.model_copy(update={"seed": s}), base_dir=base_dir)
+                r = replay_scenario(scenario.model_copy(update={"seed": s}), base_dir=base_dir)
                 r.figures["fix"] = f
                 rows.append(r.figures)
             summary = spread(rows)
@@ -92,10 +93,10 @@ def replay_cmd(
             continue
         month = None
         if db or telemetry:
-            from fleet.store_month import month_from_store, month_from_telemetry_file
+            from fleet.ingest.stored_month import month_from_store, month_from_telemetry_file
 
             month = month_from_store(db, scenario, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, scenario, base_dir=base_dir)
-        r = replay(scenario, month=month, base_dir=base_dir)
+        r = replay_scenario(scenario, month=month, base_dir=base_dir)
         r.figures["fix"] = f
         if db or telemetry:
             r.figures["source"] = db or str(telemetry)
@@ -106,7 +107,7 @@ def replay_cmd(
         else:
             render_verdict(console, p, f, r)
     if as_json:
-        from fleet.verdict import json_safe
+        from fleet.core.verdict import json_safe
 
         payload = out[0] if len(out) == 1 else out
         typer.echo(json.dumps(json_safe(payload), indent=2))
@@ -116,7 +117,7 @@ def _register_extensions() -> None:
     """Command groups that live in their own modules."""
     import importlib
 
-    for module in ("fleet.cli_store", "fleet.cli_compare", "fleet.cli_serve"):
+    for module in ("fleet.cli.store", "fleet.cli.compare", "fleet.cli.serve"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -130,7 +131,7 @@ _register_extensions()
 
 
 def main() -> None:
-    from fleet.memory import keep_freed_memory
+    from fleet.cli.memory import keep_freed_memory
 
     keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
     try:

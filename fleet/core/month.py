@@ -1,6 +1,7 @@
 """The month's draws: the pool with its lottery and dips, the demand, and the noisy telemetry.
 
-Everything here is a pure function of the scenario and its seed. Each card class
+Everything here is a pure function of the scenario and its seed (and, for a
+demand given as a file, of the demand the shell read from it). Each card class
 draws from its own random stream, and demand from another, so changing the
 policy (or which class the run set rents) never changes what the month drew:
 a preset and its fix see the same cards, dips, noise and demand.
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import brentq
 
-from fleet.config import ConfigError, Demand, Scenario
+from fleet.core.errors import ConfigError
+from fleet.core.scenario import Demand, Scenario
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ class Month:
         return self.rent_usd_per_month / self.hours
 
 
-def _stream(seed: int, label: str) -> np.random.Generator:
+def stream(seed: int, label: str) -> np.random.Generator:
+    """The month's random stream named `label` (a class, the demand): independent of every other stream."""
     return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(label.encode())]))
 
 
@@ -60,15 +62,19 @@ def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
     return np.where(active, np.float32(1.0 - depth), np.float32(1.0))
 
 
-def demand_series(demand: Demand, hours: int, rng: np.random.Generator, base_dir: Path | None = None) -> np.ndarray:
-    """Hourly demand in tokens/s with the scenario's average and shape."""
+def demand_series(demand: Demand, hours: int, rng: np.random.Generator, file_tps: np.ndarray | None = None) -> np.ndarray:
+    """Hourly demand in tokens/s with the scenario's average and shape; `file_tps` is a `file` demand as the shell read it."""
     h = np.arange(hours, dtype=np.float64)
     if demand.shape == "flat":
         shape = np.ones(hours)
     elif demand.shape == "diurnal":
         shape = diurnal_shape(h, demand.peak_to_avg, demand.peak_hour)
     else:
-        return read_demand_file(demand.file or "", hours, base_dir)
+        if file_tps is None:
+            raise ConfigError(f"demand file {demand.file!r}: not read (the shell reads it and passes the series)")
+        if len(file_tps) < hours:
+            raise ConfigError(f"demand file {demand.file!r}: {len(file_tps)} rows, the month needs {hours}")
+        return np.asarray(file_tps[:hours], dtype=np.float64)
     if demand.jitter > 0:
         shape = shape * np.clip(1.0 + demand.jitter * rng.standard_normal(hours), 0.0, None)
     return demand.avg_tps * shape / shape.mean()
@@ -93,33 +99,11 @@ def diurnal_shape(h: np.ndarray, peak_to_avg: float, peak_hour: float) -> np.nda
     return np.exp(k * (phase - 1.0))
 
 
-def read_demand_file(path: str, hours: int, base_dir: Path | None) -> np.ndarray:
-    """Demand from a CSV with a `demand_tps` column, one row an hour."""
-    import pandas as pd
-
-    p = Path(path)
-    if not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
-    try:
-        frame = pd.read_csv(p)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"demand file {str(p)!r}: {err}") from None
-    if "demand_tps" not in frame.columns:
-        raise ConfigError(f"demand file {str(p)!r}: no demand_tps column")
-    values = pd.to_numeric(frame["demand_tps"], errors="coerce").to_numpy(dtype=np.float64)
-    if len(values) < hours:
-        raise ConfigError(f"demand file {str(p)!r}: {len(values)} rows, the month needs {hours}")
-    values = values[:hours]
-    if not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise ConfigError(f"demand file {str(p)!r}: demand_tps must be finite and non-negative")
-    return values
-
-
 _DRAW_BLOCK_CELLS = 1 << 21
 """Card-hours drawn at once: the month is drawn in blocks of cards straight into its arrays."""
 
 
-def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
+def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) -> Month:
     """Draw the pool, dips, telemetry and demand of one month from the scenario's seed."""
     total = scenario.warmup_hours + scenario.hours
     n_all = sum(cc.pool_cards for cc in scenario.classes)
@@ -129,7 +113,7 @@ def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
     cls_idx, ids, rated, true, rent = [], [], [], [], []
     first = 0
     for i, cc in enumerate(scenario.classes):
-        rng = _stream(scenario.seed, f"class:{cc.name}")
+        rng = stream(scenario.seed, f"class:{cc.name}")
         n = cc.pool_cards
         quality = rng.lognormal(scenario.lottery.mean, scenario.lottery.sigma, n) if scenario.lottery.sigma > 0 else np.full(n, np.exp(scenario.lottery.mean))
         ticket = cc.rated_tps * quality
@@ -158,7 +142,7 @@ def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
         true.append(ticket)
         rent.append(np.full(n, cc.rent_usd_per_month))
         first += n
-    demand = demand_series(scenario.demand, scenario.hours, _stream(scenario.seed, "demand"), base_dir)
+    demand = demand_series(scenario.demand, scenario.hours, stream(scenario.seed, "demand"), demand_file_tps)
     return Month(
         hours=scenario.hours,
         warmup_hours=scenario.warmup_hours,
@@ -172,39 +156,3 @@ def draw_month(scenario: Scenario, base_dir: Path | None = None) -> Month:
         measured_tps=measured,
         demand_tps=demand,
     )
-
-
-def window_scores(measured_tps: np.ndarray, warmup_hours: int, hours: int, window_hours: int) -> np.ndarray:
-    """Each card's score at each month hour: the mean measured rate over the `window_hours` before it."""
-    return window_scores_many(measured_tps, warmup_hours, hours, (window_hours,))[0]
-
-
-_SCORE_BLOCK_CELLS = 1 << 21
-"""Card-hours of running sum held at once (16 MiB of float64)."""
-
-
-def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...]) -> list[np.ndarray]:
-    """`window_scores` for several windows from one running sum of the telemetry.
-
-    Each score is (running sum at the hour − running sum a window earlier) / window,
-    the running sum taken in float64 hour by hour from the first hour of history.
-    The sum is built across a block of cards at a time, one hour per step, which is
-    the same sequence of additions as a cumulative sum along each card's row but
-    vectorises over cards. Returns (cards, hours) float32 arrays laid out hours-major,
-    so one hour's scores of every card are contiguous.
-    """
-    for w in windows:
-        if w > warmup_hours:
-            raise ConfigError(f"window of {w} hours is longer than the {warmup_hours} hours of warm-up history")
-    n, total = measured_tps.shape
-    scores = [np.empty((hours, n), dtype=np.float32) for _ in windows]
-    block = max(1, _SCORE_BLOCK_CELLS // max(total, 1))
-    for a in range(0, n, block):
-        b = min(n, a + block)
-        running = np.zeros((total + 1, b - a), dtype=np.float64)
-        running[1:] = measured_tps[a:b].T
-        for h in range(1, total + 1):
-            running[h] += running[h - 1]
-        for w, out in zip(windows, scores):
-            out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
-    return [s.T for s in scores]

@@ -14,19 +14,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from fleet.config import Checks, ConfigError, Demand, Policy, _format_validation, read_toml
-from policies import EVICTION_RULES, SIZING_MODES, window_hours
+from fleet.core.errors import ConfigError
+from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
+from fleet.ingest.prometheus import DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
+from fleet.presets import read_toml
 
 DEFAULT_METRICS_PORT = 9108
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Month(_Strict):
+class Month(Strict):
     """The billing month: it starts at `start` (UTC) and lasts `hours`; the next one follows it."""
 
     start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -46,38 +44,7 @@ class Month(_Strict):
         return int(self.start.timestamp())
 
 
-class PoolClass(_Strict):
-    name: str = Field(min_length=1)
-    rated_tps: float = Field(gt=0)
-    rent_usd_per_month: float = Field(gt=0)
-
-
-class PoolCard(_Strict):
-    card_id: str = Field(min_length=1, max_length=200)
-    card_class: str = Field(min_length=1)
-
-
-class Pool(_Strict):
-    """Classes the service may rent, and cards declared up front (others are registered on first sight)."""
-
-    classes: tuple[PoolClass, ...] = Field(min_length=1)
-    cards: tuple[PoolCard, ...] = ()
-
-    @model_validator(mode="after")
-    def _consistent(self) -> "Pool":
-        names = [c.name for c in self.classes]
-        if len(set(names)) != len(names):
-            raise ValueError(f"class names must be unique, got {names}")
-        keys = [c.card_id for c in self.cards]
-        if len(set(keys)) != len(keys):
-            raise ValueError("a card is declared twice")
-        for c in self.cards:
-            if c.card_class not in names:
-                raise ValueError(f"card {c.card_id!r} names class {c.card_class!r}, not one of {names}")
-        return self
-
-
-class Schedule(_Strict):
+class Schedule(Strict):
     """How often each job runs (seconds of the service's clock) and how long an hour settles before it is scored.
 
     Every job catches up on all the hours due when it runs, so a missed run loses
@@ -94,17 +61,17 @@ class Schedule(_Strict):
     misfire_grace_s: float | None = Field(default=None, gt=0)
 
 
-class Storage(_Strict):
+class Storage(Strict):
     url: str = "sqlite:///fleet.db"
 
 
-class Metrics(_Strict):
+class Metrics(Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=DEFAULT_METRICS_PORT, ge=0, le=65535)
     per_card: bool = True  # one series per card; switch off for large pools
 
 
-class Actuator(_Strict):
+class Actuator(Strict):
     kind: Literal["dry-run", "command", "webhook"] = "dry-run"
     command: tuple[str, ...] = ()
     url: str | None = None
@@ -119,19 +86,19 @@ class Actuator(_Strict):
         return self
 
 
-class Ingest(_Strict):
+class Ingest(Strict):
     """Where telemetry comes from: a drop folder of CSV/JSON Lines/Parquet files, or a Prometheus server's query."""
 
     folder: str | None = None
     prometheus_url: str | None = None
-    query: str = "sum by (instance) (rate(vllm:generation_tokens_total[1m]))"
-    card_label: str = "instance"
+    query: str = DEFAULT_PROMETHEUS_QUERY
+    card_label: str = DEFAULT_CARD_LABEL
     step_s: int = Field(default=60, ge=1)
     strict: bool = False
     default_class: str | None = None
 
 
-class ServiceConfig(_Strict):
+class ServiceConfig(Strict):
     month: Month = Month()
     pool: Pool | None = None
     policy: Policy | None = None
@@ -146,10 +113,9 @@ class ServiceConfig(_Strict):
     @model_validator(mode="after")
     def _policy_names(self) -> "ServiceConfig":
         if self.policy is not None:
-            SIZING_MODES.get(self.policy.mode)
-            EVICTION_RULES.get(self.policy.eviction.rule)
-            window_hours(self.policy.window)
-            window_hours(self.policy.eviction_window)
+            import policies
+
+            policies.resolve(self.policy)  # every name the policy gives is a known plug-in
             if self.pool is not None and self.policy.card_class not in [c.name for c in self.pool.classes]:
                 raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool")
         return self
@@ -177,6 +143,6 @@ def load_service_config(path: str | Path | None, overrides: dict | None = None) 
     try:
         return ServiceConfig.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(f"{source}: {_format_validation(err)}") from None
+        raise ConfigError(f"{source}: {format_validation(err)}") from None
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None

@@ -1,10 +1,10 @@
-"""A registry of policies by name that refuses a name given twice and names the known ones on a miss."""
+"""A registry of plug-ins by name that refuses a name given twice and names the known ones on a miss."""
 
 from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from fleet.config import ConfigError
+from fleet.core.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -31,7 +31,7 @@ from storage.service_store import JournalEntry, JournalRow, ServiceStore
 ACTIONS = ("evict", "release", "add")
 """Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
 
-log = logging.getLogger("fleet.journal")
+log = logging.getLogger("fleet.service.journal")
 
 
 class ActuatorError(RuntimeError):

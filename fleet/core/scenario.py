@@ -1,10 +1,11 @@
-"""Scenario configuration: the TOML presets, their fixes, and `--set` overrides.
+"""The scenario types: card classes, pools, the month's draws, the policy, the checks; presets and `--set` overrides.
 
 A scenario is plain data: a market of card classes, the lottery and dips a card
 rides, the demand, the telemetry noise, a policy and the pass marks of the three
-checks. Presets live in `presets/*.toml`; each carries its fix as a `[fix]` table
-of overrides merged onto the scenario. Validation is strict (unknown keys are
-refused) so a typo is an error, not a silently ignored setting.
+checks. A preset is a scenario with its fix as a `[fix]` table of overrides merged
+onto it. Validation is strict (unknown keys are refused) so a typo is an error, not
+a silently ignored setting. Files are read by the shell (`fleet.presets`); this
+module only sees their parsed tables.
 """
 
 from __future__ import annotations
@@ -17,34 +18,77 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
+from fleet.core.errors import ConfigError
+
+__all__ = ["ConfigError"]
 
 
-class ConfigError(ValueError):
-    """A preset, override or config that cannot be used; the message names it and why."""
+class Strict(BaseModel):
+    """The one base of every config table: unknown keys are errors, values are frozen."""
 
-
-class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class CardClass(_Strict):
-    """One class of card on the market: its rated rate, rent, and how many the provider offers."""
+
+class CardClass(Strict):
+    """One class of card: its rated rate and its rent. Presets, the service config and pool files all use it."""
 
     name: str = Field(min_length=1)
     rated_tps: float = Field(gt=0)
     rent_usd_per_month: float = Field(gt=0)
+
+
+class MarketClass(CardClass):
+    """A card class as a month's market offers it: the class and how many cards of it the provider offers."""
+
     pool_cards: int = Field(ge=0, le=1_000_000)
 
 
-class Lottery(_Strict):
+class PoolCard(Strict):
+    """A card declared up front, in the class it belongs to."""
+
+    card_id: str = Field(min_length=1, max_length=200)
+    card_class: str = Field(min_length=1)
+
+
+class Pool(Strict):
+    """A real pool's classes, the cards declared up front, and the class of a card first seen without one.
+
+    The `[pool]` table of the service config and a pool file (`fleet ingest --pool`) are this model.
+    """
+
+    classes: tuple[CardClass, ...] = Field(min_length=1)
+    cards: tuple[PoolCard, ...] = ()
+    default_class: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Pool":
+        names = [c.name for c in self.classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"class names must be unique, got {names}")
+        seen: set[str] = set()
+        for c in self.cards:
+            if c.card_id in seen:
+                raise ValueError(f"card {c.card_id!r} declared twice")
+            seen.add(c.card_id)
+            if c.card_class not in names:
+                raise ValueError(f"card {c.card_id!r} names class {c.card_class!r}, not one of {names}")
+        if self.default_class is not None and self.default_class not in names:
+            raise ValueError(f"default_class {self.default_class!r} is not one of the classes {names}")
+        return self
+
+    def card_classes(self) -> dict[str, str]:
+        return {c.card_id: c.card_class for c in self.cards}
+
+
+class Lottery(Strict):
     """The quality ticket a card draws at boot: true rate = rated × lognormal(mean, sigma)."""
 
     sigma: float = Field(default=0.2, ge=0, le=2)
     mean: float = Field(default=0.0, ge=-2, le=2)
 
 
-class Dips(_Strict):
+class Dips(Strict):
     """Silent dips: episodes starting with a per-hour probability, lasting `hours`, cutting the rate by `depth`."""
 
     start_prob_per_hour: float = Field(default=0.0, ge=0, le=1)
@@ -52,13 +96,13 @@ class Dips(_Strict):
     depth: float = Field(default=0.5, ge=0, lt=1)
 
 
-class Telemetry(_Strict):
+class Telemetry(Strict):
     """Measurement noise: the relative standard deviation of one hour's measured rate."""
 
     hour_noise: float = Field(default=0.25, ge=0, le=1)
 
 
-class Demand(_Strict):
+class Demand(Strict):
     """The hourly demand to serve, in tokens/s."""
 
     shape: Literal["flat", "diurnal", "file"] = "flat"
@@ -75,7 +119,7 @@ class Demand(_Strict):
         return self
 
 
-class Eviction(_Strict):
+class Eviction(Strict):
     """The eviction policy: a rule read through a window, at a cadence, within a monthly share."""
 
     rule: str = "none"
@@ -94,7 +138,7 @@ class Eviction(_Strict):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-class Policy(_Strict):
+class Policy(Strict):
     """What the operator controls: the class it rents, the window it scores through, how it sizes and evicts."""
 
     card_class: str
@@ -114,7 +158,7 @@ class Policy(_Strict):
         return self.eviction.window or self.window
 
 
-class Checks(_Strict):
+class Checks(Strict):
     """Pass marks of the three checks."""
 
     max_unmet_share: float = Field(default=0.005, ge=0, le=1)
@@ -122,7 +166,7 @@ class Checks(_Strict):
     max_wrong_evictions: int = Field(default=0, ge=0)
 
 
-class Scenario(_Strict):
+class Scenario(Strict):
     """One month of one pool under one policy."""
 
     name: str = "custom"
@@ -131,7 +175,7 @@ class Scenario(_Strict):
     seed: int = Field(default=0, ge=0)
     hours: int = Field(default=720, ge=1, le=24 * 366)
     warmup_hours: int = Field(default=168, ge=1, le=24 * 366)
-    classes: tuple[CardClass, ...] = Field(min_length=1)
+    classes: tuple[MarketClass, ...] = Field(min_length=1)
     lottery: Lottery = Lottery()
     dips: Dips = Dips()
     telemetry: Telemetry = Telemetry()
@@ -148,11 +192,12 @@ class Scenario(_Strict):
             raise ValueError(f"policy.card_class {self.policy.card_class!r} is not one of the classes {names}")
         return self
 
-    def card_class(self, name: str) -> CardClass:
+    def card_class(self, name: str) -> MarketClass:
         return next(c for c in self.classes if c.name == name)
 
 
-def _format_validation(err: ValidationError) -> str:
+def format_validation(err: ValidationError) -> str:
+    """A pydantic error as one line: each bad key with what is wrong."""
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
@@ -214,7 +259,7 @@ def _override_class(raw: dict, path: list[str], value: Any, assignment: str) -> 
     if len(path) != 3:
         raise ConfigError(f"override {assignment!r}: expected classes.CLASS.KEY=VALUE")
     _, name, field = path
-    if field not in CardClass.model_fields:
+    if field not in MarketClass.model_fields:
         raise ConfigError(f"override {assignment!r}: unknown key {field!r} for a card class")
     out = copy.deepcopy(raw)
     for c in out.get("classes", []):
@@ -241,7 +286,7 @@ def build_scenario(raw: dict, source: str) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(f"{source}: {_format_validation(err)}") from None
+        raise ConfigError(f"{source}: {format_validation(err)}") from None
 
 
 class Preset:
@@ -264,6 +309,11 @@ class Preset:
     def name(self) -> str:
         return self.scenario.name
 
+    @property
+    def base_dir(self) -> Path | None:
+        """The folder relative paths in the preset (a demand file) are read from."""
+        return self.path.parent if self.path is not None else None
+
     def resolve(self, fix: bool = False, overrides: list[str] | None = None, seed: int | None = None) -> Scenario:
         """The scenario to replay: the preset or its fix, with overrides and seed applied."""
         if fix and not self.fix_raw:
@@ -274,40 +324,6 @@ class Preset:
         if seed is not None:
             raw["seed"] = seed
         return build_scenario(raw, self.source if not overrides else f"{self.source} with --set")
-
-
-def preset_names() -> list[str]:
-    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
-
-
-def read_toml(path: Path, where: str) -> dict:
-    """A TOML file as a dict; any reason it cannot be read is one `ConfigError` naming `where`."""
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where}: is a folder") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{where}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{where}: not valid TOML ({err})") from None
-    except OSError as err:
-        raise ConfigError(f"{where}: {err.strerror}") from None
-
-
-def load_preset(name_or_path: str) -> Preset:
-    """Load a preset by name (from `presets/`) or by path to a TOML file."""
-    path = Path(name_or_path)
-    if not (path.suffix == ".toml" or path.exists() or "/" in name_or_path):
-        path = PRESETS_DIR / f"{name_or_path}.toml"
-        if not path.exists():
-            known = ", ".join(preset_names()) or "none"
-            raise ConfigError(f"unknown preset {name_or_path!r} (known: {known})")
-    if not path.is_file():
-        raise ConfigError(f"preset file {str(path)!r}: not found")
-    where = f"preset file {str(path)!r}"
-    return Preset(read_toml(path, where), where, path)
 
 
 def budget_cards(share: float, pool_cards: int) -> int:

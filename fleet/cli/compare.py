@@ -11,27 +11,11 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from fleet.compare import (
-    AXES,
-    CHECKS,
-    DEFAULT_HEADROOMS,
-    DEFAULT_MODES,
-    DEFAULT_SHARES,
-    DEFAULT_WINDOWS,
-    MIN_PASS_RATE,
-    ComboSummary,
-    Recommendation,
-    combo_of,
-    combo_scenarios,
-    csv_rows,
-    default_grid_axes,
-    expand_grid,
-    ideal_summary,
-    rank_of,
-    recommend,
-    run_grid,
-    summarise,
+from fleet.core.compare import (
+    AXES, CHECKS, DEFAULT_HEADROOMS, DEFAULT_MODES, DEFAULT_SHARES, DEFAULT_WINDOWS, MIN_PASS_RATE, ComboSummary, Recommendation,
+    combo_of, csv_rows, default_grid_axes, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
+from fleet.sweep import combo_scenarios, run_grid
 
 HELP = (
     "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
@@ -61,7 +45,7 @@ DEFAULT_MONTHS = 50
 
 
 def _usage(msg: str) -> Exception:
-    from fleet.cli import UsageError
+    from fleet.cli.app import UsageError
 
     return UsageError(msg)
 
@@ -256,10 +240,10 @@ def compare_cmd(
 ) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from fleet.cli import console, err_console
-    from fleet.config import load_preset
-    from fleet.plot import PLOT_SUFFIXES, plot_compare
-    from fleet.verdict import json_safe
+    from fleet.cli.app import console, err_console
+    from fleet.presets import load_preset, resolve_policy
+    from fleet.report.plot import PLOT_SUFFIXES, plot_compare
+    from fleet.core.verdict import json_safe
 
     stored = db is not None or telemetry is not None
     if db is not None and telemetry is not None:
@@ -280,7 +264,7 @@ def compare_cmd(
         "card_class": _split("--class", card_class),
     }
     if recommend_grid:
-        for k, v in default_grid_axes(base).items():
+        for k, v in default_grid_axes(base, resolve_policy(base).evicts).items():
             axes[k] = axes[k] or list(v)
     combos = expand_grid(base, **axes)
     scenarios = combo_scenarios(p, combos, fix=fix)
@@ -289,12 +273,12 @@ def compare_cmd(
     jobs = jobs or os.cpu_count() or 1
     base_dir = p.path.parent if p.path else None
     if stored:
-        from fleet.compare import replay_month
-        from fleet.store_month import month_from_store, month_from_telemetry_file
+        from fleet.core.compare import replay_month
+        from fleet.ingest.stored_month import month_from_store, month_from_telemetry_file
 
         # The month is read once, through the preset's own policy (a file's unlabelled cards join its class).
         month = month_from_store(db, base, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, base, base_dir=base_dir)
-        results = [replay_month(scenarios, month, base.seed, exact, base_dir)]
+        results = [replay_month(scenarios, [resolve_policy(s) for s in scenarios], month, base.seed, exact)]
     else:
         with Progress(
             TextColumn("{task.description}"),
@@ -345,7 +329,7 @@ def compare_cmd(
         console = Console(width=240, highlight=False)
     source = f"the stored month {db or telemetry}" if stored else f"{months} months (seeds {first}–{first + months - 1})"
     title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {source}"
-    evicting = any(s.policy.eviction.rule != "none" for s in scenarios)
+    evicting = any(resolve_policy(s).evicts for s in scenarios)
     render_table(console, title, summaries, rec, ideal, base.checks, evicting)
     if rec is not None:
         render_recommendation(console, rec, evicting)

@@ -20,7 +20,7 @@ def _iso(ts: float) -> str:
 
 
 def _open_store(db: str | None, config: str | None):
-    from fleet.serve_config import load_service_config
+    from fleet.service.config import load_service_config
     from storage.repository import open_repository
     from storage.service_store import ServiceStore
 
@@ -41,11 +41,12 @@ def serve_cmd(
     log_level: Annotated[str, typer.Option("--log-level", help="Logging level (info logs every dry-run action).")] = "warning",
 ) -> None:
     """Run the autoscaler beside a pool (or a simulated one) until SIGTERM: score, size, evict, journal, act, bill, export metrics."""
-    from fleet.cli import UsageError
-    from fleet.config import ConfigError, load_preset
-    from fleet.metrics import FleetCollector, make_registry, serve_metrics
-    from fleet.serve_config import load_service_config
-    from fleet.service import Service, SimClock, Simulation, WallClock, simulation_config
+    from fleet.cli.app import UsageError
+    from fleet.core.scenario import ConfigError
+    from fleet.presets import load_preset
+    from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service, SimClock, Simulation, WallClock, simulation_config
     from storage.repository import open_repository
     from storage.service_store import ServiceStore
 
@@ -124,13 +125,13 @@ def status_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from fleet.service import month_totals
-    from fleet.verdict import checks, json_safe
+    from fleet.service.service import month_totals
+    from fleet.core.verdict import checks, json_safe
 
     cfg, repo, store = _open_store(db, config)
     last_billed = store.last_billed_ts()
     if last_billed is None:
-        from fleet.cli import UsageError
+        from fleet.cli.app import UsageError
 
         raise UsageError(f"database {cfg.storage.url!r}: no billed hour yet (has `fleet serve` run on it?)")
     m0 = store.month_start_of(last_billed)
@@ -177,8 +178,8 @@ def explain_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Why a card was or was not evicted, and why it was or was not kept warm, from the decision journal."""
-    from fleet.cli import UsageError
-    from fleet.verdict import json_safe
+    from fleet.cli.app import UsageError
+    from fleet.core.verdict import json_safe
 
     cfg, repo, store = _open_store(db, None)
     cls = store.card_class(card)

@@ -1,4 +1,7 @@
-"""The exact ideal operator: per hour, the cheapest whole-card set whose true rates cover demand.
+"""The ideal operator: each hour, perfect knowledge of every card's true rate, the cheapest whole-card set covering demand, no churn.
+
+Two ways to find it, one module: the greedy (best true tokens per dollar first,
+exact with one rent) and the exact search below, which the yardstick uses.
 
 Cards at the same rent (the cards of one class) differ only in rate, so a set
 holding k of them is at its best when it holds that hour's k fastest. The
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from fleet.ideal import ideal_greedy_usd_by_hour
+from fleet.core.greedy import greedy_run_set
 
 COVER_TOL_TPS = 1e-9
 """A set covers demand when its rate reaches demand less this; the greedy uses the same tolerance."""
@@ -37,6 +40,36 @@ ENUMERATION_LIMIT = 50_000
 
 ENUMERATION_CELLS = 2_000_000
 """Combinations × hours handled at once by the enumeration, to bound its memory."""
+
+
+def ideal_greedy_usd_by_hour(
+    true_rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray, demand_tps: np.ndarray, block_hours: int = 96
+) -> np.ndarray:
+    """The ideal bill of each hour by the greedy on true tokens per dollar over every card on the market.
+
+    With one class this is the exact minimum (fewest cards, best first); with
+    several it can overshoot by part of a card, which the exact ideal removes.
+    The bill is summed `block_hours` at a time, bounding the float copy of the
+    run set that the rent product makes.
+    """
+    hours = true_rate_tps.shape[1]
+    out = np.empty(hours, dtype=np.float64)
+    rent = rent_usd_per_hour.astype(np.float64)
+    chosen = greedy_run_set(true_rate_tps, rent, demand_tps)
+    # Cards-major blocks, reused: the product reads the bool block cast to float, as it
+    # always has. Transposing the bool block first is several times faster than casting
+    # across the transpose.
+    width = min(hours, block_hours)
+    block = np.empty((rent.size, width), dtype=bool)
+    block_f = np.empty((rent.size, width), dtype=np.float64)
+    for a in range(0, hours, block_hours):
+        b = min(hours, a + block_hours)
+        if b - a < width:
+            block, block_f = block[:, : b - a].copy(), block_f[:, : b - a].copy()
+        np.copyto(block, chosen[:, a:b])
+        np.copyto(block_f, block)
+        out[a:b] = rent @ block_f
+    return out
 
 
 @dataclass(frozen=True)

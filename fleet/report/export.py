@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleet.verdict import json_safe
+from fleet.core.billing import churn_fee_usd
+from fleet.core.verdict import json_safe
 
 
 def run_set_intervals(warm: np.ndarray, evicted_at: dict[int, int]) -> pd.DataFrame:
@@ -57,22 +58,25 @@ def export_month(r, folder: Path) -> None:
             "ideal_usd": r.ideal_usd,
         }
     ).to_csv(folder / "hours.csv", index=False)
-    pd.DataFrame(
-        [
-            {
+    rows = []
+    k = 0  # r.wrong and r.median_ticket_tps follow the evictions in order
+    for p in r.passes:
+        for e in p.evictions:
+            rows.append({
                 "hour": e.hour,
                 "card_id": ids[e.card],
                 "score_tps": e.score_tps,
-                "median_score_tps": e.median_score_tps,
-                "threshold_tps": e.threshold_tps,
-                "true_tps": e.true_tps,
-                "median_true_tps": e.median_true_tps,
-                "wrong": e.wrong,
-                "churn_fee_usd": 0.15 * m.rent_usd_per_month[e.card],
-                "reason": e.reason,
-            }
-            for e in r.evictions
-        ],
+                "median_score_tps": p.median_score_tps,
+                "threshold_tps": p.threshold_tps,
+                "true_tps": m.true_tps[e.card],
+                "median_true_tps": r.median_ticket_tps[k],
+                "wrong": bool(r.wrong[k]),
+                "churn_fee_usd": float(churn_fee_usd(m.rent_usd_per_month[e.card])),
+                "reason": p.reason,
+            })
+            k += 1
+    pd.DataFrame(
+        rows,
         columns=["hour", "card_id", "score_tps", "median_score_tps", "threshold_tps", "true_tps", "median_true_tps", "wrong", "churn_fee_usd", "reason"],
     ).to_csv(folder / "evictions.csv", index=False)
     (folder / "summary.json").write_text(json.dumps(json_safe(r.figures), indent=2) + "\n")

@@ -60,7 +60,7 @@ def ingest_cmd(
     card_label: Annotated[str, typer.Option("--card-label", help="With --prometheus: the series label naming the card.")] = "instance",
 ) -> None:
     """Put telemetry into the store: every record stored, a duplicate, or quarantined with its reason."""
-    from fleet.cli import UsageError
+    from fleet.cli.app import UsageError
     from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, ingest_prometheus, load_pool, read_file
 
     sources = sum(x is not None for x in (file, watch, prometheus))

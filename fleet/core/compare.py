@@ -6,24 +6,24 @@ every combination replays that very draw, so a difference between two
 combinations is the policy's, not the lottery's. The ideal bill depends only
 on the month, so it is also computed once per seed.
 
-Everything here is pure (scenarios and seeds in, arrays and summaries out);
-the only side channel is an optional progress callback.
+Everything here is pure (scenarios, their resolved policies and seeds in, arrays
+and summaries out). Running the batches on processes or a cluster is the shell's
+(`fleet.sweep`); a batch is a plain picklable value and `run_batch` a plain function.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-from fleet.config import ConfigError, Preset, Scenario
-from policies import SIZING_MODES, window_hours
+from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
+from fleet.core.month import draw_month
+from fleet.core.plugins import PolicyParts
+from fleet.core.replay import replay
+from fleet.core.scenario import Scenario
 
 FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd")
 """The figures summarised per combination, in the order tables and files show them."""
@@ -119,15 +119,14 @@ def expand_grid(
     ]
 
 
-def default_grid_axes(base: Scenario) -> dict[str, tuple]:
+def default_grid_axes(base: Scenario, evicting: bool) -> dict[str, tuple]:
     """The grid a recommendation searches when no axis is given.
 
-    Where an eviction rule is on, the eviction window and share are searched and
-    the sizing window kept; with the rule off, eviction window and share change
-    nothing, so the sizing window is searched instead.
+    Where the eviction rule is on (`evicting`), the eviction window and share are
+    searched and the sizing window kept; with the rule off, eviction window and share
+    change nothing, so the sizing window is searched instead.
     """
     own = combo_of(base)
-    evicting = base.policy.eviction.rule != "none"
     return {
         "window": DEFAULT_WINDOWS if evicting else (own.window,),
         "size_window": (own.size_window,) if evicting else DEFAULT_WINDOWS,
@@ -138,28 +137,15 @@ def default_grid_axes(base: Scenario) -> dict[str, tuple]:
     }
 
 
-def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False) -> list[Scenario]:
-    """The scenario of each combination, checked so that a bad choice fails before any month runs."""
-    out = []
-    for c in combos:
-        s = preset.resolve(fix=fix, overrides=c.overrides())
-        for w in (c.window, c.size_window):
-            hours = window_hours(w)
-            if hours > s.warmup_hours:
-                raise ConfigError(f"window {w!r}: {hours} hours is longer than the {s.warmup_hours} hours of warm-up history")
-        SIZING_MODES.get(s.policy.mode)
-        out.append(s)
-    return out
-
-
 @dataclass(frozen=True)
 class MonthBatch:
-    """One worker's share: the combinations' scenarios and the seeds to replay them on."""
+    """One worker's share: the combinations' scenarios, their resolved policies, and the seeds to replay them on."""
 
     scenarios: tuple[Scenario, ...]
+    parts: tuple[PolicyParts, ...]
     seeds: tuple[int, ...]
     exact: bool
-    base_dir: Path | None = None
+    demand_file_tps: np.ndarray | None = None  # a `file` demand, as the shell read it
 
 
 @dataclass(frozen=True)
@@ -174,89 +160,47 @@ class MonthFigures:
     gap_hours: int
 
 
-def replay_month(scenarios: Sequence[Scenario], month, seed: int, exact: bool = True, base_dir: Path | None = None) -> MonthFigures:
+def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], month, seed: int, exact: bool = True) -> MonthFigures:
     """Replay one month (drawn or stored) under every combination; its ideal bill is computed once."""
-    from fleet.ideal import ideal_greedy_usd_by_hour
-    from fleet.ideal_exact import ideal_exact_usd_by_hour
-    from fleet.replay import replay
-
     true_month = month.true_rate_tps[:, month.warmup_hours :]
     rent_h = month.rent_usd_per_hour
     demand = month.demand_tps.astype(np.float64)
     greedy = ideal_greedy_usd_by_hour(true_month, rent_h, demand)
     exact_usd = ideal_exact_usd_by_hour(true_month, rent_h, demand) if exact else greedy
     ideal_usd = exact_usd if exact else greedy
-
-    def ideal(_rate: np.ndarray, _rent: np.ndarray, _demand: np.ndarray) -> np.ndarray:
-        return ideal_usd
-
+    gap = ideal_gap(greedy, exact_usd)
     figs = np.empty((len(scenarios), len(FIGURES)))
     passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)
-    for i, s in enumerate(scenarios):
-        f = replay(s, month=month, base_dir=base_dir, ideal=ideal).figures
+    for i, (s, kit) in enumerate(zip(scenarios, parts)):
+        f = replay(s, kit, month=month, ideal_usd=ideal_usd).figures
         figs[i] = [f[k] for k in FIGURES]
         passes[i] = [f["checks"][c]["pass"] for c in CHECKS]
     return MonthFigures(
         seed=seed,
         figures=figs,
         passes=passes,
-        ideal_greedy_usd=float(greedy.sum()),
-        ideal_exact_usd=float(exact_usd.sum()),
-        gap_hours=int((greedy > exact_usd + 1e-9).sum()),
+        ideal_greedy_usd=gap.greedy_usd,
+        ideal_exact_usd=gap.exact_usd,
+        gap_hours=gap.hours_with_gap,
     )
 
 
 def run_batch(batch: MonthBatch) -> list[MonthFigures]:
     """Replay each seed's month, drawn once, under every combination."""
-    # Imported here, not at the top, so that loading the command line stays quick.
-    from fleet.model import draw_month
-
     out = []
     for seed in batch.seeds:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
-        month = draw_month(scenarios[0], batch.base_dir)
-        out.append(replay_month(scenarios, month, seed, batch.exact, batch.base_dir))
+        month = draw_month(scenarios[0], batch.demand_file_tps)
+        out.append(replay_month(scenarios, batch.parts, month, seed, batch.exact))
     return out
 
 
-def _same_month(scenarios: Sequence[Scenario]) -> None:
+def same_month(scenarios: Sequence[Scenario]) -> None:
     """Every combination must draw the same month: they may differ in policy only."""
     first = scenarios[0].model_dump(exclude={"policy", "seed"})
     for s in scenarios[1:]:
         if s.model_dump(exclude={"policy", "seed"}) != first:
             raise ValueError("combinations differ outside the policy, so they cannot share a month's draw")
-
-
-def run_grid(
-    scenarios: Sequence[Scenario],
-    seeds: Sequence[int],
-    exact: bool = True,
-    jobs: int | None = None,
-    base_dir: Path | None = None,
-    on_months: Callable[[int], None] | None = None,
-) -> list[MonthFigures]:
-    """Replay every combination on every seed's month, over `jobs` processes; results in seed order."""
-    if not scenarios:
-        raise ValueError("no combination to run")
-    _same_month(scenarios)
-    seeds = list(seeds)
-    jobs = max(1, int(jobs or os.cpu_count() or 1))
-    # Small batches keep the progress bar moving and the cores evenly loaded.
-    size = max(1, min(8, math.ceil(len(seeds) / (jobs * 6))))
-    batches = [MonthBatch(tuple(scenarios), tuple(seeds[i : i + size]), exact, base_dir) for i in range(0, len(seeds), size)]
-    results: list[MonthFigures] = []
-    if jobs == 1 or len(batches) == 1:
-        for b in batches:
-            results.extend(run_batch(b))
-            if on_months:
-                on_months(len(b.seeds))
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(batches))) as pool:
-            for b, got in zip(batches, pool.map(run_batch, batches)):
-                results.extend(got)
-                if on_months:
-                    on_months(len(b.seeds))
-    return sorted(results, key=lambda m: m.seed)
 
 
 def _quantiles(v: np.ndarray) -> dict:

@@ -1,4 +1,4 @@
-"""A stored month of a real pool, as a `fleet.model.Month` that `fleet.replay.replay()` can replay.
+"""A stored month of a real pool, as a `fleet.core.month.Month` that `fleet.core.replay.replay()` can replay.
 
 The store holds what a real pool gives: measured rates. The month built here takes:
 - **measured rate** of a card-hour: the hourly rollup. Where the hour's samples
@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleet.config import ConfigError, Scenario
-from fleet.model import Month, _stream, demand_series
+from fleet.core.scenario import ConfigError, Scenario
+from fleet.core.month import Month, demand_series, stream
+from fleet.presets import demand_file_tps
 
 HOUR_S = 3600
 FAR_FUTURE_TS = 4_102_444_800  # 2100-01-01: a telemetry file replayed without a clock has no future bound worth keeping
@@ -67,7 +68,7 @@ def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int 
     hindsight = measured[:, W:].mean(axis=1)
     rated = np.array([scenario.classes[i].rated_tps for i in cls_idx], dtype=np.float64)
     rent = np.array([scenario.classes[i].rent_usd_per_month for i in cls_idx], dtype=np.float64)
-    demand = demand_series(scenario.demand, H, _stream(scenario.seed, "demand"), base_dir)
+    demand = demand_series(scenario.demand, H, stream(scenario.seed, "demand"), demand_file_tps(scenario, base_dir))
     return Month(
         hours=H,
         warmup_hours=W,

@@ -10,7 +10,7 @@ waits for SIGTERM):
 - `decide`: for every scored hour, `fleet.tick.tick` on the store's state; the
   decisions are journaled with the state they leave, then acted on;
 - `billing`: for every decided hour that has ended, its bill, idle cost and
-  ideal bill (`fleet.tick.bill_hours`);
+  ideal bill (`fleet.core.billing.bill_hours`);
 - `metrics`: refreshes the snapshot `/metrics` serves.
 
 Each job catches up on every hour due when it runs and keeps its progress in the
@@ -39,20 +39,22 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from fleet.config import Scenario, budget_cards
-from fleet.journal import Actuator, Command, DryRun, Journal, Webhook
-from fleet.serve_config import ServiceConfig
-from fleet.sizing import tokens_per_dollar
-from fleet.billing import CHURN_FEE_SHARE
-from fleet.tick import PoolState, bill_hours, tick
-from fleet.verdict import checks as judge_checks
-from policies import window_hours
+from fleet.core.scenario import Scenario, budget_cards
+from fleet.service.journal import Actuator, Command, DryRun, Journal, Webhook
+from fleet.service.config import ServiceConfig
+from fleet.core.greedy import tokens_per_dollar
+from fleet.core.billing import churn_fee_usd
+from fleet.core.scores import windowed_scores
+from fleet.core.verdict import month_totals as core_totals, wrong_evictions
+from fleet.core.step import PoolState, tick
+from fleet.core.billing import bill_hours
+from fleet.core.verdict import checks as judge_checks
 from storage.repository import ClassSpec, SqlRepository
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
 HOUR_S = 3600
 JOBS = ("ingest", "score", "decide", "billing", "metrics")
-log = logging.getLogger("fleet.service")
+log = logging.getLogger("fleet.service.service")
 
 
 # -- clocks -----------------------------------------------------------------------------
@@ -110,7 +112,7 @@ class Simulation:
 
     @classmethod
     def of(cls, scenario: Scenario, start_ts: int, base_dir: Path | None = None) -> "Simulation":
-        from fleet.model import draw_month
+        from fleet.core.month import draw_month
 
         return cls(scenario, draw_month(scenario, base_dir), int(start_ts))
 
@@ -192,27 +194,10 @@ class Snapshot:
 
 
 def month_totals(hours: list[HourFigures]) -> dict[str, float]:
-    """Month-to-date sums of billed hours: dollars, tokens and the two ratios the checks read."""
-    warm = sum(h.warm_usd for h in hours)
-    churn = sum(h.churn_usd for h in hours)
-    bill = warm + churn
-    demand = sum(h.demand_tps for h in hours) * HOUR_S
-    delivered = sum(h.delivered_tps for h in hours) * HOUR_S
-    ideal = sum(h.ideal_usd for h in hours)
-    return {
-        "bill_usd": bill,
-        "bill_warm_usd": warm,
-        "bill_churn_usd": churn,
-        "idle_usd": sum(h.idle_usd for h in hours),
-        "ideal_bill_usd": ideal,
-        "convergence": ideal / bill if bill > 0 else float("nan"),
-        "demand_tokens": demand,
-        "delivered_tokens": delivered,
-        "unmet_tokens": demand - delivered,
-        "unmet_share": (demand - delivered) / demand if demand > 0 else 0.0,
-        "wrong_evictions": float(sum(h.wrong_evictions for h in hours)),
-        "evictions": float(sum(h.evictions for h in hours)),
-    }
+    """Month-to-date sums of billed hours (`fleet.core.verdict.month_totals` over the stored hours)."""
+    col = lambda name: np.array([getattr(h, name) for h in hours], dtype=np.float64)  # noqa: E731
+    return core_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
+                       col("delivered_tps"), int(sum(h.evictions for h in hours)), int(sum(h.wrong_evictions for h in hours)))
 
 
 # -- the service ------------------------------------------------------------------------------
@@ -242,6 +227,9 @@ class Service:
             raise ValueError("the service needs a pool and a policy")
         self.cfg = cfg
         self.policy = cfg.policy
+        import policies
+
+        self.parts = policies.resolve(cfg.policy)
         self.repo = repo
         self.store = ServiceStore(repo.engine)
         self.clock = clock
@@ -255,7 +243,7 @@ class Service:
         self._fed_through_ts: int | None = None
         self._scored_empty_ts: int | None = None
         self.window_names = list(dict.fromkeys([self.policy.window, self.policy.eviction_window]))
-        self.windows = {name: window_hours(name) for name in self.window_names}
+        self.windows = {self.policy.window: self.parts.size_window_hours, self.policy.eviction_window: self.parts.evict_window_hours}
         self.hours = cfg.month.hours
         self.start_ts = cfg.month.start_ts
         self._demand_cache: dict[int, np.ndarray] = {}
@@ -318,7 +306,7 @@ class Service:
         if self.sim is not None:
             return self.sim.month.demand_tps
         if month_start_ts not in self._demand_cache:
-            from fleet.model import demand_series
+            from fleet.core.month import demand_series
 
             self._demand_cache[month_start_ts] = demand_series(self.cfg.demand, self.hours, np.random.default_rng(month_start_ts))
         return self._demand_cache[month_start_ts]
@@ -574,7 +562,7 @@ class Service:
                 if k in u["pos"]:
                     out[u["pos"][k]] = v
             state = dataclasses.replace(state, out_hours=out)
-        d = tick(state, self.policy)
+        d = tick(state, self.parts)
         keys = u["keys"]
         new = {keys[i] for i in np.flatnonzero(d.run_set)}
         evicted = [keys[e.card] for e in d.evictions]
@@ -704,9 +692,7 @@ class Service:
             ts = first_ts + j * HOUR_S
             wrong = 0
             if evicted[j] and h0 + j > 0:
-                judged = warm[:, j]
-                median = float(np.median(ticket[judged])) if judged.any() else math.nan
-                wrong = int((ticket[evicted[j]] >= median).sum())
+                wrong = int(wrong_evictions(np.array(evicted[j], dtype=np.int64), warm[:, j], ticket).sum())
             figs.append(HourFigures(
                 hour_ts=ts, month_start_ts=m0, demand_tps=float(demand[j]), capacity_tps=float(b.capacity_tps[j]),
                 delivered_tps=float(b.delivered_tps[j]), scored_capacity_tps=float(sizes.get(ts, {}).get("scored_capacity_tps", 0.0)),
@@ -714,7 +700,7 @@ class Service:
                 idle_usd=float(b.idle_usd[j]), ideal_usd=float(b.ideal_usd[j]), evictions=len(evicted[j]), wrong_evictions=wrong,
             ))
             lines.append([("rent", float(b.warm_usd[j]), None)]
-                         + [("churn", float(CHURN_FEE_SHARE * u["rent_month"][c]), u["keys"][c]) for c in evicted[j]])
+                         + [("churn", float(churn_fee_usd(u["rent_month"][c])), u["keys"][c]) for c in evicted[j]])
         self.store.record_hours(figs, lines)
         return figs
 
@@ -851,39 +837,15 @@ class Service:
             st.skipped_overlap += 1
 
 
-def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int) -> np.ndarray:
-    """Scores at `hours` consecutive hours from a (cards, history_hours + hours - 1) matrix of hourly means.
-
-    With every hour present this is `fleet.model.window_scores` itself; hours with
-    no telemetry (NaN) are left out of their window's mean, and a card with none
-    in its window has no score (NaN).
-    """
-    from fleet.model import window_scores
-
-    full = hourly_tps
-    if not np.isnan(hourly_tps).any():
-        return window_scores(full, history_hours, hours, window_hours).astype(np.float32)
-    have = np.isfinite(full)
-    vals = np.where(have, full, 0.0)
-    cs = np.zeros((vals.shape[0], vals.shape[1] + 1))
-    np.cumsum(vals, axis=1, out=cs[:, 1:])
-    cn = np.zeros_like(cs)
-    np.cumsum(have, axis=1, out=cn[:, 1:])
-    end = history_hours + np.arange(hours)
-    s = cs[:, end] - cs[:, end - window_hours]
-    c = cn[:, end] - cn[:, end - window_hours]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(c > 0, s / np.maximum(c, 1), np.nan).astype(np.float32)
-
-
 def simulation_config(cfg: ServiceConfig, scenario: Scenario) -> ServiceConfig:
     """The config with the preset's pool, policy, demand, checks and month length in place of its own."""
-    from fleet.serve_config import Month, Pool, PoolClass
+    from fleet.core.scenario import CardClass, Pool
+    from fleet.service.config import Month
 
     return cfg.model_copy(
         update={
             "month": Month(start=cfg.month.start, hours=scenario.hours),
-            "pool": Pool(classes=tuple(PoolClass(name=c.name, rated_tps=c.rated_tps, rent_usd_per_month=c.rent_usd_per_month)
+            "pool": Pool(classes=tuple(CardClass(name=c.name, rated_tps=c.rated_tps, rent_usd_per_month=c.rent_usd_per_month)
                                        for c in scenario.classes)),
             "policy": scenario.policy,
             "demand": scenario.demand,

@@ -1,0 +1,91 @@
+"""The bill: warm rent for run-set card-hours, a churn fee per eviction, and nothing for cards outside."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from fleet.core.ideal import ideal_exact_usd_by_hour
+
+CHURN_FEE_SHARE = 0.15
+"""An evicted card bills 15% of a node-month of its class while it drains."""
+
+
+def warm_usd_by_hour(warm: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
+    """Rent billed each hour by the cards warm in it."""
+    return np.asarray(rent_usd_per_hour, dtype=np.float64) @ warm
+
+
+def churn_fee_usd(rent_usd_per_month: np.ndarray) -> np.ndarray:
+    """The churn fee of each evicted card, from its class's monthly rent."""
+    return CHURN_FEE_SHARE * np.asarray(rent_usd_per_month, dtype=np.float64)
+
+
+def delivered_tps(demand_tps: np.ndarray, capacity_tps: np.ndarray) -> np.ndarray:
+    """Tokens/s served in each hour: demand, up to the run set's true capacity."""
+    return np.minimum(demand_tps, capacity_tps)
+
+
+def idle_usd_by_hour(warm_usd: np.ndarray, delivered: np.ndarray, capacity_tps: np.ndarray) -> np.ndarray:
+    """Warm rent that bought capacity which moved no tokens: warm rent × (1 − delivered / capacity)."""
+    used = np.divide(delivered, capacity_tps, out=np.zeros_like(warm_usd), where=capacity_tps > 0)
+    return warm_usd * (1.0 - used)
+
+
+@dataclass(frozen=True)
+class HoursBill:
+    """A stretch of hours billed: one array entry per hour. Replay bills its month as one stretch, the service a day at a time."""
+
+    warm_usd: np.ndarray
+    churn_usd: np.ndarray
+    capacity_tps: np.ndarray
+    delivered_tps: np.ndarray
+    demand_tps: np.ndarray
+    idle_usd: np.ndarray
+    ideal_usd: np.ndarray
+    cards_warm: np.ndarray
+
+    @property
+    def bill_usd(self) -> np.ndarray:
+        return self.warm_usd + self.churn_usd
+
+
+def bill_hours(
+    run_set: np.ndarray,
+    rent_usd_per_hour: np.ndarray,
+    rent_usd_per_month: np.ndarray,
+    true_rate_tps: np.ndarray,
+    demand_tps: np.ndarray,
+    evicted: Sequence[np.ndarray],
+    ideal_usd: np.ndarray | None = None,
+) -> HoursBill:
+    """Warm rent, churn fees, capacity, delivered, idle cost and the ideal bill of a stretch of hours.
+
+    `run_set` and `true_rate_tps` are (cards, hours); `evicted[j]` holds the cards
+    evicted at hour j. The true rate is the simulation's truth, or hindsight (each
+    card's month mean) for a real pool; it is read as given (float32 stays float32,
+    so the ideal's greedy buckets it by rate). `ideal_usd` is the stretch's ideal
+    bill when the caller has it already (a sweep computes it once per month).
+    """
+    warm = np.asarray(run_set, dtype=bool)
+    rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
+    demand = np.asarray(demand_tps, dtype=np.float64)
+    capacity = np.einsum("ch,ch->h", true_rate_tps, warm, dtype=np.float64) if warm.shape[0] else np.zeros(demand.size)
+    delivered = delivered_tps(demand, capacity)
+    warm_usd = warm_usd_by_hour(warm, rent_h)
+    fees = churn_fee_usd(rent_usd_per_month)
+    churn = np.array([float(fees[np.asarray(e, dtype=np.int64)].sum()) for e in evicted], dtype=np.float64)
+    if ideal_usd is None:
+        ideal_usd = ideal_exact_usd_by_hour(true_rate_tps, rent_h, demand)
+    return HoursBill(
+        warm_usd=warm_usd,
+        churn_usd=churn,
+        capacity_tps=capacity,
+        delivered_tps=delivered,
+        demand_tps=demand,
+        idle_usd=idle_usd_by_hour(warm_usd, delivered, capacity),
+        ideal_usd=np.asarray(ideal_usd, dtype=np.float64),
+        cards_warm=warm.sum(axis=0),
+    )

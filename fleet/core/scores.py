@@ -1,0 +1,88 @@
+"""Window scores: each card's mean measured rate over the trailing hours of a window.
+
+Replay scores a drawn or stored month in one pass; the service scores the hours
+its store holds, where an hour may have no telemetry. Both are here, and with
+every hour present they are the same numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleet.core.errors import ConfigError
+
+
+def window_scores(measured_tps: np.ndarray, warmup_hours: int, hours: int, window_hours: int) -> np.ndarray:
+    """Each card's score at each month hour: the mean measured rate over the `window_hours` before it."""
+    return window_scores_many(measured_tps, warmup_hours, hours, (window_hours,))[0]
+
+
+_SCORE_BLOCK_CELLS = 1 << 21
+"""Card-hours of running sum held at once (16 MiB of float64)."""
+
+
+def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...]) -> list[np.ndarray]:
+    """`window_scores` for several windows from one running sum of the telemetry.
+
+    Each score is (running sum at the hour − running sum a window earlier) / window,
+    the running sum taken in float64 hour by hour from the first hour of history.
+    The sum is built across a block of cards at a time, one hour per step, which is
+    the same sequence of additions as a cumulative sum along each card's row but
+    vectorises over cards. Returns (cards, hours) float32 arrays laid out hours-major,
+    so one hour's scores of every card are contiguous.
+    """
+    for w in windows:
+        if w > warmup_hours:
+            raise ConfigError(f"window of {w} hours is longer than the {warmup_hours} hours of warm-up history")
+    n, total = measured_tps.shape
+    scores = [np.empty((hours, n), dtype=np.float32) for _ in windows]
+    block = max(1, _SCORE_BLOCK_CELLS // max(total, 1))
+    for a in range(0, n, block):
+        b = min(n, a + block)
+        running = np.zeros((total + 1, b - a), dtype=np.float64)
+        running[1:] = measured_tps[a:b].T
+        for h in range(1, total + 1):
+            running[h] += running[h - 1]
+        for w, out in zip(windows, scores):
+            out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
+    return [s.T for s in scores]
+
+
+def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int) -> np.ndarray:
+    """Scores at `hours` consecutive hours from a (cards, history_hours + hours - 1) matrix of hourly means.
+
+    With every hour present this is `window_scores` itself; hours with no telemetry
+    (NaN) are left out of their window's mean, and a card with none in its window
+    has no score (NaN).
+    """
+    full = hourly_tps
+    if not np.isnan(hourly_tps).any():
+        return window_scores(full, history_hours, hours, window_hours).astype(np.float32)
+    have = np.isfinite(full)
+    vals = np.where(have, full, 0.0)
+    cs = np.zeros((vals.shape[0], vals.shape[1] + 1))
+    np.cumsum(vals, axis=1, out=cs[:, 1:])
+    cn = np.zeros_like(cs)
+    np.cumsum(have, axis=1, out=cn[:, 1:])
+    end = history_hours + np.arange(hours)
+    s = cs[:, end] - cs[:, end - window_hours]
+    c = cn[:, end] - cn[:, end - window_hours]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(c > 0, s / np.maximum(c, 1), np.nan).astype(np.float32)
+
+
+def rows_scores(measured_tps: np.ndarray, rows: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...]) -> list[np.ndarray]:
+    """Scores of the cards in `rows` through each window, as (cards, hours) hours-major arrays; other cards score zero."""
+    n = measured_tps.shape[0]
+    # Classes are drawn one after another, so a class is usually a run of rows: slice it, don't copy it.
+    contiguous = rows.size > 0 and int(rows[-1]) - int(rows[0]) + 1 == rows.size
+    sel = slice(int(rows[0]), int(rows[-1]) + 1) if contiguous else rows
+    got = window_scores_many(measured_tps[sel], warmup_hours, hours, windows)
+    if rows.size == n:
+        return got
+    out = []
+    for s in got:
+        full = np.zeros((hours, n), dtype=np.float32).T
+        full[sel] = s
+        out.append(full)
+    return out

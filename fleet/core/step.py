@@ -1,0 +1,259 @@
+"""The hour-step: the eviction pass and the sizing step, pure, called by replay and by the service's tick.
+
+- `eviction_pass`: at a decision hour (the rule's cadence, while budget is left) the
+  rule judges the previous hour's run set through its window, the admission lets
+  through what the breaker, the disruption budget and the month's budget allow, and
+  each eviction is recorded as a `CardDecision` with its reason.
+- `size_stretch`: the sizing mode's run set for a stretch of hours with no eviction
+  in between, then the hysteresis. Replay sizes the hours between two decisions in
+  one vectorised stretch; the service sizes one hour at a time. Same functions.
+- `tick`: one service hour, both steps, and the cards added and released, as frozen
+  `Decisions` that the journal, `explain`, `plan` and export read.
+
+No clock, no I/O: the hour and every input are arguments; policies arrive resolved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleet.core.greedy import tokens_per_dollar
+from fleet.core.plugins import PolicyParts, SizingInput
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True)
+class CardDecision:
+    """One card's decision: `evict`, `add` (to the run set) or `release` (from it), with the score it read and why."""
+
+    kind: str
+    hour: int  # the month hour it was decided at
+    card: int
+    score_tps: float
+    tokens_per_usd: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class EvictionPass:
+    """One pass of the eviction policy: what it judged, who it would evict, who it evicted, what held the rest back."""
+
+    hour: int
+    rule: str
+    window: str
+    fraction: float
+    judged: int
+    candidates: tuple[int, ...]
+    evicted: tuple[int, ...]
+    evictions: tuple[CardDecision, ...]
+    median_score_tps: float
+    threshold_tps: float
+    blocked_by_budget: int
+    blocked_by_disruption: int
+    breaker_open: bool
+    draining: int
+    allowed_now: int
+    budget_left_before: int
+    budget_left_after: int
+    reason: str  # the rule's reason, or why the admission held every candidate back
+
+
+def is_decision_hour(hour: int, parts: PolicyParts, budget_left: int) -> bool:
+    """The eviction policy runs at hours cadence, 2 × cadence, ... while its rule is on and budget is left."""
+    return parts.evicts and budget_left > 0 and hour > 0 and hour % parts.policy.eviction.cadence_hours == 0
+
+
+def eviction_pass(
+    hour: int,
+    evict_score_tps: np.ndarray,
+    run_set: np.ndarray,
+    rent_usd_per_hour: np.ndarray,
+    budget_left: int,
+    eviction_hours: tuple[int, ...] | list[int],
+    pool_cards: int,
+    parts: PolicyParts,
+) -> EvictionPass:
+    """Judge the run set, admit what the limits allow, record each eviction with its reason."""
+    policy = parts.policy
+    ev = policy.eviction
+    run_set = np.asarray(run_set, dtype=bool)
+    judged = int(run_set.sum())
+    judgement = parts.rule.judge(evict_score_tps, run_set, ev.fraction)
+    draining = parts.admission.draining(eviction_hours, hour)
+    adm = parts.admission.admit(judgement, judged, budget_left, draining, pool_cards)
+    taken = adm.taken
+    tpd = tokens_per_dollar(np.asarray(evict_score_tps)[taken], np.asarray(rent_usd_per_hour)[taken]) if taken.size else np.empty(0)
+    evictions = []
+    left = int(budget_left)
+    for i, c in enumerate(taken):
+        left -= 1
+        score = float(evict_score_tps[c])
+        evictions.append(
+            CardDecision(
+                "evict",
+                int(hour),
+                int(c),
+                score,
+                float(tpd[i]),
+                f"{judgement.reason}: scored {score:.0f} tok/s through the {policy.eviction_window} window, "
+                f"under the threshold {judgement.threshold_tps:.0f} tok/s (median {judgement.median_tps:.0f}); "
+                f"budget left after it {left}",
+            )
+        )
+    return EvictionPass(
+        hour=int(hour),
+        rule=ev.rule,
+        window=policy.eviction_window,
+        fraction=ev.fraction,
+        judged=judged,
+        candidates=tuple(int(c) for c in judgement.candidates),
+        evicted=tuple(int(c) for c in taken),
+        evictions=tuple(evictions),
+        median_score_tps=float(judgement.median_tps),
+        threshold_tps=float(judgement.threshold_tps),
+        blocked_by_budget=adm.blocked_by_budget,
+        blocked_by_disruption=adm.blocked_by_disruption,
+        breaker_open=adm.breaker_open,
+        draining=draining,
+        allowed_now=adm.allowed_now,
+        budget_left_before=int(budget_left),
+        budget_left_after=int(budget_left) - int(taken.size),
+        reason=adm.reason,
+    )
+
+
+def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyParts) -> tuple[np.ndarray, np.ndarray]:
+    """The run set of each hour of a stretch, (cards, k): the sizing mode's, then the hysteresis.
+
+    `out_hours` is how many hours the mode had left each card out before the stretch
+    (None: the month starts, nobody is warm); returned as it stands at the stretch's end.
+    """
+    return parts.hysteresis.hold(parts.mode.size(inp), inp.eligible, out_hours)
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """What the service knows at the start of month hour `hour`, before deciding it."""
+
+    hour: int
+    score_tps: np.ndarray  # (cards,) the sizing window's score at this hour
+    evict_score_tps: np.ndarray  # (cards,) the eviction window's score at this hour
+    rent_usd_per_hour: np.ndarray  # (cards,)
+    eligible: np.ndarray  # (cards,) bool: the policy's class, not evicted
+    run_set: np.ndarray | None  # (cards,) bool: warm in the previous hour; None at month start
+    demand_tps: float  # this hour's demand
+    peak_demand_tps: float  # the month's peak demand (held mode sizes for it)
+    pool_cards: int  # cards of the policy's class at month start (the budget's base)
+    budget_left: int  # evictions the month's budget still allows
+    eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
+    out_hours: np.ndarray | None = None  # (cards,) hours the sizing mode has left each card out; None: warm cards were chosen
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """Everything one hour decided. `run_set` and `eligible` are the state after it (read-only arrays)."""
+
+    hour: int
+    mode: str
+    window: str
+    target_tps: float
+    scored_capacity_tps: float
+    run_set: np.ndarray
+    eligible: np.ndarray
+    budget_left: int
+    out_hours: np.ndarray | None = None  # (cards,) after this hour, for the next one (hysteresis)
+    eviction: EvictionPass | None = None
+    adds: tuple[CardDecision, ...] = ()
+    releases: tuple[CardDecision, ...] = ()
+    held_warm: int = 0  # warm cards the mode left out, kept by the hysteresis
+    reason: str = ""
+
+    @property
+    def evictions(self) -> tuple[CardDecision, ...]:
+        return self.eviction.evictions if self.eviction is not None else ()
+
+    @property
+    def card_decisions(self) -> tuple[CardDecision, ...]:
+        """In the order they are acted on: evictions first, then releases, then additions."""
+        return self.evictions + self.releases + self.adds
+
+
+def tick(state: PoolState, parts: PolicyParts) -> Decisions:
+    """Decide one hour: evictions at a decision hour, then the run set."""
+    policy = parts.policy
+    rent = np.asarray(state.rent_usd_per_hour, dtype=np.float64)
+    score = np.asarray(state.score_tps)
+    eligible = np.asarray(state.eligible, dtype=bool).copy()
+    budget_left = int(state.budget_left)
+
+    passed = None
+    if state.run_set is not None and is_decision_hour(state.hour, parts, budget_left):
+        passed = eviction_pass(state.hour, np.asarray(state.evict_score_tps), state.run_set, rent, budget_left,
+                               state.eviction_hours, state.pool_cards, parts)
+        eligible[list(passed.evicted)] = False
+        budget_left = passed.budget_left_after
+
+    before = None if state.run_set is None else np.asarray(state.run_set, dtype=bool)
+    inp = SizingInput(
+        hours=np.array([state.hour]),
+        score_tps=score[:, None],
+        rent_usd_per_hour=rent,
+        eligible=eligible,
+        demand_tps=np.array([state.demand_tps], dtype=np.float64),
+        peak_demand_tps=float(state.peak_demand_tps),
+        headroom=policy.headroom,
+        previous=before,
+    )
+    if before is None:
+        out_before = None
+    elif state.out_hours is not None:
+        out_before = np.asarray(state.out_hours)
+    else:
+        out_before = np.where(before, 0, parts.hysteresis.release_after_hours)
+    chosen = np.asarray(parts.mode.size(inp))[:, :1].astype(bool)
+    warm_k, out_after = parts.hysteresis.hold(chosen, eligible, out_before)
+    warm = warm_k[:, 0]
+    target = float(parts.mode.target_tps(state.demand_tps, state.peak_demand_tps, policy.headroom))
+    capacity = float(np.asarray(score, dtype=np.float64)[warm].sum())
+    was = np.zeros_like(warm) if before is None else before
+    evicted = np.zeros_like(warm)
+    if passed is not None:
+        evicted[list(passed.evicted)] = True
+    added = np.flatnonzero(warm & ~was)
+    released = np.flatnonzero(was & ~warm & ~evicted)
+    held = int((warm & ~chosen[:, 0]).sum())
+    tpd_all = tokens_per_dollar(score, rent)
+    why = f"{policy.mode} mode through the {policy.window} window: target {target:.0f} tok/s, scored capacity {capacity:.0f} tok/s"
+    if parts.hysteresis.release_after_hours > 1:
+        why += f"; {held} cards held warm until left out {parts.hysteresis.release_after_hours} hours"
+    adds = tuple(
+        CardDecision("add", state.hour, int(c), float(score[c]), float(tpd_all[c]), f"added: among the best tokens per dollar to cover the target; {why}")
+        for c in added
+    )
+    releases = tuple(
+        CardDecision("release", state.hour, int(c), float(score[c]), float(tpd_all[c]), f"released: not needed to cover the target; {why}")
+        for c in released
+    )
+    return Decisions(
+        hour=state.hour,
+        mode=policy.mode,
+        window=policy.window,
+        target_tps=target,
+        scored_capacity_tps=capacity,
+        run_set=_frozen(warm),
+        eligible=_frozen(eligible),
+        budget_left=budget_left,
+        out_hours=_frozen(out_after),
+        eviction=passed,
+        adds=adds,
+        releases=releases,
+        held_warm=held,
+        reason=why,
+    )

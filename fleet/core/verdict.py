@@ -1,0 +1,157 @@
+"""A month's figures and its three checks; the wrong-eviction rule; the month's totals.
+
+Replay and the service judge a month through these same functions: the service
+sums its billed hours with `month_totals` and judges them with `checks`, as the
+verdict of a replayed month does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from fleet.core.replay import MonthResult
+
+HOUR_S = 3600
+
+
+def wrong_evictions(evicted: np.ndarray, judged: np.ndarray, ticket_tps: np.ndarray) -> np.ndarray:
+    """For each evicted card, whether it was wrong: its lottery ticket at or above the median ticket of the run set judged.
+
+    The ticket (rated × quality) is the card's truth; a dip it was riding is transient,
+    so a card thrown out during a dip is a healthy card lost.
+    """
+    evicted = np.asarray(evicted, dtype=np.int64)
+    judged = np.asarray(judged, dtype=bool)
+    if evicted.size == 0:
+        return np.zeros(0, dtype=bool)
+    median = float(np.median(ticket_tps[judged])) if judged.any() else float("nan")
+    return np.asarray(ticket_tps, dtype=np.float64)[evicted] >= median
+
+
+def median_ticket_tps(judged: np.ndarray, ticket_tps: np.ndarray) -> float:
+    """The median lottery ticket of the run set judged (the line `wrong_evictions` draws)."""
+    judged = np.asarray(judged, dtype=bool)
+    return float(np.median(ticket_tps[judged])) if judged.any() else float("nan")
+
+
+def month_totals(
+    warm_usd: np.ndarray,
+    churn_usd: np.ndarray,
+    idle_usd: np.ndarray,
+    ideal_usd: np.ndarray,
+    demand_tps: np.ndarray,
+    delivered_tps: np.ndarray,
+    evictions: int,
+    wrong_evictions: int,
+) -> dict[str, float]:
+    """Sums of billed hours: dollars, tokens, and the two ratios the checks read."""
+    bill_warm = float(np.sum(warm_usd))
+    churn = float(np.sum(churn_usd))
+    bill = bill_warm + churn
+    ideal = float(np.sum(ideal_usd))
+    demand_sum, delivered_sum = float(np.sum(demand_tps)), float(np.sum(delivered_tps))
+    demand, delivered = demand_sum * HOUR_S, delivered_sum * HOUR_S
+    return {
+        "bill_usd": bill,
+        "bill_warm_usd": bill_warm,
+        "bill_churn_usd": churn,
+        "idle_usd": float(np.sum(idle_usd)),
+        "ideal_bill_usd": ideal,
+        "convergence": ideal / bill if bill > 0 else float("nan"),
+        "demand_tokens": demand,
+        "delivered_tokens": delivered,
+        "unmet_tokens": demand - delivered,
+        "unmet_share": (demand_sum - delivered_sum) / demand_sum if demand_sum > 0 else 0.0,
+        "evictions": int(evictions),
+        "wrong_evictions": int(wrong_evictions),
+    }
+
+
+def checks(figs: dict, marks) -> dict:
+    """Pass or fail of capacity, convergence and eviction, each with its mark and the figure it read."""
+    return {
+        "capacity": {
+            "pass": bool(figs["unmet_share"] <= marks.max_unmet_share + 1e-12),
+            "value": figs["unmet_share"],
+            "mark": f"unmet demand <= {marks.max_unmet_share:.1%} of demand",
+        },
+        "convergence": {
+            "pass": bool(figs["convergence"] >= marks.min_convergence - 1e-12),
+            "value": figs["convergence"],
+            "mark": f"ideal bill / real bill >= {marks.min_convergence:.1%}",
+        },
+        "eviction": {
+            "pass": bool(figs["wrong_evictions"] <= marks.max_wrong_evictions),
+            "value": figs["wrong_evictions"],
+            "mark": f"wrong evictions <= {marks.max_wrong_evictions}",
+        },
+    }
+
+
+def figures(r: "MonthResult") -> dict:
+    """Every figure of the verdict, as plain numbers (the `--json` object)."""
+    s = r.scenario
+    H = max(1, r.month.hours)
+    b = r.bill
+    wrong = int(r.wrong.sum())
+    n_evicted = int(r.wrong.size)
+    t = month_totals(b.warm_usd, b.churn_usd, b.idle_usd, b.ideal_usd, b.demand_tps, b.delivered_tps, n_evicted, wrong)
+    run_class = s.policy.card_class
+    pool_cards = int((r.month.card_class == r.month.class_names.index(run_class)).sum())
+    bill = t["bill_usd"]
+    figs = {
+        "preset": s.name,
+        "fix": False,
+        "seed": s.seed,
+        "hours": r.month.hours,
+        "card_class": run_class,
+        "pool_cards": pool_cards,
+        "window": s.policy.window,
+        "mode": s.policy.mode,
+        "headroom": s.policy.headroom,
+        "eviction_rule": s.policy.eviction.rule,
+        "eviction_window": s.policy.eviction_window,
+        "eviction_share": s.policy.eviction.share,
+        "demand_avg_tps": float(b.demand_tps.sum()) / H,
+        "demand_peak_tps": float(b.demand_tps.max()) if b.demand_tps.size else 0.0,
+        "capacity_avg_tps": float(b.capacity_tps.sum()) / H,
+        "delivered_avg_tps": float(b.delivered_tps.sum()) / H,
+        "unmet_avg_tps": (float(b.demand_tps.sum()) - float(b.delivered_tps.sum())) / H,
+        "unmet_share": t["unmet_share"],
+        "short_hours": int((b.delivered_tps < b.demand_tps - 1e-6).sum()),
+        "cards_warm_avg": float(b.cards_warm.mean()) if b.cards_warm.size else 0.0,
+        "cards_warm_max": int(b.cards_warm.max()) if b.cards_warm.size else 0,
+        "cards_used": int(r.warm.any(axis=1).sum()),
+        "bill_usd": bill,
+        "bill_warm_usd": t["bill_warm_usd"],
+        "bill_churn_usd": t["bill_churn_usd"],
+        "idle_usd": t["idle_usd"],
+        "idle_share": t["idle_usd"] / bill if bill > 0 else 0.0,
+        "ideal_bill_usd": t["ideal_bill_usd"],
+        "convergence": t["convergence"],
+        "evictions": n_evicted,
+        "eviction_budget": r.eviction_budget,
+        "wrong_evictions": wrong,
+        "wrong_eviction_share": wrong / n_evicted if n_evicted else 0.0,
+    }
+    figs["checks"] = checks(figs, s.checks)
+    return figs
+
+
+def json_safe(obj):
+    """Figures as JSON-ready values (NaN becomes null)."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        v = float(obj)
+        return None if not np.isfinite(v) else v
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj

@@ -1,0 +1,46 @@
+"""Pool files: the classes and cards of a real pool, declared before their telemetry arrives.
+
+A pool file is the core's `Pool` model (the service config's `[pool]` table is the
+same model), read from TOML and validated by pydantic:
+
+    default_class = "flagship"
+    [[classes]]
+    name = "flagship"
+    rated_tps = 6000
+    rent_usd_per_month = 2690
+    [[cards]]
+    card_id = "gpu-a1"
+    card_class = "flagship"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from fleet.core.errors import ConfigError
+from fleet.core.scenario import Pool, format_validation
+from fleet.presets import read_toml
+from storage.repository import ClassSpec, Repository
+
+
+def load_pool(path: str | Path) -> Pool:
+    """Read and validate a pool file; any fault is one `ConfigError` naming the file and the key."""
+    p = Path(path)
+    where = f"pool file {str(p)!r}"
+    raw = read_toml(p, where)
+    try:
+        return Pool.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(f"{where}: {format_validation(err)}") from None
+
+
+def class_specs(pool: Pool) -> list[ClassSpec]:
+    """The pool's classes as the store keeps them."""
+    return [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in pool.classes]
+
+
+def declare_pool(repo: Repository, pool: Pool, now_ts: int) -> None:
+    repo.declare_classes(class_specs(pool))
+    repo.declare_cards(pool.card_classes(), now_ts)

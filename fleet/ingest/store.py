@@ -1,0 +1,256 @@
+"""Judging records and storing them: each batch judged against the known cards, then written in one transaction.
+
+- A bad **record** is quarantined with its raw text, its record number (the line
+  number in a text file, the row number in a Parquet file) and a reason from
+  `REASONS`; the valid records around it are stored.
+- A **crash** mid-write loses at most the batch in flight (its transaction rolls
+  back); running the same ingest again stores what is missing, and the (card_id,
+  ts) key makes the samples already stored duplicates. A run whose last batch did
+  not commit stays without `finished_ts` in `ingest_runs`.
+
+Counts always add up: read = stored + duplicates + quarantined. Judging is pure;
+only `ingest_parsed` talks to the store, through `storage.Repository`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from fleet.core.errors import ConfigError
+from fleet.ingest.formats import (
+    ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, MISSING, NONFINITE, OK, REASONS, UNPARSEABLE, _REASON_CODE, Parsed, _as_epoch_seconds, _as_numbers, _keys, read_file,
+)
+from storage.repository import CardInfo, ClassSpec, Rejected, Repository, SampleBatch
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """How records are judged. `now_ts` is the clock's time (passed in, never read here)."""
+
+    now_ts: int
+    strict: bool = False  # unknown cards are quarantined (True) or registered on first sight (False)
+    default_class: str = "unassigned"  # class of a card registered on first sight whose record names none
+    plausible_factor: float = 5.0  # a rate above this × the class's rated rate is implausible
+    batch_records: int = 100_000
+
+    def __post_init__(self) -> None:
+        if not self.plausible_factor > 0:
+            raise ConfigError(f"plausible factor {self.plausible_factor}: must be above 0")
+        if self.batch_records < 1:
+            raise ConfigError(f"batch size {self.batch_records}: must be at least 1")
+        if not self.default_class.strip():
+            raise ConfigError("default class: must not be empty")
+
+    @property
+    def max_ts(self) -> int:
+        return int(self.now_ts) + FUTURE_SLACK_S
+
+
+@dataclass
+class Judged:
+    """One batch judged: the samples to store, the records rejected, the cards to register, the in-batch duplicates."""
+
+    samples: SampleBatch
+    rejected: Rejected
+    register: dict[str, str]
+    duplicates: int
+
+
+def judge(
+    columns: Mapping[str, pa.Array],
+    record_no: np.ndarray,
+    raw_text: Callable[[Iterable[int]], list[str]],
+    cards: Mapping[str, CardInfo],
+    classes: Mapping[str, ClassSpec],
+    settings: IngestSettings,
+    pre_no: Iterable[int] = (),
+    pre_reason: Iterable[str] = (),
+) -> Judged:
+    """Judge the records of one batch against the known cards and classes (pure: nothing is written).
+
+    The first failing check names the reason; checks run field by field, then
+    card and class, then plausibility against the class's rated rate.
+    """
+    n = int(record_no.size)
+    reason = np.zeros(n, dtype=np.int16)  # 0: no fault found yet; else 1 + index in REASONS
+
+    def flag(mask: np.ndarray, why: str) -> None:
+        reason[mask & (reason == 0)] = _REASON_CODE[why]
+
+    key, key_st = _keys(columns["card_id"])
+    flag(key_st == MISSING, "missing:card_id")
+    flag(key_st == UNPARSEABLE, "unparseable:card_id")
+    flag(key_st == 4, "too-long:card_id")
+    ts, ts_st = _as_epoch_seconds(columns["ts"])
+    flag(ts_st == MISSING, "missing:ts")
+    flag(ts_st == UNPARSEABLE, "unparseable:ts")
+    with np.errstate(invalid="ignore"):
+        flag((ts_st == OK) & ((ts < MIN_TS) | (ts > settings.max_ts)), "out-of-range:ts")
+    tps, tps_st = _as_numbers(columns["tokens_per_s"])
+    flag(tps_st == MISSING, "missing:tokens_per_s")
+    flag(tps_st == UNPARSEABLE, "unparseable:tokens_per_s")
+    flag(tps_st == NONFINITE, "non-finite:tokens_per_s")
+    with np.errstate(invalid="ignore"):
+        flag((tps_st == OK) & (tps < 0), "negative:tokens_per_s")
+    if "busy_fraction" in columns:
+        busy, busy_st = _as_numbers(columns["busy_fraction"])
+        flag(busy_st == UNPARSEABLE, "unparseable:busy_fraction")
+        flag(busy_st == NONFINITE, "non-finite:busy_fraction")
+        with np.errstate(invalid="ignore"):
+            flag((busy_st == OK) & ((busy < 0) | (busy > 1)), "out-of-range:busy_fraction")
+    else:
+        busy = np.full(n, np.nan)
+    if "card_class" in columns:
+        named_class, cls_st = _keys(columns["card_class"])
+        flag(cls_st == UNPARSEABLE, "unparseable:card_class")
+        flag(cls_st == 4, "too-long:card_class")
+        named_class = np.where(cls_st == OK, named_class, None)
+    else:
+        named_class = np.full(n, None, dtype=object)
+
+    # Cards: known ones keep their class; unknown ones are registered (or, strict, quarantined).
+    alive = reason == 0
+    inv, uniq = pd.factorize(pd.Series(key, dtype=object))
+    uniq = np.asarray(uniq, dtype=object)
+    known = np.array([k in cards for k in uniq], dtype=bool)
+    card_class = np.array([cards[k].class_name if k in cards else None for k in uniq], dtype=object)
+    row_known = known[inv] if n else np.zeros(0, dtype=bool)
+    if settings.strict:
+        flag(alive & ~row_known, "unknown-card")
+    else:
+        # A new card takes the class its first valid record names, else the default class.
+        first_named = {}
+        for i in np.flatnonzero(alive & ~row_known):
+            k = inv[i]
+            if k not in first_named:
+                first_named[k] = named_class[i] or settings.default_class
+        for k, c in first_named.items():
+            card_class[k] = c
+    row_class = card_class[inv] if n else np.zeros(0, dtype=object)
+    flag((named_class != None) & (row_class != None) & (named_class != row_class), "class-conflict")  # noqa: E711
+    rated = np.array([classes[c].rated_tps if c in classes and classes[c].rated_tps else np.nan for c in card_class], dtype=float)
+    row_rated = rated[inv] if n else np.zeros(0)
+    with np.errstate(invalid="ignore"):
+        cap = np.where(np.isnan(row_rated), ABSOLUTE_MAX_TPS, settings.plausible_factor * row_rated)
+        flag(tps > cap, "implausible:tokens_per_s")
+
+    valid = reason == 0
+    ts_int = np.floor(np.where(valid, ts, 0)).astype(np.int64)
+    # Within the batch, a record repeating an earlier one's card and second is a duplicate (same values) or a conflict.
+    frame = pd.DataFrame({"k": inv, "ts": ts_int, "tps": tps, "busy": busy})[valid]
+    dup = frame.duplicated(subset=["k", "ts"], keep="first")
+    duplicates = 0
+    dup_pos = np.zeros(n, dtype=bool)
+    if dup.any():
+        firsts = frame.groupby(["k", "ts"], sort=False)[["tps", "busy"]].transform("first")
+        same = (frame["tps"] == firsts["tps"]) & ((frame["busy"] == firsts["busy"]) | (frame["busy"].isna() & firsts["busy"].isna()))
+        conflict_pos = frame.index.to_numpy()[(dup & ~same).to_numpy()]
+        same_pos = frame.index.to_numpy()[(dup & same).to_numpy()]
+        reason[conflict_pos] = _REASON_CODE["conflicting-duplicate"]
+        dup_pos[same_pos] = True
+        duplicates = int(same_pos.size)
+    store = (reason == 0) & ~dup_pos
+
+    register = {}
+    if not settings.strict:
+        for k in np.unique(inv[store & ~row_known]) if n else []:
+            register[str(uniq[k])] = str(card_class[k])
+
+    bad = np.flatnonzero(reason)
+    pre_no, pre_reason = list(pre_no), list(pre_reason)
+    rej_no = pre_no + record_no[bad].tolist()
+    rejected = Rejected(rej_no, raw_text(rej_no), pre_reason + [REASONS[c - 1] for c in reason[bad].tolist()])
+    samples = SampleBatch(
+        card_key=key[store],
+        ts=ts_int[store],
+        tokens_per_s=tps[store],
+        busy_fraction=busy[store],
+        record_no=record_no[store],
+    )
+    return Judged(samples, rejected, register, duplicates)
+
+
+# -- the store --------------------------------------------------------------------
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did; `as_json()` is the `fleet ingest --json` object."""
+
+    source: str
+    run_id: int | None = None
+    read: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    quarantined: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+
+    def add(self, read: int, stored: int, duplicates: int, quarantined: int, reasons: Mapping[str, int]) -> None:
+        self.read += read
+        self.stored += stored
+        self.duplicates += duplicates
+        self.quarantined += quarantined
+        for k, v in reasons.items():
+            self.reasons[k] = self.reasons.get(k, 0) + v
+        self.batches += 1
+
+    def as_json(self) -> dict:
+        return {
+            "source": self.source,
+            "read": self.read,
+            "stored": self.stored,
+            "duplicates": self.duplicates,
+            "quarantined": self.quarantined,
+            "reasons": dict(sorted(self.reasons.items())),
+        }
+
+
+def ingest_parsed(
+    repo: Repository,
+    parsed: Parsed,
+    settings: IngestSettings,
+    progress: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Judge and store a parsed source, one transaction per batch of `settings.batch_records` records."""
+    report = IngestReport(parsed.name)
+    run_id = repo.begin_run(parsed.name, parsed.digest, settings.now_ts)
+    report.run_id = run_id
+    cards = dict(repo.cards())
+    classes = dict(repo.classes())
+    all_no = np.sort(np.concatenate((parsed.record_no, parsed.bad_no)))
+    step = settings.batch_records
+    for part, lo in enumerate(range(0, max(all_no.size, 1), step)):
+        chunk = all_no[lo : lo + step]
+        if chunk.size == 0:
+            break
+        first, last = int(chunk[0]), int(chunk[-1])
+        a, b = np.searchsorted(parsed.record_no, [first, last + 1])
+        c, d = np.searchsorted(parsed.bad_no, [first, last + 1])
+        cols = {k: v.slice(a, b - a) for k, v in parsed.columns.items()}
+        judged = judge(cols, parsed.record_no[a:b], parsed.raw_text, cards, classes, settings, parsed.bad_no[c:d].tolist(), parsed.bad_reason[c:d])
+        out = repo.write_batch(
+            run_id, part, first, judged.samples, judged.rejected, judged.register,
+            parsed.name, parsed.digest, settings.now_ts,
+            raw_text_of=parsed.raw_text, duplicates_in_batch=judged.duplicates,
+        )
+        for info in out.registered:
+            cards[info.card_key] = info
+        if out.registered:
+            classes = dict(repo.classes())
+        report.add(out.read, out.stored, out.duplicates, out.quarantined, out.reasons)
+        if progress:
+            progress(int(chunk.size))
+    repo.finish_run(run_id, settings.now_ts)
+    return report
+
+
+def ingest_file(repo: Repository, path: str | Path, settings: IngestSettings, fmt: str | None = None,
+                progress: Callable[[int], None] | None = None) -> IngestReport:
+    """Parse a whole file (a bad file raises `BadSource` before anything is written), then store it batch by batch."""
+    return ingest_parsed(repo, read_file(path, fmt), settings, progress)
