@@ -150,5 +150,5 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
         wrong=np.array(wrong, dtype=bool),
         median_ticket_tps=np.array(medians, dtype=np.float64),
     )
-    result.figures = figures(result)
+    result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
     return result

@@ -7,12 +7,11 @@ verdict of a replayed month does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-if TYPE_CHECKING:
-    from fleet.core.replay import MonthResult
+from fleet.core.billing import HoursBill
+from fleet.core.month import Month
+from fleet.core.scenario import Scenario
 
 HOUR_S = 3600
 
@@ -91,22 +90,20 @@ def checks(figs: dict, marks) -> dict:
     }
 
 
-def figures(r: "MonthResult") -> dict:
-    """Every figure of the verdict, as plain numbers (the `--json` object)."""
-    s = r.scenario
-    H = max(1, r.month.hours)
-    b = r.bill
-    wrong = int(r.wrong.sum())
-    n_evicted = int(r.wrong.size)
+def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_eviction: np.ndarray, eviction_budget: int) -> dict:
+    """Every figure of the verdict, as plain numbers (the `--json` object), from a month's run sets, bill and evictions."""
+    H = max(1, month.hours)
+    wrong = int(np.sum(wrong_by_eviction))
+    n_evicted = int(np.size(wrong_by_eviction))
     t = month_totals(b.warm_usd, b.churn_usd, b.idle_usd, b.ideal_usd, b.demand_tps, b.delivered_tps, n_evicted, wrong)
     run_class = s.policy.card_class
-    pool_cards = int((r.month.card_class == r.month.class_names.index(run_class)).sum())
+    pool_cards = int((month.card_class == month.class_names.index(run_class)).sum())
     bill = t["bill_usd"]
     figs = {
         "preset": s.name,
         "fix": False,
         "seed": s.seed,
-        "hours": r.month.hours,
+        "hours": month.hours,
         "card_class": run_class,
         "pool_cards": pool_cards,
         "window": s.policy.window,
@@ -124,7 +121,7 @@ def figures(r: "MonthResult") -> dict:
         "short_hours": int((b.delivered_tps < b.demand_tps - 1e-6).sum()),
         "cards_warm_avg": float(b.cards_warm.mean()) if b.cards_warm.size else 0.0,
         "cards_warm_max": int(b.cards_warm.max()) if b.cards_warm.size else 0,
-        "cards_used": int(r.warm.any(axis=1).sum()),
+        "cards_used": int(warm.any(axis=1).sum()),
         "bill_usd": bill,
         "bill_warm_usd": t["bill_warm_usd"],
         "bill_churn_usd": t["bill_churn_usd"],
@@ -133,7 +130,7 @@ def figures(r: "MonthResult") -> dict:
         "ideal_bill_usd": t["ideal_bill_usd"],
         "convergence": t["convergence"],
         "evictions": n_evicted,
-        "eviction_budget": r.eviction_budget,
+        "eviction_budget": eviction_budget,
         "wrong_evictions": wrong,
         "wrong_eviction_share": wrong / n_evicted if n_evicted else 0.0,
     }
