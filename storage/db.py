@@ -18,8 +18,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from fleet.core.scenario import ConfigError
+from fleet.core.errors import ConfigError
 from storage import DEFAULT_URL
+
 BUSY_TIMEOUT_MS = 30_000
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
 
