@@ -41,38 +41,10 @@ class MonthResult:
         """Every eviction, in the order they were made."""
         return [e for p in self.passes for e in p.evictions]
 
-    # The hourly series, by the names the export and the tests read.
-    @property
-    def demand_tps(self) -> np.ndarray:
-        return self.bill.demand_tps
-
-    @property
-    def capacity_tps(self) -> np.ndarray:
-        return self.bill.capacity_tps
-
-    @property
-    def delivered_tps(self) -> np.ndarray:
-        return self.bill.delivered_tps
-
     @property
     def cards_warm(self) -> np.ndarray:
+        """Cards warm in each hour (the bill's count)."""
         return self.bill.cards_warm
-
-    @property
-    def warm_usd(self) -> np.ndarray:
-        return self.bill.warm_usd
-
-    @property
-    def idle_usd(self) -> np.ndarray:
-        return self.bill.idle_usd
-
-    @property
-    def ideal_usd(self) -> np.ndarray:
-        return self.bill.ideal_usd
-
-    @property
-    def churn_usd(self) -> float:
-        return float(self.bill.churn_usd.sum())
 
 
 def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None) -> MonthResult:

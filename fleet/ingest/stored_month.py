@@ -112,23 +112,16 @@ def load_telemetry_file(
     ingest, quarantine and rollups as `fleet ingest`). Cards are registered on first sight in the class their
     records name, else in the scenario's policy class. A bad file raises `BadSource` as `fleet ingest` does."""
     from fleet.ingest import IngestSettings, ingest_parsed, read_file
-    from storage import ClassSpec, memory_repository
+    from storage import ClassSpec, sqlite_memory_repository
 
     parsed = read_file(path, fmt)
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     repo.declare_classes([ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in scenario.classes])
     settings = IngestSettings(now_ts=FAR_FUTURE_TS if now_ts is None else int(now_ts), default_class=scenario.policy.card_class)
     report = ingest_parsed(repo, parsed, settings)
     return month_from_rollups(repo.hourly_rollups(), scenario, start_ts, base_dir), report
 
 
-def month_from_telemetry_file(
-    path: str | Path,
-    scenario: Scenario,
-    start_ts: int | None = None,
-    fmt: str | None = None,
-    base_dir: Path | None = None,
-    now_ts: int | None = None,
-) -> Month:
-    """The month in a telemetry file (CSV, JSON Lines or Parquet), ready for `replay(scenario, month=...)`."""
-    return load_telemetry_file(path, scenario, start_ts, fmt, base_dir, now_ts)[0]
+def month_from_telemetry_file(path: str | Path, scenario: Scenario, **options) -> Month:
+    """The month in a telemetry file (CSV, JSON Lines or Parquet), ready for replay; `options` as `load_telemetry_file`."""
+    return load_telemetry_file(path, scenario, **options)[0]

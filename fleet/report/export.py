@@ -49,13 +49,13 @@ def export_month(r, folder: Path) -> None:
     pd.DataFrame(
         {
             "hour": np.arange(m.hours),
-            "demand_tps": r.demand_tps,
-            "capacity_tps": r.capacity_tps,
-            "delivered_tps": r.delivered_tps,
-            "cards_warm": r.cards_warm,
-            "warm_usd": r.warm_usd,
-            "idle_usd": r.idle_usd,
-            "ideal_usd": r.ideal_usd,
+            "demand_tps": r.bill.demand_tps,
+            "capacity_tps": r.bill.capacity_tps,
+            "delivered_tps": r.bill.delivered_tps,
+            "cards_warm": r.bill.cards_warm,
+            "warm_usd": r.bill.warm_usd,
+            "idle_usd": r.bill.idle_usd,
+            "ideal_usd": r.bill.ideal_usd,
         }
     ).to_csv(folder / "hours.csv", index=False)
     rows = []

@@ -81,8 +81,8 @@ def test_month_invariants(sc):
         assert not r.warm[e.card, e.hour:].any()
 
     # Delivered never exceeds demand or capacity.
-    assert (r.delivered_tps <= r.demand_tps + 1e-6).all()
-    assert (r.delivered_tps <= r.capacity_tps + 1e-6).all()
+    assert (r.bill.delivered_tps <= r.bill.demand_tps + 1e-6).all()
+    assert (r.bill.delivered_tps <= r.bill.capacity_tps + 1e-6).all()
 
     # The eviction share is never exceeded.
     pool = int((m.card_class == run_class).sum())
@@ -91,8 +91,8 @@ def test_month_invariants(sc):
 
     # The ideal bill never exceeds the real bill when the real month has no shortage:
     # hour by hour, the real run set is one of the sets the ideal operator could have picked.
-    covered = r.capacity_tps >= r.demand_tps
-    assert (r.ideal_usd[covered] <= r.warm_usd[covered] + 1e-9).all()
+    covered = r.bill.capacity_tps >= r.bill.demand_tps
+    assert (r.bill.ideal_usd[covered] <= r.bill.warm_usd[covered] + 1e-9).all()
     if f["unmet_avg_tps"] == 0:
         assert f["ideal_bill_usd"] <= f["bill_usd"] + 1e-9
 
