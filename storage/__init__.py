@@ -25,8 +25,8 @@ _WHERE = {
     "RunSummary": "storage.repository",
     "SampleBatch": "storage.repository",
     "SqlRepository": "storage.repository",
-    "memory_repository": "storage.repository",
     "open_repository": "storage.repository",
+    "sqlite_memory_repository": "storage.repository",
 }
 
 __all__ = ["DEFAULT_URL", *_WHERE]

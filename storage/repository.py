@@ -2,8 +2,8 @@
 
 `Repository` is what the rest of `fleet` calls; nothing outside `storage/`
 writes SQL. `SqlRepository` implements it on any SQLAlchemy URL (tested on
-SQLite); `memory_repository()` gives the same implementation on a private
-in-memory SQLite database, the twin the tests use.
+SQLite); `sqlite_memory_repository()` is the same implementation on a private
+SQLite database in memory (not a separate twin: the SQL it runs is the SQL of a file store).
 
 Bulk writes go through the driver's executemany with bound parameters, in key
 order, `ON CONFLICT DO NOTHING` on the (card_id, ts) key. When every sample was
@@ -127,9 +127,13 @@ def open_repository(url: str = DEFAULT_URL) -> "SqlRepository":
     return SqlRepository(engine)
 
 
-def memory_repository() -> "SqlRepository":
-    """A private in-memory store with the full schema, for tests and one-off replays."""
+def sqlite_memory_repository() -> "SqlRepository":
+    """`SqlRepository` on a private SQLite database in memory, with the full schema: the same code and SQL
+    as a file store, gone when the last reference is (for tests and one-off replays)."""
     return open_repository("sqlite://")
+
+
+memory_repository = sqlite_memory_repository  # the old name, until tests/test_journal.py moves to the new one
 
 
 class SqlRepository:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet.ingest import BadSource, IngestSettings, ingest_file, ingest_parsed, parse_bytes
-from storage import ClassSpec, memory_repository
+from storage import ClassSpec, sqlite_memory_repository
 
 NOW = 1_767_225_600  # 2026-01-01: the clock the tests pass in
 T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
@@ -19,7 +19,7 @@ T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
 
 @pytest.fixture
 def repo():
-    r = memory_repository()
+    r = sqlite_memory_repository()
     r.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     r.declare_cards({"gpu-1": "flagship", "gpu-2": "flagship"}, NOW)
     return r
@@ -136,7 +136,7 @@ def test_csv_jsonl_and_parquet_store_the_same_samples():
         ("jsonl", frame.to_json(orient="records", lines=True).encode()),
         ("parquet", _parquet(frame)),
     ]:
-        r = memory_repository()
+        r = sqlite_memory_repository()
         out = ingest_parsed(r, parse_bytes(data, fmt, f"f.{fmt}"), settings())
         assert (out.read, out.stored, out.quarantined) == (3, 3, 0), fmt
         stored.append(r.hourly_rollups().drop(columns=["card_class"]))
@@ -154,7 +154,7 @@ def test_parquet_timestamps_and_bad_rows():
     )
     buf = io.BytesIO()
     pq.write_table(table, buf)
-    r = memory_repository()
+    r = sqlite_memory_repository()
     out = ingest_parsed(r, parse_bytes(buf.getvalue(), "parquet", "f.parquet"), settings())
     assert out.stored == 1 and out.reasons == {"non-finite:tokens_per_s": 1, "missing:card_id": 1, "missing:ts": 1}
     assert r.hourly_rollups()["hour_ts"].tolist() == [T0]
@@ -170,7 +170,7 @@ def test_jsonl_bad_lines():
         json.dumps({"card_id": ["a"], "ts": T0 + 3, "tokens_per_s": 1}),
         json.dumps({"card_id": "a", "ts": "2025-01-01T00:00:04Z", "tokens_per_s": "2.5"}),
     ]
-    r = memory_repository()
+    r = sqlite_memory_repository()
     out = ingest_text(r, "\n".join(lines), "jsonl")
     assert out.stored == 2
     assert out.reasons == {"invalid-json": 1, "not-an-object": 1, "unknown-field": 1, "unparseable:tokens_per_s": 1, "unparseable:card_id": 1}

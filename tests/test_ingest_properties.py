@@ -7,7 +7,7 @@ import json
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fleet.ingest import BadSource, IngestSettings, ingest_parsed, parse_bytes
-from storage import ClassSpec, memory_repository
+from storage import ClassSpec, sqlite_memory_repository
 
 NOW = 1_767_225_600
 T0 = 1_735_689_600
@@ -19,7 +19,7 @@ def repo():
     """One in-memory store for the module (building the schema per example would dominate the run)."""
     global _REPO
     if _REPO is None:
-        _REPO = memory_repository()
+        _REPO = sqlite_memory_repository()
         _REPO.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
         _REPO.declare_cards({f"gpu-{i}": "flagship" for i in range(4)}, NOW)
     return _REPO

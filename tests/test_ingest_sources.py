@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, drain_drop_folder, ingest_prometheus
-from storage import memory_repository
+from storage import sqlite_memory_repository
 
 NOW = 1_767_225_600
 T0 = 1_735_689_600
@@ -31,7 +31,7 @@ def _csv(path, rows, age_s=600):
 
 
 def test_drop_folder_takes_each_ready_file_once(tmp_path):
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     _csv(tmp_path / "a.csv", [("gpu-1", T0, 100), ("gpu-1", T0 + 60, 200)])
     _csv(tmp_path / "b.csv.part", [("gpu-2", T0, 100)])  # still being written, by convention
     _csv(tmp_path / "c.csv", [("gpu-3", T0, 100)], age_s=0)  # just touched: not settled yet
@@ -63,7 +63,7 @@ def test_drop_folder_takes_each_ready_file_once(tmp_path):
 
 
 def test_drop_folder_resumes_a_file_left_in_processing(tmp_path):
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     (tmp_path / "processing").mkdir()
     _csv(tmp_path / "processing" / "x.csv", [("gpu-1", T0, 100)], age_s=0)
     out = drain_drop_folder(repo, tmp_path, settings, settle_s=30)
@@ -75,7 +75,7 @@ def test_drop_folder_that_is_not_a_folder(tmp_path):
     from fleet.core.scenario import ConfigError
 
     with pytest.raises(ConfigError, match="not a folder"):
-        drain_drop_folder(memory_repository(), tmp_path / "nope", settings)
+        drain_drop_folder(sqlite_memory_repository(), tmp_path / "nope", settings)
 
 
 class _Prometheus(BaseHTTPRequestHandler):
@@ -124,7 +124,7 @@ MATRIX = {
 
 def test_prometheus_range_query_is_ingested(prometheus):
     _Prometheus.answer = MATRIX
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     out = ingest_prometheus(repo, prometheus, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
     path, params = _Prometheus.queries[0]
     assert path == "/api/v1/query_range"
@@ -140,7 +140,7 @@ def test_prometheus_range_query_is_ingested(prometheus):
 def test_prometheus_errors_name_the_source(prometheus):
     _Prometheus.answer = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
     _Prometheus.status = 400
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     with pytest.raises(BadSource, match="HTTP 400: parse error at char 5"):
         ingest_prometheus(repo, prometheus, "rate(", T0, T0 + 60, 60, settings())
     _Prometheus.status = 200

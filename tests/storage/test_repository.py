@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from storage import ClassSpec, Rejected, SampleBatch, make_engine, memory_repository, open_repository
+from storage import ClassSpec, Rejected, SampleBatch, make_engine, open_repository, sqlite_memory_repository
 
 T0 = 1_735_689_600
 
@@ -54,7 +54,7 @@ def test_two_writers_wait_for_each_other(tmp_path):
 
 
 def test_scheduler_side_records():
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     repo.declare_cards({"gpu-1": "flagship", "gpu-2": "flagship"}, T0)
     repo.record_scores(T0, 24, {"gpu-1": (5900.0, 5700.0), "gpu-2": (6100.0, 5900.0)})
