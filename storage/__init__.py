@@ -22,7 +22,6 @@ _WHERE = {
     "ClassSpec": "storage.repository",
     "Rejected": "storage.repository",
     "Repository": "storage.repository",
-    "RunSummary": "storage.repository",
     "SampleBatch": "storage.repository",
     "SqlRepository": "storage.repository",
     "open_repository": "storage.repository",

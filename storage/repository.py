@@ -82,19 +82,6 @@ class BatchOutcome:
     registered: tuple[CardInfo, ...] = ()
 
 
-@dataclass(frozen=True)
-class RunSummary:
-    id: int
-    source: str
-    source_digest: str
-    started_ts: int
-    finished_ts: int | None
-    read: int
-    stored: int
-    duplicates: int
-    quarantined: int
-
-
 class Repository(Protocol):
     """What `fleet` asks of its store."""
 
@@ -108,16 +95,8 @@ class Repository(Protocol):
                     raw_text_of: Callable[[list[int]], list[str]] | None = None,
                     duplicates_in_batch: int = 0) -> BatchOutcome: ...
     def finish_run(self, run_id: int, now_ts: int) -> None: ...
-    def runs(self) -> list[RunSummary]: ...
-    def quarantined(self, limit: int = 100, reason: str | None = None) -> pd.DataFrame: ...
     def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame: ...
     def sample_count(self) -> int: ...
-    def record_scores(self, hour_ts: int, window_hours: int, scores: Mapping[str, tuple[float, float]]) -> None: ...
-    def journal(self, ts: int, kind: str, reason: str, card_key: str | None = None, detail: Mapping | None = None) -> None: ...
-    def open_interval(self, card_key: str, start_ts: int, reason: str = "") -> None: ...
-    def close_interval(self, card_key: str, end_ts: int) -> None: ...
-    def add_bill(self, kind: str, usd: float, period_start_ts: int, period_end_ts: int, card_key: str | None = None) -> None: ...
-    def retire_card(self, card_key: str, ts: int) -> None: ...
 
 
 def open_repository(url: str = DEFAULT_URL) -> "SqlRepository":
@@ -202,10 +181,6 @@ class SqlRepository:
             wanted = set(keys)
             rows = [r for r in conn.execute(text(sql)).all() if r[1] in wanted]
         return {r[1]: CardInfo(r[0], r[1], r[2], r[3]) for r in rows}
-
-    def retire_card(self, card_key: str, ts: int) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(text("UPDATE cards SET retired_ts = :t WHERE card_key = :k AND retired_ts IS NULL"), {"t": ts, "k": card_key})
 
     # -- ingest -------------------------------------------------------------
     def begin_run(self, source: str, source_digest: str, now_ts: int) -> int:
@@ -398,28 +373,6 @@ class SqlRepository:
         cur.close()
 
     # -- reading --------------------------------------------------------------
-    def runs(self) -> list[RunSummary]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text("SELECT id, source, source_digest, started_ts, finished_ts, read, stored, duplicates, quarantined FROM ingest_runs ORDER BY id")
-            ).all()
-        return [RunSummary(*r) for r in rows]
-
-    def quarantined(self, limit: int = 100, reason: str | None = None) -> pd.DataFrame:
-        """The quarantine, oldest first: source, record number, raw text, reason."""
-        sql = "SELECT source, record_no, raw_text, reason FROM quarantined_input"
-        params: dict = {"n": int(limit)}
-        if reason is not None:
-            sql += " WHERE reason = :why"
-            params["why"] = reason
-        with self.engine.connect() as conn:
-            rows = conn.execute(text(sql + " ORDER BY id LIMIT :n"), params).all()
-        return pd.DataFrame(rows, columns=["source", "record_no", "raw_text", "reason"])
-
-    def quarantine_reasons(self) -> dict[str, int]:
-        with self.engine.connect() as conn:
-            return dict(conn.execute(text("SELECT reason, COUNT(*) FROM quarantined_input GROUP BY reason ORDER BY reason")).all())
-
     def sample_count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(text("SELECT COUNT(*) FROM telemetry_samples")).scalar_one())
@@ -453,57 +406,6 @@ class SqlRepository:
             out["busy_fraction"] = np.where(busy_n > 0, busy_sum / busy_n, np.nan)
             out["busy_tps"] = np.where(busy_sum > 0, f["busy_tps_sum"].astype(float).to_numpy() / busy_sum, np.nan)
         return out
-
-    # -- the scheduler's side ------------------------------------------------
-    def _card_id(self, conn: Connection, card_key: str) -> int:
-        got = conn.execute(text("SELECT id FROM cards WHERE card_key = :k"), {"k": card_key}).scalar()
-        if got is None:
-            raise KeyError(f"unknown card {card_key!r}")
-        return int(got)
-
-    def record_scores(self, hour_ts: int, window_hours: int, scores: Mapping[str, tuple[float, float]]) -> None:
-        """Scores at an hour through a window: card key → (score_tps, tokens_per_usd); a rerun replaces them."""
-        with self.engine.begin() as conn:
-            ids = {k: c.id for k, c in self._cards(conn).items()}
-            unknown = sorted(set(scores) - ids.keys())
-            if unknown:
-                raise KeyError(f"unknown cards {unknown[:5]}")
-            conn.execute(
-                text(
-                    "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) VALUES (:c, :h, :w, :s, :t) "
-                    "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, tokens_per_usd = excluded.tokens_per_usd"
-                ),
-                [{"c": ids[k], "h": hour_ts, "w": window_hours, "s": float(v[0]), "t": float(v[1])} for k, v in scores.items()],
-            )
-
-    def journal(self, ts: int, kind: str, reason: str, card_key: str | None = None, detail: Mapping | None = None) -> None:
-        with self.engine.begin() as conn:
-            cid = self._card_id(conn, card_key) if card_key is not None else None
-            conn.execute(
-                text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json) VALUES (:t, :k, :c, :r, :d)"),
-                {"t": ts, "k": kind, "c": cid, "r": reason, "d": json.dumps(dict(detail or {}), sort_keys=True)},
-            )
-
-    def open_interval(self, card_key: str, start_ts: int, reason: str = "") -> None:
-        with self.engine.begin() as conn:
-            cid = self._card_id(conn, card_key)
-            conn.execute(
-                text("INSERT INTO run_set_intervals (card_id, start_ts, reason) VALUES (:c, :t, :r)"), {"c": cid, "t": start_ts, "r": reason}
-            )
-
-    def close_interval(self, card_key: str, end_ts: int) -> None:
-        with self.engine.begin() as conn:
-            cid = self._card_id(conn, card_key)
-            conn.execute(text("UPDATE run_set_intervals SET end_ts = :t WHERE card_id = :c AND end_ts IS NULL"), {"c": cid, "t": end_ts})
-
-    def add_bill(self, kind: str, usd: float, period_start_ts: int, period_end_ts: int, card_key: str | None = None) -> None:
-        with self.engine.begin() as conn:
-            cid = self._card_id(conn, card_key) if card_key is not None else None
-            conn.execute(
-                text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"),
-                {"c": cid, "a": period_start_ts, "b": period_end_ts, "k": kind, "u": float(usd)},
-            )
-
 
 def _sample_text(s: SampleBatch, record_nos: list[int]) -> list[str]:
     """The raw text of samples that turned out bad only at the store (conflicts), rebuilt from their parsed values."""

@@ -12,6 +12,7 @@ import pytest
 
 from fleet.ingest import BadSource, IngestSettings, ingest_file, ingest_parsed, parse_bytes
 from storage import ClassSpec, sqlite_memory_repository
+from tests.storage.stored import ingest_runs, quarantined
 
 NOW = 1_767_225_600  # 2026-01-01: the clock the tests pass in
 T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
@@ -71,24 +72,24 @@ def test_every_record_has_one_outcome_and_counts_add_up(repo):
     assert out.duplicates == 1
     assert out.reasons == expected
     assert out.read == out.stored + out.duplicates + out.quarantined
-    q = repo.quarantined(limit=1000)
+    q = quarantined(repo.engine)
     assert sorted(q["reason"].value_counts().to_dict().items()) == sorted(expected.items())
     # raw text and line number are kept: the line of "abc" is line 7 (header is line 1)
     row = q[q["reason"] == "unparseable:tokens_per_s"].iloc[0]
     assert row["raw_text"] == CASES[5][0] and row["record_no"] == 7
-    run = repo.runs()[-1]
+    run = ingest_runs(repo.engine)[-1]
     assert (run.read, run.stored, run.duplicates, run.quarantined, run.finished_ts is not None) == (out.read, 4, 1, out.quarantined, True)
 
 
 def test_same_file_again_stores_nothing_new(repo):
     first = ingest_text(repo, cases_csv())
-    samples, quarantine = repo.sample_count(), len(repo.quarantined(limit=1000))
+    samples, quarantine = repo.sample_count(), len(quarantined(repo.engine))
     again = ingest_text(repo, cases_csv())
     assert again.stored == 0
     assert again.duplicates == first.stored + first.duplicates
     assert again.quarantined == first.quarantined
     assert repo.sample_count() == samples
-    assert len(repo.quarantined(limit=1000)) == quarantine  # each bad record quarantined once
+    assert len(quarantined(repo.engine)) == quarantine  # each bad record quarantined once
 
 
 def test_rollups_follow_the_samples(repo):
@@ -194,7 +195,7 @@ def test_jsonl_bad_lines():
 def test_bad_file_is_one_error_and_changes_nothing(repo, data, fmt, message):
     with pytest.raises(BadSource, match=message):
         ingest_parsed(repo, parse_bytes(data, fmt, "bad"), settings())
-    assert repo.runs() == [] and repo.sample_count() == 0
+    assert ingest_runs(repo.engine) == [] and repo.sample_count() == 0
 
 
 def test_parquet_with_missing_column_names_the_file():

@@ -15,6 +15,7 @@ import pytest
 
 from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, drain_drop_folder, ingest_prometheus
 from storage import sqlite_memory_repository
+from tests.storage.stored import ingest_runs
 
 NOW = 1_767_225_600
 T0 = 1_735_689_600
@@ -149,7 +150,7 @@ def test_prometheus_errors_name_the_source(prometheus):
         ingest_prometheus(repo, prometheus, "up", T0, T0 + 60, 60, settings())
     with pytest.raises(BadSource, match="cannot reach"):
         ingest_prometheus(repo, "http://127.0.0.1:9", "up", T0, T0 + 60, 60, settings())
-    assert repo.runs() == []
+    assert ingest_runs(repo.engine) == []
 
 
 def test_cli_prometheus_and_watch(prometheus, tmp_path):

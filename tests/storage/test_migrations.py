@@ -11,6 +11,7 @@ from sqlalchemy import inspect
 
 from storage import Rejected, SampleBatch, current_revision, head_revision, make_engine, open_repository, upgrade
 from storage.models import Base
+from tests.storage.stored import ingest_runs, quarantined
 
 
 def test_models_and_migrations_do_not_drift(tmp_path):
@@ -68,8 +69,8 @@ def test_upgrade_from_first_revision_keeps_data(tmp_path):
     roll = repo.hourly_rollups()
     assert roll["sample_count"].tolist() == [2]
     assert roll["busy_tps"].tolist() == [12200.0]  # 6100 tok/s at half busy
-    assert repo.quarantined()["raw_text"].tolist() == ["gpu-1,x,1"]
-    assert repo.runs()[0].stored == 2
+    assert quarantined(repo.engine)["raw_text"].tolist() == ["gpu-1,x,1"]
+    assert ingest_runs(repo.engine)[0].stored == 2
     # and the upgraded store takes new batches
     run = repo.begin_run("b.csv", "cd", 1700000100)
     out = repo.write_batch(

@@ -1,8 +1,7 @@
-"""The repository on SQLite: pragmas on every connection, and the scheduler's side of the interface."""
+"""The store on SQLite: pragmas on every connection, writers that wait for each other, and the service's side."""
 
 from __future__ import annotations
 
-import json
 import threading
 
 import numpy as np
@@ -11,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
 from storage import ClassSpec, Rejected, SampleBatch, make_engine, open_repository, sqlite_memory_repository
+from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
 T0 = 1_735_689_600
 
@@ -53,30 +53,39 @@ def test_two_writers_wait_for_each_other(tmp_path):
     assert open_repository(url).sample_count() == 3 * 5 * 2000
 
 
-def test_scheduler_side_records():
+def _hour(hour_ts: int) -> HourFigures:
+    return HourFigures(hour_ts, T0, 6000.0, 6000.0, 6000.0, 5900.0, 1, 3.74, 0.0, 0.0, 3.74, 0, 0)
+
+
+def test_the_services_side_records_through_the_service_store():
+    """Scores, the journal with its run-set intervals and retirements, and billed hours, through `ServiceStore`:
+    the only way `fleet` writes them."""
     repo = sqlite_memory_repository()
     repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     repo.declare_cards({"gpu-1": "flagship", "gpu-2": "flagship"}, T0)
-    repo.record_scores(T0, 24, {"gpu-1": (5900.0, 5700.0), "gpu-2": (6100.0, 5900.0)})
-    repo.record_scores(T0, 24, {"gpu-1": (5800.0, 5600.0)})  # a rerun replaces
-    repo.journal(T0, "evict", "below 0.8 x median", card_key="gpu-1", detail={"score_tps": 5800.0})
-    repo.open_interval("gpu-2", T0, "sized")
-    repo.close_interval("gpu-2", T0 + 3600)
-    repo.add_bill("rent", 3.74, T0, T0 + 3600, card_key="gpu-2")
-    repo.retire_card("gpu-1", T0 + 3600)
-    with repo.engine.connect() as conn:
-        scores = conn.execute(text("SELECT c.card_key, s.score_tps FROM scores s JOIN cards c ON c.id = s.card_id ORDER BY 1")).all()
-        journal = conn.execute(text("SELECT kind, reason, detail_json FROM decisions")).one()
-        interval = conn.execute(text("SELECT start_ts, end_ts FROM run_set_intervals")).one()
-        bill = conn.execute(text("SELECT kind, usd FROM bills")).one()
-        retired = conn.execute(text("SELECT retired_ts FROM cards WHERE card_key = 'gpu-1'")).scalar()
-    assert [tuple(s) for s in scores] == [("gpu-1", 5800.0), ("gpu-2", 6100.0)]
-    assert journal[:2] == ("evict", "below 0.8 x median") and json.loads(journal[2]) == {"score_tps": 5800.0}
-    assert tuple(interval) == (T0, T0 + 3600)
-    assert tuple(bill) == ("rent", 3.74)
-    assert retired == T0 + 3600
+    store = ServiceStore(repo.engine)
+    store.record_scores([(T0, 24, {"gpu-1": (5900.0, 5700.0), "gpu-2": (6100.0, 5900.0)})])
+    store.record_scores([(T0, 24, {"gpu-1": (5800.0, 5600.0)})])  # a rerun replaces
+    assert store.scores_at(T0, 24) == {"gpu-1": 5800.0, "gpu-2": 6100.0}
+
+    evict = JournalEntry(f"{T0}:evict:gpu-1", T0, "evict", "below 0.8 x median", "gpu-1", {"score_tps": 5800.0})
+    assert store.journal_hour(T0, [evict], {"gpu-2": "sized"}, [], ["gpu-1"])
+    assert not store.journal_hour(T0, [evict], {"gpu-2": "sized"}, [], ["gpu-1"])  # an hour is journaled once
+    assert store.journal_hour(T0 + 3600, [JournalEntry(f"{T0 + 3600}:size", T0 + 3600, "size", "", acted=True)], {}, ["gpu-2"], [])
+    [row] = store.decisions(kinds=["evict"])
+    assert (row.kind, row.card_key, row.reason, row.detail, row.acted_ts) == ("evict", "gpu-1", "below 0.8 x median", {"score_tps": 5800.0}, None)
+    assert store.intervals(T0, T0 + 7200) == [("gpu-2", T0, T0 + 3600)]
+    assert store.run_set_at(T0) == {"gpu-2"} and store.run_set_at(T0 + 3600) == set()
+    assert store.retired() == {"gpu-1": T0}
+
+    assert store.record_hours([_hour(T0)], [[("rent", 3.74, "gpu-2")]])
+    assert not store.record_hours([_hour(T0)], [[("rent", 3.74, "gpu-2")]])  # an hour is billed once
+    assert store.bill_by_part(T0, T0 + 3600) == {"rent": 3.74}
+    assert store.hours(T0) == [_hour(T0)]
+
     with pytest.raises(KeyError, match="unknown card"):
-        repo.journal(T0, "evict", "x", card_key="nope")
+        store.journal_hour(T0 + 7200, [JournalEntry("x", T0 + 7200, "evict", "x", "nope")], {}, [], [])
+    assert store.decisions(since_ts=T0 + 7200) == []
 
 
 def test_bad_urls_are_one_line_errors(tmp_path):
