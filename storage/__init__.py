@@ -1,4 +1,10 @@
-"""The store: SQLAlchemy models, the repository interface `fleet` calls, and engines with the SQLite pragmas.
+"""The store: two interfaces by role and their SQLAlchemy implementations, the models, engines with the SQLite pragmas.
+
+`storage.interfaces` holds the protocols the shell types against: `TelemetryStore`
+(ingest, rollups, stored months; `SqlRepository` in `storage.repository`) and
+`JournalStore` (the service's journal, run set, scores and billed hours;
+`ServiceStore` in `storage.service_store`). `storage` imports nothing of `fleet`
+but `fleet.core`.
 
 Alembic (alembic/ at the repository root) owns the schema; `storage.db.upgrade`
 runs it from code. Names are imported on first use, so `import storage` (and
@@ -17,15 +23,20 @@ _WHERE = {
     "head_revision": "storage.db",
     "make_engine": "storage.db",
     "upgrade": "storage.db",
-    "BatchOutcome": "storage.repository",
-    "CardInfo": "storage.repository",
-    "ClassSpec": "storage.repository",
-    "Rejected": "storage.repository",
-    "Repository": "storage.repository",
-    "SampleBatch": "storage.repository",
+    "JournalStore": "storage.interfaces",
+    "TelemetryStore": "storage.interfaces",
+    "BatchOutcome": "storage.values",
+    "CardInfo": "storage.values",
+    "ClassSpec": "storage.values",
+    "HourFigures": "storage.values",
+    "JournalEntry": "storage.values",
+    "JournalRow": "storage.values",
+    "Rejected": "storage.values",
+    "SampleBatch": "storage.values",
     "SqlRepository": "storage.repository",
     "open_repository": "storage.repository",
     "sqlite_memory_repository": "storage.repository",
+    "ServiceStore": "storage.service_store",
 }
 
 __all__ = ["DEFAULT_URL", *_WHERE]

@@ -1,9 +1,10 @@
-"""The narrow interface between `fleet` and its store, and its SQLAlchemy implementation.
+"""The telemetry store on SQLAlchemy: `SqlRepository`, the implementation of `storage.interfaces.TelemetryStore`.
 
-`Repository` is what the rest of `fleet` calls; nothing outside `storage/`
-writes SQL. `SqlRepository` implements it on any SQLAlchemy URL (tested on
-SQLite); `sqlite_memory_repository()` is the same implementation on a private
-SQLite database in memory (not a separate twin: the SQL it runs is the SQL of a file store).
+Nothing outside `storage/` writes SQL. `SqlRepository` works on any SQLAlchemy
+URL (tested on SQLite); `sqlite_memory_repository()` is the same class on a
+private SQLite database in memory (not a separate twin: the SQL it runs is the
+SQL of a file store). The values it takes and returns live in `storage.values`
+and are importable from here too.
 
 Bulk writes go through the driver's executemany with bound parameters, in key
 order, `ON CONFLICT DO NOTHING` on the (card_id, ts) key. When every sample was
@@ -15,88 +16,24 @@ batch read back its time span to tell duplicates from conflicts.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Protocol
+from typing import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, Engine, text
 
 from storage.db import DEFAULT_URL, ensure_schema, make_engine
+from storage.interfaces import TelemetryStore
+from storage.values import BatchOutcome, CardInfo, ClassSpec, Rejected, SampleBatch
+
+__all__ = [
+    "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "Repository", "SampleBatch", "SqlRepository", "TelemetryStore",
+    "open_repository", "sqlite_memory_repository",
+]
 
 HOUR_S = 3600
 
-
-@dataclass(frozen=True)
-class ClassSpec:
-    """A card class as declared or registered; rated rate and rent are None when unknown."""
-
-    name: str
-    rated_tps: float | None = None
-    rent_usd_per_month: float | None = None
-
-
-@dataclass(frozen=True)
-class CardInfo:
-    id: int
-    card_key: str
-    class_name: str
-    rated_tps: float | None
-
-
-@dataclass(frozen=True)
-class SampleBatch:
-    """Valid samples of one batch, one entry per record (cards by key, ts in UTC epoch seconds)."""
-
-    card_key: np.ndarray  # object (str)
-    ts: np.ndarray  # int64
-    tokens_per_s: np.ndarray  # float64
-    busy_fraction: np.ndarray  # float64, NaN where the record had none
-    record_no: np.ndarray  # int64, the record's number in its source (0-based)
-
-    def __len__(self) -> int:
-        return int(self.ts.size)
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """Records of one batch that will not be stored: their number, raw text and reason."""
-
-    record_no: list[int] = field(default_factory=list)
-    raw_text: list[str] = field(default_factory=list)
-    reason: list[str] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.record_no)
-
-
-@dataclass(frozen=True)
-class BatchOutcome:
-    """What became of one batch's records: stored + duplicates + quarantined = read."""
-
-    read: int
-    stored: int
-    duplicates: int
-    quarantined: int
-    reasons: dict[str, int]
-    registered: tuple[CardInfo, ...] = ()
-
-
-class Repository(Protocol):
-    """What `fleet` asks of its store."""
-
-    def declare_classes(self, classes: Iterable[ClassSpec]) -> None: ...
-    def declare_cards(self, cards: Mapping[str, str], now_ts: int) -> None: ...
-    def classes(self) -> dict[str, ClassSpec]: ...
-    def cards(self) -> dict[str, CardInfo]: ...
-    def begin_run(self, source: str, source_digest: str, now_ts: int) -> int: ...
-    def write_batch(self, run_id: int, part: int, first_record: int, samples: SampleBatch, rejected: Rejected,
-                    register: Mapping[str, str], source: str, source_digest: str, now_ts: int,
-                    raw_text_of: Callable[[list[int]], list[str]] | None = None,
-                    duplicates_in_batch: int = 0) -> BatchOutcome: ...
-    def finish_run(self, run_id: int, now_ts: int) -> None: ...
-    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame: ...
-    def sample_count(self) -> int: ...
+Repository = TelemetryStore  # the old name of the telemetry side, still imported by fleet/ingest
 
 
 def open_repository(url: str = DEFAULT_URL) -> "SqlRepository":
@@ -112,11 +49,11 @@ def sqlite_memory_repository() -> "SqlRepository":
     return open_repository("sqlite://")
 
 
-memory_repository = sqlite_memory_repository  # the old name, until tests/test_journal.py moves to the new one
+memory_repository = sqlite_memory_repository  # the old name, until tests/service/test_journal.py takes the new one
 
 
 class SqlRepository:
-    """`Repository` on SQLAlchemy Core: plain SQL with bound parameters, one transaction per call."""
+    """`TelemetryStore` on SQLAlchemy Core: plain SQL with bound parameters, one transaction per call."""
 
     def __init__(self, engine: Engine):
         self.engine = engine

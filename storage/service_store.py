@@ -1,7 +1,7 @@
-"""The service's side of the store: the decision journal, the run set, scores read back, billed hours.
+"""The journal store on SQLAlchemy: `ServiceStore`, the implementation of `storage.interfaces.JournalStore`.
 
-`ServiceStore` sits beside `SqlRepository` on the same engine and keeps to the
-same rules: plain SQL with bound parameters, one transaction per call. Every
+The decision journal, the run set, scores, billed hours. `ServiceStore` sits
+beside `SqlRepository` on the same engine and keeps to the same rules: plain SQL with bound parameters, one transaction per call. Every
 write transaction starts with its first write (lookups run before it, on their
 own), so on SQLite it takes the write lock at once and waits its turn under
 the busy timeout instead of failing on a read snapshot it cannot upgrade. The call
@@ -13,62 +13,21 @@ and journaling the same hour twice adds nothing (unique `decision_key`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-
 from sqlalchemy import Engine, text
 
+from storage.values import HourFigures, JournalEntry, JournalRow
 
-@dataclass(frozen=True)
-class JournalEntry:
-    """A decision to journal. `acted` entries are records with nothing to carry out."""
-
-    key: str
-    ts: int
-    kind: str
-    reason: str
-    card_key: str | None = None
-    detail: Mapping | None = None
-    acted: bool = False
-
-
-@dataclass(frozen=True)
-class JournalRow:
-    id: int
-    key: str | None
-    ts: int
-    kind: str
-    card_key: str | None
-    reason: str
-    detail: dict
-    acted_ts: int | None
-
-
-@dataclass(frozen=True)
-class HourFigures:
-    """One billed hour, as written to `service_hours`."""
-
-    hour_ts: int
-    month_start_ts: int
-    demand_tps: float
-    capacity_tps: float
-    delivered_tps: float
-    scored_capacity_tps: float
-    cards_warm: int
-    warm_usd: float
-    churn_usd: float
-    idle_usd: float
-    ideal_usd: float
-    evictions: int
-    wrong_evictions: int
-
+__all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
 
 HOUR_COLUMNS = tuple(HourFigures.__dataclass_fields__)
 
 
 class ServiceStore:
+    """`storage.interfaces.JournalStore` on SQLAlchemy Core, on the engine of the telemetry store beside it."""
+
     def __init__(self, engine: Engine):
         self.engine = engine
         self._card_ids: dict[str, int] = {}  # a card's id never changes: cached

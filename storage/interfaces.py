@@ -1,0 +1,145 @@
+"""The store's two interfaces, by role: what the shell may ask of it, and nothing more.
+
+`TelemetryStore` is the telemetry side: the pool's classes and cards, ingest runs
+written batch by batch, and the hourly rollups read back. Ingest (a file, the
+drop folder, a Prometheus pull), the pool declaration, stored months, the
+service's pool and the ingest benchmark call it; `storage.repository.SqlRepository`
+implements it.
+
+`JournalStore` is the service's side: the decision journal with the run-set
+state each hour leaves, scores, billed hours and their bill lines, and the few
+telemetry summaries the service reads beside them (card ids and counts, rollup
+means, ingest totals). `storage.service_store.ServiceStore` implements it.
+
+Every member has a caller in `fleet/` or `bench/` (tests/storage/test_interfaces.py
+checks it, and that the classes have no public method beyond their protocol), so a
+method only a test calls has no place here. Both protocols are `runtime_checkable`.
+This module imports nothing at run time beyond `typing` and `storage.values`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+
+from storage.values import BatchOutcome, CardInfo, ClassSpec, HourFigures, JournalEntry, JournalRow, Rejected, SampleBatch
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+
+@runtime_checkable
+class TelemetryStore(Protocol):
+    """Telemetry in and rollups out: ingest, the drop folder, Prometheus ingest, stored months."""
+
+    # -- the pool -------------------------------------------------------------------
+    def declare_classes(self, classes: Iterable[ClassSpec]) -> None:
+        """Add classes, or update the rated rate and rent of classes already known."""
+
+    def declare_cards(self, cards: Mapping[str, str], now_ts: int) -> None:
+        """Add cards (card key → class name); a class not yet known is added with unknown rates."""
+
+    def classes(self) -> dict[str, ClassSpec]: ...
+
+    def cards(self) -> dict[str, CardInfo]: ...
+
+    # -- ingest -----------------------------------------------------------------------
+    def begin_run(self, source: str, source_digest: str, now_ts: int) -> int: ...
+
+    def write_batch(
+        self,
+        run_id: int,
+        part: int,
+        first_record: int,
+        samples: SampleBatch,
+        rejected: Rejected,
+        register: Mapping[str, str],
+        source: str,
+        source_digest: str,
+        now_ts: int,
+        raw_text_of: Callable[[list[int]], list[str]] | None = None,
+        duplicates_in_batch: int = 0,
+    ) -> BatchOutcome:
+        """Store one batch in one transaction: register new cards, store new samples, quarantine the rest, update rollups."""
+
+    def finish_run(self, run_id: int, now_ts: int) -> None: ...
+
+    # -- reading ----------------------------------------------------------------------
+    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame:
+        """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps, busy_fraction, busy_tps."""
+
+    def sample_count(self) -> int: ...
+
+
+@runtime_checkable
+class JournalStore(Protocol):
+    """The service's state: decisions journaled before they are acted on, the run set, scores, billed hours."""
+
+    # -- the journal ------------------------------------------------------------------
+    def journal_hour(
+        self,
+        hour_ts: int,
+        entries: Sequence[JournalEntry],
+        open_cards: Mapping[str, str],
+        close_cards: Iterable[str],
+        retire_cards: Iterable[str],
+    ) -> bool:
+        """One hour's decisions with the run-set intervals they open and close and the cards they retire, all or
+        nothing; False (nothing written) if the hour is journaled already."""
+
+    def mark_acted(self, decision_id: int, ts: int) -> bool: ...
+
+    def unacted(self) -> list[JournalRow]: ...
+
+    def decisions(
+        self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
+        until_ts: int | None = None, limit: int = 10_000,
+    ) -> list[JournalRow]: ...
+
+    def decision_counts(self, since_ts: int, until_ts: int) -> dict[str, tuple[int, int]]: ...
+
+    def last_decided_ts(self, since_ts: int, until_ts: int) -> int | None: ...
+
+    def eviction_hours(self, since_ts: int, until_ts: int) -> list[tuple[int, str]]: ...
+
+    # -- the run set ------------------------------------------------------------------
+    def run_set_at(self, hour_ts: int) -> set[str]: ...
+
+    def intervals(self, since_ts: int, until_ts: int) -> list[tuple[str, int, int | None]]: ...
+
+    def retired(self) -> dict[str, int]: ...
+
+    # -- scores -----------------------------------------------------------------------
+    def record_scores(self, hour_scores: Sequence[tuple[int, int, Mapping[str, tuple[float, float]]]]) -> None: ...
+
+    def scores_at(self, hour_ts: int, window_hours: int) -> dict[str, float]: ...
+
+    def scores_by_window(self, hour_ts: int) -> dict[int, dict[str, float]]: ...
+
+    def last_scored_ts(self, window_hours: int, since_ts: int, until_ts: int) -> int | None: ...
+
+    # -- billed hours -----------------------------------------------------------------
+    def record_hours(self, figs: Sequence[HourFigures], bill_lines: Sequence[Sequence[tuple[str, float, str | None]]]) -> bool: ...
+
+    def hours(self, month_start_ts: int) -> list[HourFigures]: ...
+
+    def last_billed_ts(self, month_start_ts: int | None = None) -> int | None: ...
+
+    def month_start_of(self, hour_ts: int) -> int | None: ...
+
+    def bill_by_part(self, since_ts: int, until_ts: int) -> dict[str, float]: ...
+
+    # -- the telemetry, as the service reads it ---------------------------------------
+    def card_ids(self, keys: Iterable[str]) -> dict[str, int]: ...
+
+    def card_count(self) -> int: ...
+
+    def card_class(self, card_key: str) -> str | None: ...
+
+    def rollup_means(self, since_ts: int, until_ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def last_rollup_ts(self) -> int | None: ...
+
+    def ingest_totals(self) -> dict[str, int]: ...
+
+    def quarantine_reasons(self) -> dict[str, int]: ...

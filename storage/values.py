@@ -1,0 +1,122 @@
+"""The values that cross the store's interfaces: plain frozen dataclasses, no database in them.
+
+Telemetry (`TelemetryStore`): a card class as declared, a card as stored, one
+batch's valid samples and rejected records, and what became of the batch.
+Journal (`JournalStore`): a decision to journal, a journaled row read back, and
+one billed hour. This module imports nothing at run time, so code that only
+names these types (or the protocols in `storage.interfaces`) pays for neither
+SQLAlchemy nor pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+# -- telemetry ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    """A card class as declared or registered; rated rate and rent are None when unknown."""
+
+    name: str
+    rated_tps: float | None = None
+    rent_usd_per_month: float | None = None
+
+
+@dataclass(frozen=True)
+class CardInfo:
+    id: int
+    card_key: str
+    class_name: str
+    rated_tps: float | None
+
+
+@dataclass(frozen=True)
+class SampleBatch:
+    """Valid samples of one batch, one entry per record (cards by key, ts in UTC epoch seconds)."""
+
+    card_key: np.ndarray  # object (str)
+    ts: np.ndarray  # int64
+    tokens_per_s: np.ndarray  # float64
+    busy_fraction: np.ndarray  # float64, NaN where the record had none
+    record_no: np.ndarray  # int64, the record's number in its source (0-based)
+
+    def __len__(self) -> int:
+        return int(self.ts.size)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Records of one batch that will not be stored: their number, raw text and reason."""
+
+    record_no: list[int] = field(default_factory=list)
+    raw_text: list[str] = field(default_factory=list)
+    reason: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.record_no)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What became of one batch's records: stored + duplicates + quarantined = read."""
+
+    read: int
+    stored: int
+    duplicates: int
+    quarantined: int
+    reasons: dict[str, int]
+    registered: tuple[CardInfo, ...] = ()
+
+
+# -- the journal ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """A decision to journal. `acted` entries are records with nothing to carry out."""
+
+    key: str
+    ts: int
+    kind: str
+    reason: str
+    card_key: str | None = None
+    detail: Mapping | None = None
+    acted: bool = False
+
+
+@dataclass(frozen=True)
+class JournalRow:
+    id: int
+    key: str | None
+    ts: int
+    kind: str
+    card_key: str | None
+    reason: str
+    detail: dict
+    acted_ts: int | None
+
+
+@dataclass(frozen=True)
+class HourFigures:
+    """One billed hour, as written to `service_hours`."""
+
+    hour_ts: int
+    month_start_ts: int
+    demand_tps: float
+    capacity_tps: float
+    delivered_tps: float
+    scored_capacity_tps: float
+    cards_warm: int
+    warm_usd: float
+    churn_usd: float
+    idle_usd: float
+    ideal_usd: float
+    evictions: int
+    wrong_evictions: int
