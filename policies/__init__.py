@@ -1,7 +1,9 @@
 """Policies by name: windows, sizing modes and eviction rules, and `resolve`, which turns a policy's settings into
 the plug-ins the core calls. A new mode or rule is one file and one line here."""
 
-from fleet.core.plugins import EvictionRule, Judgement, PolicyParts, SizingInput, SizingMode
+from typing import Callable
+
+from fleet.core.plugins import EvictionRule, Judgement, PolicyParts, ScoreEstimator, SizingInput, SizingMode
 from fleet.core.registry import Registry
 from fleet.core.scenario import Policy
 from policies.admission import Limits
@@ -9,12 +11,17 @@ from policies.below_median import BelowMedian
 from policies.held import Held
 from policies.hysteresis import ReleaseAfter
 from policies.no_eviction import NoEviction
+from policies.scores import DipAware, WindowMean
 from policies.steady import Steady
 from policies.windows import WINDOWS, window_hours
 
 SIZING_MODES: Registry[SizingMode] = Registry("sizing mode")
 SIZING_MODES.register("held", Held())
 SIZING_MODES.register("steady", Steady())
+
+SCORES: Registry[Callable[[Policy], ScoreEstimator]] = Registry("score estimator")
+SCORES.register("mean", lambda policy: WindowMean())
+SCORES.register("dip-aware", lambda policy: DipAware(**policy.dip_aware.model_dump()))
 
 EVICTION_RULES: Registry[EvictionRule] = Registry("eviction rule")
 EVICTION_RULES.register("none", NoEviction())
@@ -26,6 +33,7 @@ def resolve(policy: Policy) -> PolicyParts:
     ev = policy.eviction
     return PolicyParts(
         policy=policy,
+        score=SCORES.get(policy.score)(policy),
         mode=SIZING_MODES.get(policy.mode),
         rule=EVICTION_RULES.get(ev.rule),
         admission=Limits(ev.breaker_share, ev.disruption_share, ev.drain_hours),
@@ -37,6 +45,7 @@ def resolve(policy: Policy) -> PolicyParts:
 
 __all__ = [
     "EVICTION_RULES",
+    "SCORES",
     "SIZING_MODES",
     "WINDOWS",
     "EvictionRule",

@@ -1,4 +1,8 @@
-"""Below-median rule: evict run-set cards scoring under `fraction` of the run set's median score, worst first."""
+"""Below-median rule: evict run-set cards scoring under `fraction` of their class's median score in the run set, worst first.
+
+Each card is judged against the cards of its own class (a bargain card is neither
+healthy nor slow by a flagship's median); with one class that is the run set's median.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,21 @@ class BelowMedian:
     name = "below-median"
     is_on = True
 
-    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float) -> Judgement:
+    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float, groups: np.ndarray | None = None) -> Judgement:
         judged = np.flatnonzero(run_set)
+        reason = f"score below {fraction:.0%} of the run set's median score"
         if judged.size == 0:
-            return Judgement(judged, float("nan"), float("nan"), "empty run set")
-        scores = score_tps[judged]
-        median = float(np.median(scores))
-        threshold = fraction * median
-        below = scores < threshold
-        order = np.argsort(scores[below], kind="stable")
-        return Judgement(
-            judged[below][order],
-            median,
-            threshold,
-            f"score below {fraction:.0%} of the run set's median score",
-        )
+            return Judgement(judged, float("nan"), float("nan"), "empty run set", np.empty(0))
+        scores = np.asarray(score_tps)[judged]
+        kinds = np.zeros(judged.size, dtype=np.int64) if groups is None else np.asarray(groups)[judged]
+        medians = np.empty(judged.size, dtype=np.float64)
+        for g in np.unique(kinds):
+            medians[kinds == g] = np.median(scores[kinds == g])
+        below = scores < fraction * medians
+        # Worst first: lowest score against its own class's median (with one class, lowest score).
+        order = np.argsort(scores[below] / medians[below], kind="stable") if np.unique(kinds).size > 1 else np.argsort(scores[below], kind="stable")
+        one = np.unique(kinds).size == 1
+        median = float(medians[0]) if one else float("nan")
+        if not one:
+            reason = f"score below {fraction:.0%} of its class's median score in the run set"
+        return Judgement(judged[below][order], median, fraction * median, reason, medians[below][order])

@@ -19,7 +19,7 @@ class Held:
         return np.zeros_like(np.asarray(demand_tps, dtype=np.float64)) + float(peak_demand_tps) * headroom
 
     def size(self, inp: SizingInput) -> np.ndarray:
-        target = inp.peak_demand_tps * inp.headroom
+        target = float(inp.target_tps(self)[0]) if len(inp.hours) else inp.peak_demand_tps * inp.headroom
         score = inp.score_tps[:, 0]
         if inp.previous is None:
             chosen = greedy_run_set(score, inp.rent_usd_per_hour, target, inp.eligible)

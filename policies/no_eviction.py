@@ -11,5 +11,5 @@ class NoEviction:
     name = "none"
     is_on = False
 
-    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float) -> Judgement:
-        return Judgement(np.empty(0, dtype=np.int64), float("nan"), float("nan"), "eviction is off")
+    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float, groups: np.ndarray | None = None) -> Judgement:
+        return Judgement(np.empty(0, dtype=np.int64), float("nan"), float("nan"), "eviction is off", np.empty(0))

@@ -16,5 +16,4 @@ class Steady:
         return np.asarray(demand_tps, dtype=np.float64) * headroom
 
     def size(self, inp: SizingInput) -> np.ndarray:
-        return greedy_run_set(inp.score_tps, inp.rent_usd_per_hour, self.target_tps(inp.demand_tps, inp.peak_demand_tps, inp.headroom),
-                              inp.eligible)
+        return greedy_run_set(inp.score_tps, inp.rent_usd_per_hour, inp.target_tps(self), inp.eligible)

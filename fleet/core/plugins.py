@@ -23,13 +23,19 @@ class SizingInput:
     """What a sizing mode sees for a stretch of hours with no eviction in between."""
 
     hours: np.ndarray  # month hours of the stretch, (k,)
-    score_tps: np.ndarray  # windowed scores at those hours, (cards, k)
+    score_tps: np.ndarray  # scores at those hours, (cards, k)
     rent_usd_per_hour: np.ndarray  # (cards,)
     eligible: np.ndarray  # cards it may run: the policy's class, not evicted, (cards,)
     demand_tps: np.ndarray  # (k,)
     peak_demand_tps: float  # the month's peak demand, for modes that size once
     headroom: float
     previous: np.ndarray | None  # run set of the hour before the stretch, or None at month start
+    allowance: np.ndarray | None = None  # (k,) share of capacity held for dips to come; None: none
+
+    def target_tps(self, mode: "SizingMode") -> np.ndarray:
+        """The mode's target each hour, with the capacity held for dips to come."""
+        base = np.asarray(mode.target_tps(self.demand_tps, self.peak_demand_tps, self.headroom), dtype=np.float64)
+        return base if self.allowance is None else base * (1.0 + self.allowance)
 
 
 class SizingMode(Protocol):
@@ -43,21 +49,49 @@ class SizingMode(Protocol):
 
 
 @dataclass(frozen=True)
+class Scored:
+    """A score estimator's output for a stretch of hours: the sizing score, plain window means, and dips seen."""
+
+    score_tps: np.ndarray  # (cards, hours) hours-major float32: what the sizing greedy believes
+    window_tps: tuple[np.ndarray, ...] = ()  # (cards, hours) plain window means for the other windows asked (eviction)
+    in_dip: np.ndarray | None = None  # (cards, hours) bool: scored on its recent level because it looked in a dip
+    dip_rate: np.ndarray | None = None  # (hours,) share of the pool's card-hours starting a dip, as measured so far
+    dip_depth: np.ndarray | None = None  # (hours,) the measured dips' mean depth (share of the level lost)
+
+
+class ScoreEstimator(Protocol):
+    name: str
+    is_window_mean: bool  # the score is the plain mean of its window (eviction may read it as is)
+
+    def describe(self, window: str) -> str:
+        """What the sizing believed, for reasons: "day window", "dip-aware score (...)"."""
+
+    def score(self, hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
+              other_windows: tuple[int, ...] = ()) -> Scored:
+        """Scores at `hours` consecutive hours from (cards, history_hours + hours) hourly means (NaN: no telemetry).
+
+        The score at hour h reads only the hours before it. It sees telemetry only,
+        never a scenario's true rates or parameters.
+        """
+
+
+@dataclass(frozen=True)
 class Judgement:
     """An eviction rule's opinion at one decision: the cards it would evict, worst first, and why."""
 
     candidates: np.ndarray  # card indices, worst first
-    median_tps: float
+    median_tps: float  # the run set's median score (NaN when the run set holds several classes: see candidate_median_tps)
     threshold_tps: float
     reason: str
+    candidate_median_tps: np.ndarray | None = None  # each candidate's own class's median, aligned with candidates
 
 
 class EvictionRule(Protocol):
     name: str
     is_on: bool  # False for a rule that never evicts: the policy then has no decision hours
 
-    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float) -> Judgement:
-        """Judge the run set on its scores; the budget is applied by the admission."""
+    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float, groups: np.ndarray | None = None) -> Judgement:
+        """Judge the run set on its scores, each card against its own group (class); the budget is the admission's."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +126,7 @@ class PolicyParts:
     """A policy's settings with the plug-ins they name, resolved once (`policies.resolve`)."""
 
     policy: Policy
+    score: ScoreEstimator
     mode: SizingMode
     rule: EvictionRule
     admission: Admission

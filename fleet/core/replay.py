@@ -15,9 +15,9 @@ import numpy as np
 
 from fleet.core.billing import HoursBill, bill_hours
 from fleet.core.month import Month, draw_month
-from fleet.core.plugins import PolicyParts, SizingInput
+from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
-from fleet.core.scores import rows_scores
+from fleet.core.scores import of_rows
 from fleet.core.step import CardDecision, EvictionPass, eviction_pass, is_decision_hour, size_stretch
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
@@ -33,7 +33,8 @@ class MonthResult:
     eviction_budget: int
     bill: HoursBill
     wrong: np.ndarray  # (evictions,) bool, in the order of `evictions`
-    median_ticket_tps: np.ndarray  # (evictions,) the median ticket of the run set each eviction was judged in
+    median_ticket_tps: np.ndarray  # (evictions,) the median ticket of its class in the run set each eviction was judged in
+    in_dip: np.ndarray | None = None  # (cards, hours) bool: scored on its recent level, as in a dip (dip-aware scores)
     figures: dict = field(default_factory=dict)
 
     @property
@@ -45,6 +46,20 @@ class MonthResult:
     def cards_warm(self) -> np.ndarray:
         """Cards warm in each hour (the bill's count)."""
         return self.bill.cards_warm
+
+
+def run_class_mask(month: Month, policy) -> np.ndarray:
+    """The cards of the classes the policy rents."""
+    wanted = [month.class_names.index(c) for c in policy.run_classes(month.class_names)]
+    return np.isin(month.card_class, wanted)
+
+
+def dip_allowance(scored: Scored, hours_ahead: float) -> np.ndarray | None:
+    """Share of capacity held each hour for dips the scores cannot see yet: the pool's measured dip onsets per
+    card-hour × their mean depth × the hours ahead held for (None when off or the estimator measures no dips)."""
+    if not hours_ahead or scored.dip_rate is None or scored.dip_depth is None:
+        return None
+    return np.asarray(scored.dip_rate) * np.asarray(scored.dip_depth) * float(hours_ahead)
 
 
 def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None) -> MonthResult:
@@ -59,11 +74,21 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     n = month.n_cards
     rent_h = month.rent_usd_per_hour
 
-    in_class = month.card_class == month.class_names.index(policy.card_class)
+    in_class = run_class_mask(month, policy)
     idx = np.flatnonzero(in_class)
     size_w, evict_w = parts.size_window_hours, parts.evict_window_hours
-    scores = rows_scores(month.measured_tps, idx, W, H, (size_w,) if evict_w == size_w else (size_w, evict_w))
-    score, evict_score = scores[0], scores[-1]
+    # The eviction rule reads the plain mean of its own window: ask for it unless the sizing score is that very mean.
+    others = (evict_w,) if parts.evicts and (evict_w != size_w or not parts.score.is_window_mean) else ()
+    scored = []
+
+    def estimate(rows_tps: np.ndarray) -> list:
+        got = parts.score.score(rows_tps, W, H, size_w, others)
+        scored.append(got)
+        return [got.score_tps, got.window_tps[0] if others else None, got.in_dip]
+
+    score, evict_score, in_dip = of_rows(month.measured_tps, idx, H, estimate)
+    evict_score = score if evict_score is None else evict_score
+    allowance = dip_allowance(scored[0], policy.dip_allowance_hours) if scored else None
 
     eligible = in_class.copy()
     budget = budget_cards(policy.eviction.share, int(idx.size))
@@ -80,7 +105,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     a = 0
     for b in [*decision_hours, H]:
         if a > 0:
-            p = eviction_pass(a, evict_score[:, a], warm[:, a - 1], rent_h, budget_left, eviction_hours, int(idx.size), parts)
+            p = eviction_pass(a, evict_score[:, a], warm[:, a - 1], rent_h, budget_left, eviction_hours, int(idx.size), parts,
+                              month.card_class)
             passes.append(p)
             eligible[list(p.evicted)] = False
             eviction_hours += [a] * len(p.evicted)
@@ -96,6 +122,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             peak_demand_tps=peak,
             headroom=policy.headroom,
             previous=previous,
+            allowance=None if allowance is None else allowance[a:b],
         )
         warm[:, a:b], out_hours = size_stretch(inp, out_hours, parts)
         previous = warm[:, b - 1].copy() if b > a else previous
@@ -110,8 +137,9 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     wrong, medians = [], []
     for p in passes:
         judged = warm[:, p.hour - 1]
-        wrong.extend(wrong_evictions(np.array(p.evicted, dtype=np.int64), judged, month.true_tps).tolist())
-        medians.extend([median_ticket_tps(judged, month.true_tps)] * len(p.evicted))
+        evicted = np.array(p.evicted, dtype=np.int64)
+        wrong.extend(wrong_evictions(evicted, judged, month.true_tps, month.card_class).tolist())
+        medians.extend(median_ticket_tps(evicted, judged, month.true_tps, month.card_class).tolist())
     result = MonthResult(
         scenario=scenario,
         month=month,
@@ -121,6 +149,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
         bill=bill,
         wrong=np.array(wrong, dtype=bool),
         median_ticket_tps=np.array(medians, dtype=np.float64),
+        in_dip=in_dip,
     )
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
     return result

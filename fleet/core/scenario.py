@@ -14,7 +14,7 @@ import copy
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -138,13 +138,28 @@ class Eviction(Strict):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-class Policy(Strict):
-    """What the operator controls: the class it rents, the window it scores through, how it sizes and evicts."""
+ANY_CLASS = "any"
+"""`policy.card_class = "any"`: the run set may take cards of every class on the market."""
 
-    card_class: str
+
+class DipAware(Strict):
+    """Settings of the `dip-aware` score (`policies.scores.DipAware`): a robust long level, a short test for a dip."""
+
+    level_hours: int = Field(default=168, ge=24, le=24 * 31)  # the level: median of the daily means over these hours
+    recent_hours: int = Field(default=3, ge=1, le=24)  # the test reads the last 1..recent_hours hours
+    sigmas: float = Field(default=2.5, gt=0, le=10)  # how far below the level, in the card's own noise, is a dip
+
+
+class Policy(Strict):
+    """What the operator controls: the classes it rents, how it scores cards, how it sizes and evicts."""
+
+    card_class: str | tuple[str, ...]  # a class, a list of classes, or "any" (every class on the market)
     window: str = "day"
+    score: str = "mean"  # the score estimator (policies.scores): "mean" of the window, or "dip-aware"
+    dip_aware: DipAware = DipAware()
     mode: str = "steady"
     headroom: float = Field(default=1.0, ge=0.5, le=5)
+    dip_allowance_hours: float = Field(default=0.0, ge=0, le=24)  # capacity held for dips this many hours ahead (0: none)
     release_after_hours: int = Field(default=1, ge=1, le=720)  # hysteresis (policies.hysteresis); 1 releases at once
     eviction: Eviction = Eviction()
 
@@ -153,9 +168,39 @@ class Policy(Strict):
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
+    @field_validator("card_class", mode="before")
+    @classmethod
+    def _classes(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            v = tuple(v)
+        if isinstance(v, tuple):
+            if not v or len(set(v)) != len(v):
+                raise ValueError("a list of card classes must name each class once")
+            return v[0] if len(v) == 1 else v
+        return v
+
     @property
     def eviction_window(self) -> str:
         return self.eviction.window or self.window
+
+    def run_classes(self, market: Sequence[str]) -> tuple[str, ...]:
+        """The classes the run set may take cards of, in the market's order."""
+        if self.card_class == ANY_CLASS:
+            return tuple(market)
+        wanted = (self.card_class,) if isinstance(self.card_class, str) else tuple(self.card_class)
+        return tuple(c for c in market if c in wanted)
+
+    @property
+    def class_label(self) -> str:
+        """How figures and tables name the classes rented: one name, "any", or names joined by "+"."""
+        return self.card_class if isinstance(self.card_class, str) else "+".join(self.card_class)
+
+    def unknown_classes(self, market: Sequence[str]) -> list[str]:
+        """Classes the policy names that the market does not have."""
+        if self.card_class == ANY_CLASS:
+            return []
+        wanted = (self.card_class,) if isinstance(self.card_class, str) else tuple(self.card_class)
+        return [c for c in wanted if c not in market]
 
 
 class Checks(Strict):
@@ -188,8 +233,10 @@ class Scenario(Strict):
         names = [c.name for c in self.classes]
         if len(set(names)) != len(names):
             raise ValueError(f"card class names must be unique, got {names}")
-        if self.policy.card_class not in names:
-            raise ValueError(f"policy.card_class {self.policy.card_class!r} is not one of the classes {names}")
+        if ANY_CLASS in names:
+            raise ValueError(f"a card class may not be named {ANY_CLASS!r}: policy.card_class = {ANY_CLASS!r} means every class")
+        if self.policy.unknown_classes(names):
+            raise ValueError(f"policy.card_class {self.policy.card_class!r} is not one of the classes {names} (or 'any')")
         return self
 
     def card_class(self, name: str) -> MarketClass:

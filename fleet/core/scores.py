@@ -71,18 +71,24 @@ def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, wind
         return np.where(c > 0, s / np.maximum(c, 1), np.nan).astype(np.float32)
 
 
-def rows_scores(measured_tps: np.ndarray, rows: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...]) -> list[np.ndarray]:
-    """Scores of the cards in `rows` through each window, as (cards, hours) hours-major arrays; other cards score zero."""
+def of_rows(measured_tps: np.ndarray, rows: np.ndarray, hours: int, fn) -> list[np.ndarray]:
+    """`fn` over the cards in `rows` only, each (cards, hours) array it returns widened to every card (others zero).
+
+    Classes are drawn one after another, so a run set's classes are usually a run of
+    rows: slice it, don't copy it. A result that is None stays None.
+    """
     n = measured_tps.shape[0]
-    # Classes are drawn one after another, so a class is usually a run of rows: slice it, don't copy it.
     contiguous = rows.size > 0 and int(rows[-1]) - int(rows[0]) + 1 == rows.size
     sel = slice(int(rows[0]), int(rows[-1]) + 1) if contiguous else rows
-    got = window_scores_many(measured_tps[sel], warmup_hours, hours, windows)
+    got = fn(measured_tps[sel])
     if rows.size == n:
-        return got
+        return list(got)
     out = []
     for s in got:
-        full = np.zeros((hours, n), dtype=np.float32).T
+        if s is None:
+            out.append(None)
+            continue
+        full = np.zeros((hours, n), dtype=s.dtype).T
         full[sel] = s
         out.append(full)
     return out

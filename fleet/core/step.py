@@ -51,6 +51,7 @@ class EvictionPass:
     fraction: float
     judged: int
     candidates: tuple[int, ...]
+    candidate_median_tps: tuple[float, ...]  # each candidate's own class's median score in the run set
     evicted: tuple[int, ...]
     evictions: tuple[CardDecision, ...]
     median_score_tps: float
@@ -79,22 +80,25 @@ def eviction_pass(
     eviction_hours: tuple[int, ...] | list[int],
     pool_cards: int,
     parts: PolicyParts,
+    groups: np.ndarray | None = None,
 ) -> EvictionPass:
-    """Judge the run set, admit what the limits allow, record each eviction with its reason."""
+    """Judge the run set (each card against its own class, `groups`), admit what the limits allow, record each eviction."""
     policy = parts.policy
     ev = policy.eviction
     run_set = np.asarray(run_set, dtype=bool)
     judged = int(run_set.sum())
-    judgement = parts.rule.judge(evict_score_tps, run_set, ev.fraction)
+    judgement = parts.rule.judge(evict_score_tps, run_set, ev.fraction, groups)
     draining = parts.admission.draining(eviction_hours, hour)
     adm = parts.admission.admit(judgement, judged, budget_left, draining, pool_cards)
     taken = adm.taken
     tpd = tokens_per_dollar(np.asarray(evict_score_tps)[taken], np.asarray(rent_usd_per_hour)[taken]) if taken.size else np.empty(0)
     evictions = []
     left = int(budget_left)
+    medians = judgement.candidate_median_tps
     for i, c in enumerate(taken):
         left -= 1
         score = float(evict_score_tps[c])
+        median = float(medians[i]) if medians is not None and i < len(medians) else judgement.median_tps
         evictions.append(
             CardDecision(
                 "evict",
@@ -103,7 +107,7 @@ def eviction_pass(
                 score,
                 float(tpd[i]),
                 f"{judgement.reason}: scored {score:.0f} tok/s through the {policy.eviction_window} window, "
-                f"under the threshold {judgement.threshold_tps:.0f} tok/s (median {judgement.median_tps:.0f}); "
+                f"under the threshold {ev.fraction * median:.0f} tok/s (median {median:.0f}); "
                 f"budget left after it {left}",
             )
         )
@@ -114,6 +118,7 @@ def eviction_pass(
         fraction=ev.fraction,
         judged=judged,
         candidates=tuple(int(c) for c in judgement.candidates),
+        candidate_median_tps=tuple(float(v) for v in (judgement.candidate_median_tps if judgement.candidate_median_tps is not None else ())),
         evicted=tuple(int(c) for c in taken),
         evictions=tuple(evictions),
         median_score_tps=float(judgement.median_tps),
@@ -154,6 +159,9 @@ class PoolState:
     budget_left: int  # evictions the month's budget still allows
     eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
     out_hours: np.ndarray | None = None  # (cards,) hours the sizing mode has left each card out; None: warm cards were chosen
+    groups: np.ndarray | None = None  # (cards,) class index: eviction judges each card against its own class
+    in_dip: np.ndarray | None = None  # (cards,) bool: the score estimator scored the card on its recent level (a dip)
+    allowance: float = 0.0  # share of capacity held for dips to come
 
 
 @dataclass(frozen=True)
@@ -196,7 +204,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
     passed = None
     if state.run_set is not None and is_decision_hour(state.hour, parts, budget_left):
         passed = eviction_pass(state.hour, np.asarray(state.evict_score_tps), state.run_set, rent, budget_left,
-                               state.eviction_hours, state.pool_cards, parts)
+                               state.eviction_hours, state.pool_cards, parts, state.groups)
         eligible[list(passed.evicted)] = False
         budget_left = passed.budget_left_after
 
@@ -210,6 +218,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         peak_demand_tps=float(state.peak_demand_tps),
         headroom=policy.headroom,
         previous=before,
+        allowance=np.array([state.allowance]) if state.allowance else None,
     )
     if before is None:
         out_before = None
@@ -220,7 +229,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
     chosen = np.asarray(parts.mode.size(inp))[:, :1].astype(bool)
     warm_k, out_after = parts.hysteresis.hold(chosen, eligible, out_before)
     warm = warm_k[:, 0]
-    target = float(parts.mode.target_tps(state.demand_tps, state.peak_demand_tps, policy.headroom))
+    target = float(inp.target_tps(parts.mode)[0])
     capacity = float(np.asarray(score, dtype=np.float64)[warm].sum())
     was = np.zeros_like(warm) if before is None else before
     evicted = np.zeros_like(warm)
@@ -230,15 +239,21 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
     released = np.flatnonzero(was & ~warm & ~evicted)
     held = int((warm & ~chosen[:, 0]).sum())
     tpd_all = tokens_per_dollar(score, rent)
-    why = f"{policy.mode} mode through the {policy.window} window: target {target:.0f} tok/s, scored capacity {capacity:.0f} tok/s"
+    why = f"{policy.mode} mode through the {parts.score.describe(policy.window)}: target {target:.0f} tok/s, scored capacity {capacity:.0f} tok/s"
+    if state.allowance:
+        why += f" (holding {state.allowance:.1%} for dips to come)"
     if parts.hysteresis.release_after_hours > 1:
         why += f"; {held} cards held warm until left out {parts.hysteresis.release_after_hours} hours"
+    dip = np.zeros(warm.shape, dtype=bool) if state.in_dip is None else np.asarray(state.in_dip, dtype=bool)
+    note = lambda c: "; scored on its recent hours: it looks in a dip" if dip[c] else ""  # noqa: E731
     adds = tuple(
-        CardDecision("add", state.hour, int(c), float(score[c]), float(tpd_all[c]), f"added: among the best tokens per dollar to cover the target; {why}")
+        CardDecision("add", state.hour, int(c), float(score[c]), float(tpd_all[c]),
+                     f"added: among the best tokens per dollar to cover the target; {why}{note(c)}")
         for c in added
     )
     releases = tuple(
-        CardDecision("release", state.hour, int(c), float(score[c]), float(tpd_all[c]), f"released: not needed to cover the target; {why}")
+        CardDecision("release", state.hour, int(c), float(score[c]), float(tpd_all[c]),
+                     f"released: not needed to cover the target; {why}{note(c)}")
         for c in released
     )
     return Decisions(

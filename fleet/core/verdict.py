@@ -16,24 +16,30 @@ from fleet.core.scenario import Scenario
 HOUR_S = 3600
 
 
-def wrong_evictions(evicted: np.ndarray, judged: np.ndarray, ticket_tps: np.ndarray) -> np.ndarray:
-    """For each evicted card, whether it was wrong: its lottery ticket at or above the median ticket of the run set judged.
-
-    The ticket (rated × quality) is the card's truth; a dip it was riding is transient,
-    so a card thrown out during a dip is a healthy card lost.
-    """
+def median_ticket_tps(evicted: np.ndarray, judged: np.ndarray, ticket_tps: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """For each evicted card, the median lottery ticket of its own class among the run set judged (NaN: none judged)."""
     evicted = np.asarray(evicted, dtype=np.int64)
     judged = np.asarray(judged, dtype=bool)
-    if evicted.size == 0:
-        return np.zeros(0, dtype=bool)
-    median = float(np.median(ticket_tps[judged])) if judged.any() else float("nan")
-    return np.asarray(ticket_tps, dtype=np.float64)[evicted] >= median
+    ticket = np.asarray(ticket_tps, dtype=np.float64)
+    kinds = np.zeros(ticket.size, dtype=np.int64) if groups is None else np.asarray(groups)
+    out = np.full(evicted.size, np.nan)
+    for g in np.unique(kinds[evicted]):
+        peers = judged & (kinds == g)
+        if peers.any():
+            out[kinds[evicted] == g] = float(np.median(ticket[peers]))
+    return out
 
 
-def median_ticket_tps(judged: np.ndarray, ticket_tps: np.ndarray) -> float:
-    """The median lottery ticket of the run set judged (the line `wrong_evictions` draws)."""
-    judged = np.asarray(judged, dtype=bool)
-    return float(np.median(ticket_tps[judged])) if judged.any() else float("nan")
+def wrong_evictions(evicted: np.ndarray, judged: np.ndarray, ticket_tps: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
+    """For each evicted card, whether it was wrong: its lottery ticket at or above the median ticket of its class in the
+    run set judged.
+
+    The ticket (rated × quality) is the card's truth; a dip it was riding is transient,
+    so a card thrown out during a dip is a healthy card lost. A bargain card is judged
+    among bargain cards, not by a flagship's median.
+    """
+    evicted = np.asarray(evicted, dtype=np.int64)
+    return np.asarray(ticket_tps, dtype=np.float64)[evicted] >= median_ticket_tps(evicted, judged, ticket_tps, groups)
 
 
 def month_totals(
@@ -96,8 +102,9 @@ def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_
     wrong = int(np.sum(wrong_by_eviction))
     n_evicted = int(np.size(wrong_by_eviction))
     t = month_totals(b.warm_usd, b.churn_usd, b.idle_usd, b.ideal_usd, b.demand_tps, b.delivered_tps, n_evicted, wrong)
-    run_class = s.policy.card_class
-    pool_cards = int((month.card_class == month.class_names.index(run_class)).sum())
+    run_class = s.policy.class_label
+    wanted = [month.class_names.index(c) for c in s.policy.run_classes(month.class_names)]
+    pool_cards = int(np.isin(month.card_class, wanted).sum())
     bill = t["bill_usd"]
     figs = {
         "preset": s.name,

@@ -1,0 +1,147 @@
+"""Score estimators: what the autoscaler believes a card serves, from its telemetry alone.
+
+- `mean`: the mean measured rate over the window's hours before the hour. An hour
+  is noisy (±25% in the presets), a day less, a week least; but a window mean only
+  sees a dip as the dip fills the window, and keeps seeing it after it ends.
+- `dip-aware`: a level that the dips inside a long window do not move (the median
+  of its daily means), and a test of the last 1..`recent_hours` hours against that
+  level in the card's own noise (estimated from the card's own hour-to-hour
+  changes, `sigmas` of it). A card whose recent hours fall significantly below its
+  level is scored on its recent level, and flagged as in a dip; otherwise it is
+  scored on its level. The pool's measured dips (how often one starts, counting
+  flags that last two hours or more, and how deep) come out beside the scores,
+  for the capacity held for dips to come.
+
+Both read hourly means that may have gaps (NaN: no telemetry that hour); an hour
+without telemetry is left out of every mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleet.core.plugins import Scored
+from fleet.core.scores import window_scores_many, windowed_scores
+
+_BLOCK_CELLS = 1 << 20
+"""Card-hours of the month scored at once by the dip-aware estimator (bounds its temporaries)."""
+
+
+class WindowMean:
+    name = "mean"
+    is_window_mean = True  # its score is the plain mean of the window
+
+    def describe(self, window: str) -> str:
+        return f"{window} window"
+
+    def score(self, hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
+              other_windows: tuple[int, ...] = ()) -> Scored:
+        windows = (window_hours, *other_windows)
+        if not np.isnan(hourly_tps).any():
+            got = window_scores_many(hourly_tps, history_hours, hours, windows)
+        else:
+            got = [windowed_scores(hourly_tps, history_hours, hours, w) for w in windows]
+        return Scored(score_tps=got[0], window_tps=tuple(got[1:]))
+
+
+def _running(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Running sums of the present values and of their count along each row, with a leading zero column."""
+    have = np.isfinite(x)
+    s = np.zeros((x.shape[0], x.shape[1] + 1))
+    np.cumsum(np.where(have, x, 0.0), axis=1, out=s[:, 1:])
+    c = np.zeros_like(s)
+    np.cumsum(have, axis=1, out=c[:, 1:])
+    return s, c
+
+
+@dataclass(frozen=True)
+class DipAware:
+    """The dip-aware estimator with its settings (see the module's docstring)."""
+
+    level_hours: int = 168
+    recent_hours: int = 3
+    sigmas: float = 2.5
+    name: str = "dip-aware"
+    is_window_mean = False
+
+    def describe(self, window: str) -> str:
+        return f"dip-aware score (the level of {self.level_hours} h unless the last {self.recent_hours} h fall {self.sigmas:g} sigma below it)"
+
+    def score(self, hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
+              other_windows: tuple[int, ...] = ()) -> Scored:
+        x = np.asarray(hourly_tps, dtype=np.float64)
+        n = x.shape[0]
+        if self.level_hours > history_hours:
+            from fleet.core.errors import ConfigError
+
+            raise ConfigError(f"dip-aware level of {self.level_hours} hours is longer than the {history_hours} hours of history")
+        score = np.empty((hours, n), dtype=np.float32)
+        in_dip = np.empty((hours, n), dtype=bool)
+        onsets = np.zeros(hours)
+        depth_sum = np.zeros(hours)
+        flagged = np.zeros(hours)
+        block = max(1, _BLOCK_CELLS // max(hours + history_hours, 1))
+        for a in range(0, n, block):
+            b = min(n, a + block)
+            s, d, onset, lost = self._block(x[a:b], history_hours, hours)
+            score[:, a:b] = s.T
+            in_dip[:, a:b] = d.T
+            onsets += onset
+            flagged += d.sum(axis=0)
+            depth_sum += lost
+        others = WindowMean().score(hourly_tps, history_hours, hours, other_windows[0], other_windows[1:]) if other_windows else None
+        # The pool's dips as measured up to each hour: onsets per card-hour and mean depth, over the hours before it.
+        seen = np.arange(1, hours + 1) * max(n, 1)
+        rate = np.concatenate([[0.0], np.cumsum(onsets)[:-1] / seen[:-1]]) if hours else np.zeros(0)
+        depth = np.concatenate([[0.0], np.cumsum(depth_sum)[:-1] / np.maximum(np.cumsum(flagged)[:-1], 1)]) if hours else np.zeros(0)
+        return Scored(
+            score_tps=score.T,
+            window_tps=() if others is None else (others.score_tps, *others.window_tps),
+            in_dip=in_dip.T,
+            dip_rate=rate,
+            dip_depth=depth,
+        )
+
+    def _block(self, x: np.ndarray, history_hours: int, hours: int):
+        """Scores, dip flags, dip onsets and lost share of a block of cards, (cards, hours) each."""
+        s, c = _running(x)
+        have = np.isfinite(x)
+        step = np.abs(np.diff(np.where(have, x, 0.0), axis=1))
+        both = have[:, 1:] & have[:, :-1]
+        ds, dc = _running(np.where(both, step, np.nan))  # column k + 1: changes up to the one into hour k + 1
+        end = history_hours + np.arange(hours)  # the score at month hour h reads hours before history + h
+        days = self.level_hours // 24
+        day_mean = np.empty((days, x.shape[0], hours))
+        day_step = np.empty((days, x.shape[0], hours))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for j in range(days):
+                e = end - 24 * j
+                day_mean[j] = (s[:, e] - s[:, e - 24]) / (c[:, e] - c[:, e - 24])
+                # Changes between the day's consecutive hours: into hours e-23 .. e-1.
+                day_step[j] = (ds[:, e - 1] - ds[:, e - 24]) / (dc[:, e - 1] - dc[:, e - 24])
+            level = np.nanmedian(day_mean, axis=0) if days > 1 else day_mean[0]
+            # For independent normal errors, E|x_t - x_t-1| = 2 sigma / sqrt(pi).
+            sigma = np.nanmedian(day_step, axis=0) * (np.sqrt(np.pi) / 2) / level
+        sigma = np.where(np.isfinite(sigma), sigma, 0.0)
+        score = level.copy()
+        in_dip = np.zeros(level.shape, dtype=bool)
+        for k in range(1, self.recent_hours + 1):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                count = c[:, end] - c[:, end - k]
+                recent = (s[:, end] - s[:, end - k]) / count
+                low = (count > 0) & (recent < level * (1.0 - self.sigmas * sigma / np.sqrt(np.maximum(count, 1))))
+            score = np.where(low, np.fmin(score, recent), score)  # the lowest significantly low recent level: safe side
+            in_dip |= low
+        score = np.where(np.isfinite(score), score, np.nan)
+        # A dip's onset: a flag that was off the hour before and is still on the hour after (a lone flagged hour is
+        # more likely noise than a dip). It is known one hour late, so it counts at the hour that confirms it.
+        before = np.concatenate([np.zeros((x.shape[0], 1), dtype=bool), in_dip[:, :-1]], axis=1)
+        starts = in_dip & ~before
+        onset = np.zeros(hours)
+        onset[1:] = (starts[:, :-1] & in_dip[:, 1:]).sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lost = np.where(in_dip, 1.0 - score / level, 0.0)
+        lost = np.where(np.isfinite(lost), lost, 0.0).sum(axis=0)
+        return score, in_dip, onset, lost
