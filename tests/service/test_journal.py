@@ -12,7 +12,7 @@ from fleet.service.journal import ACTIONS, ActuatorError, Journal
 from fleet.presets import replay_scenario
 from storage.repository import memory_repository, open_repository
 from storage.service_store import JournalEntry, ServiceStore
-from tests.serving import TINY_PRESET, Served, wait_for
+from tests.service.serving import TINY_PRESET, Served, wait_for
 
 # A shell actuator (quick to start): it blocks on the first eviction until killed, and logs each key it carries out.
 ACTUATOR = textwrap.dedent(

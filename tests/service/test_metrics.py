@@ -139,7 +139,7 @@ def test_grafana_dashboard_reads_only_metrics_the_service_exports():
     import re
     from pathlib import Path
 
-    dash = json.loads((Path(__file__).resolve().parent.parent / "docs" / "grafana-dashboard.json").read_text())
+    dash = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text())
     fams, text = families()
     exported = {s.name for f in fams.values() for s in f.samples}
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]

@@ -13,7 +13,7 @@ import pytest
 
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
-from tests.serving import Served, value, wait_for
+from tests.service.serving import Served, value, wait_for
 
 PROMETHEUS = shutil.which("prometheus")
 

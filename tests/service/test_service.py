@@ -15,7 +15,7 @@ from fleet.presets import replay_scenario
 from fleet.service.service import HOUR_S
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
-from tests.serving import FLEET, TINY_PRESET, Served, value, wait_for
+from tests.service.serving import FLEET, TINY_PRESET, Served, value, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +225,7 @@ def test_example_config_is_valid():
 
     from fleet.service.config import load_service_config
 
-    cfg = load_service_config(Path(__file__).resolve().parent.parent / "docs" / "serve-config.example.toml")
+    cfg = load_service_config(Path(__file__).resolve().parents[2] / "docs" / "serve-config.example.toml")
     cfg.require_pool("example")
     assert cfg.metrics.host == "127.0.0.1" and cfg.policy.eviction.breaker_share == 0.3
 
