@@ -1,29 +1,36 @@
 """Running a compare grid: each combination's scenario checked and resolved, the months spread over processes.
 
 `fleet.core.compare` holds the pure parts (a batch of seeds is a picklable value,
-`run_batch` a plain function); this module builds the batches and runs them on
-local processes, reporting progress as batches complete.
+`run_batch` and `run_headroom_batch` plain functions); this module builds the
+batches, runs them on local processes, reports progress as batches complete, and
+runs the recommendation's search (headroom per combination, then the figures).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from fleet.core.compare import Combo, MonthBatch, MonthFigures, run_batch, same_month
+import numpy as np
+
+from fleet.core.compare import (
+    HEADROOM_SEARCH, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend, run_batch,
+    run_headroom_batch, same_month, summarise,
+)
 from fleet.core.errors import ConfigError
 from fleet.core.scenario import Preset, Scenario
 from fleet.presets import demand_file_tps, resolve_policy
 
 
-def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False) -> list[Scenario]:
-    """The scenario of each combination, checked so that a bad choice fails before any month runs."""
+def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False, overrides: Sequence[str] = ()) -> list[Scenario]:
+    """The scenario of each combination (after `overrides`, compare's `--set`), checked before any month runs."""
     out = []
     for c in combos:
-        s = preset.resolve(fix=fix, overrides=c.overrides())
+        s = preset.resolve(fix=fix, overrides=[*overrides, *c.overrides()])
         parts = resolve_policy(s)
         for w, hours in ((c.window, parts.evict_window_hours), (c.size_window, parts.size_window_hours)):
             if hours > s.warmup_hours:
@@ -32,12 +39,65 @@ def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False) 
     return out
 
 
-def batches(scenarios: Sequence[Scenario], seeds: Sequence[int], exact: bool, size: int, base_dir: Path | None = None) -> list[MonthBatch]:
-    """The grid's months cut into batches of `size` seeds, each carrying every combination and its resolved policy."""
-    parts = tuple(resolve_policy(s) for s in scenarios)
-    demand = demand_file_tps(scenarios[0], base_dir)
-    seeds = list(seeds)
-    return [MonthBatch(tuple(scenarios), parts, tuple(seeds[i : i + size]), exact, demand) for i in range(0, len(seeds), size)]
+def _batch_size(seeds: int, jobs: int) -> int:
+    # Small batches keep the progress bar moving and the cores evenly loaded.
+    return max(1, min(8, math.ceil(seeds / (jobs * 6))))
+
+
+class Sweep:
+    """Months on `jobs` local processes (one pool for a whole search), progress reported per month done."""
+
+    def __init__(self, jobs: int | None = None, base_dir: Path | None = None, on_months: Callable[[int], None] | None = None):
+        self.jobs = max(1, int(jobs or os.cpu_count() or 1))
+        self.base_dir = base_dir
+        self.on_months = on_months
+        self._pool: Executor | None = None
+
+    def __enter__(self) -> "Sweep":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=exc[0] is None, cancel_futures=exc[0] is not None)
+
+    def _map(self, fn, work: list) -> list:
+        if self.jobs == 1 or len(work) == 1:
+            for b in work:
+                got = fn(b)
+                if self.on_months:
+                    self.on_months(len(b.seeds))
+                yield got
+            return
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
+        for b, got in zip(work, self._pool.map(fn, work)):
+            if self.on_months:
+                self.on_months(len(b.seeds))
+            yield got
+
+    def months(self, scenarios: Sequence[Scenario], seeds: Sequence[int], exact: bool = True) -> list[MonthFigures]:
+        """Every combination replayed on every seed's month; results in seed order."""
+        if not scenarios:
+            raise ValueError("no combination to run")
+        same_month(scenarios)
+        seeds = list(seeds)
+        parts = tuple(resolve_policy(s) for s in scenarios)
+        demand = demand_file_tps(scenarios[0], self.base_dir)
+        size = _batch_size(len(seeds), self.jobs)
+        work = [MonthBatch(tuple(scenarios), parts, tuple(seeds[i : i + size]), exact, demand) for i in range(0, len(seeds), size)]
+        results = [m for got in self._map(run_batch, work) for m in got]
+        return sorted(results, key=lambda m: m.seed)
+
+    def headrooms(self, scenarios: Sequence[Scenario], seeds: Sequence[int], search: tuple = HEADROOM_SEARCH) -> np.ndarray:
+        """(months, combinations): each month's smallest headroom passing capacity under each combination."""
+        same_month(scenarios)
+        seeds = list(seeds)
+        parts = tuple(resolve_policy(s) for s in scenarios)
+        demand = demand_file_tps(scenarios[0], self.base_dir)
+        size = _batch_size(len(seeds), self.jobs)
+        work = [HeadroomBatch(tuple(scenarios), parts, tuple(seeds[i : i + size]), search, demand) for i in range(0, len(seeds), size)]
+        rows = sorted((r for got in self._map(run_headroom_batch, work) for r in got), key=lambda r: r[0])
+        return np.stack([h for _, h in rows])
 
 
 def run_grid(
@@ -49,24 +109,71 @@ def run_grid(
     on_months: Callable[[int], None] | None = None,
 ) -> list[MonthFigures]:
     """Replay every combination on every seed's month, over `jobs` processes; results in seed order."""
-    if not scenarios:
-        raise ValueError("no combination to run")
-    same_month(scenarios)
+    with Sweep(jobs, base_dir, on_months) as sweep:
+        return sweep.months(scenarios, seeds, exact)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """A recommendation search's outcome: the summaries of the combinations kept, and those no headroom could pass."""
+
+    summaries: list[ComboSummary]
+    unreachable: list[Combo]  # no headroom up to the search's top passes capacity in --min-pass of months
+    screened: int  # combinations searched on the first months only, then dropped
+    months: list[MonthFigures]  # the final round's months, every combination kept
+
+
+SCREEN_MONTHS = 40
+"""Months the first round of a large search is run on; the best `SCREEN_KEEP` combinations go on to every month."""
+SCREEN_KEEP = 6
+
+
+def search(
+    sweep: Sweep,
+    preset: Preset,
+    combos: Sequence[Combo],
+    seeds: Sequence[int],
+    min_pass_rate: float,
+    fix: bool = False,
+    overrides: Sequence[str] = (),
+    exact: bool = True,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> Searched:
+    """For each combination the smallest headroom passing capacity in `min_pass_rate` of the months, then its figures.
+
+    With more combinations than `SCREEN_KEEP` and more months than `SCREEN_MONTHS`, a
+    first round runs every combination on the first `SCREEN_MONTHS` months (headroom
+    searched on those months) and keeps the `SCREEN_KEEP` best by the recommendation's
+    own order; the second round searches their headroom again on every month and
+    replays them there. Every figure reported comes from the second round.
+    """
     seeds = list(seeds)
-    jobs = max(1, int(jobs or os.cpu_count() or 1))
-    # Small batches keep the progress bar moving and the cores evenly loaded.
-    size = max(1, min(8, math.ceil(len(seeds) / (jobs * 6))))
-    work = batches(scenarios, seeds, exact, size, base_dir)
-    results: list[MonthFigures] = []
-    if jobs == 1 or len(work) == 1:
-        for b in work:
-            results.extend(run_batch(b))
-            if on_months:
-                on_months(len(b.seeds))
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            for b, got in zip(work, pool.map(run_batch, work)):
-                results.extend(got)
-                if on_months:
-                    on_months(len(b.seeds))
-    return sorted(results, key=lambda m: m.seed)
+    combos = list(combos)
+    screened = 0
+    unreachable: list[Combo] = []
+    if len(combos) > SCREEN_KEEP and len(seeds) > SCREEN_MONTHS:
+        first = _round(sweep, preset, combos, seeds[:SCREEN_MONTHS], min_pass_rate, fix, overrides, exact, on_stage, "screening")
+        rec = recommend(first.summaries, min_pass_rate)
+        order = sorted(first.summaries, key=lambda s: (s is not rec.best, s is not rec.runner_up,
+                                                        -s.all_checks_pass_rate, -s.figures["convergence_capped"]["median"]))
+        keep = [replace(s.combo, headroom=0.0) for s in order[:SCREEN_KEEP]]
+        screened = len(combos) - len(keep)
+        unreachable = [c for c in first.unreachable]
+        combos = [c for c in combos if replace(c, headroom=0.0) in keep]
+    final = _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, on_stage, "search")
+    return Searched(final.summaries, unreachable + final.unreachable, screened, final.months)
+
+
+def _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, on_stage, label) -> Searched:
+    scenarios = combo_scenarios(preset, combos, fix, overrides)
+    if on_stage:
+        on_stage(f"{label}: headroom", len(seeds))
+    h = sweep.headrooms(scenarios, seeds)
+    found = [passing_headroom(h[:, i], min_pass_rate) for i in range(len(combos))]
+    # A combination no headroom can pass is replayed at the search's top, so the table shows what it fails.
+    chosen = [replace(c, headroom=round(x if x is not None else HEADROOM_SEARCH[1], 6)) for c, x in zip(combos, found)]
+    unreachable = [c for c, x in zip(chosen, found) if x is None]
+    if on_stage:
+        on_stage(f"{label}: figures", len(seeds))
+    months = sweep.months(combo_scenarios(preset, chosen, fix, overrides), seeds, exact)
+    return Searched(summarise(chosen, months), unreachable, 0, months)

@@ -46,6 +46,15 @@ class WindowMean:
         return Scored(score_tps=got[0], window_tps=tuple(got[1:]))
 
 
+def _median_of_days(a: np.ndarray) -> np.ndarray:
+    """The median along the first axis; days with no telemetry (NaN) left out (numpy's nanmedian only when needed)."""
+    if a.shape[0] == 1:
+        return a[0]
+    if np.isnan(a).any():
+        return np.nanmedian(a, axis=0)
+    return np.median(a, axis=0)
+
+
 def _running(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Running sums of the present values and of their count along each row, with a leading zero column."""
     have = np.isfinite(x)
@@ -121,9 +130,9 @@ class DipAware:
                 day_mean[j] = (s[:, e] - s[:, e - 24]) / (c[:, e] - c[:, e - 24])
                 # Changes between the day's consecutive hours: into hours e-23 .. e-1.
                 day_step[j] = (ds[:, e - 1] - ds[:, e - 24]) / (dc[:, e - 1] - dc[:, e - 24])
-            level = np.nanmedian(day_mean, axis=0) if days > 1 else day_mean[0]
+            level = _median_of_days(day_mean)
             # For independent normal errors, E|x_t - x_t-1| = 2 sigma / sqrt(pi).
-            sigma = np.nanmedian(day_step, axis=0) * (np.sqrt(np.pi) / 2) / level
+            sigma = _median_of_days(day_step) * (np.sqrt(np.pi) / 2) / level
         sigma = np.where(np.isfinite(sigma), sigma, 0.0)
         score = level.copy()
         in_dip = np.zeros(level.shape, dtype=bool)

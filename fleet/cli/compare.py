@@ -12,32 +12,35 @@ import typer
 from rich.markup import escape
 
 from fleet.core.compare import (
-    AXES, CHECKS, DEFAULT_HEADROOMS, DEFAULT_MODES, DEFAULT_SHARES, DEFAULT_WINDOWS, MIN_PASS_RATE, ComboSummary, Recommendation,
-    combo_of, csv_rows, default_grid_axes, expand_grid, ideal_summary, rank_of, recommend, summarise,
+    AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, ComboSummary, Recommendation, combo_of,
+    csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
-from fleet.sweep import combo_scenarios, run_grid
+from fleet.sweep import SCREEN_MONTHS, Sweep, combo_scenarios, search
 
 HELP = (
     "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
-    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class; "
-    "comma-separated) "
-    "replays the same months (seeds S, S+1, ...): each month is drawn once and shared, so differences are the "
-    "policy's. An axis not given keeps the preset's value. Each combination gets the median and 90% interval "
-    "(p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share of "
-    "months passing each check.\n\n"
-    "The recommendation is always printed when the grid has more than one combination: the highest median "
-    "convergence among the combinations whose months pass all three checks (no shortage, no wrong eviction, "
-    f"convergence at its mark) in at least --min-pass of months (default {MIN_PASS_RATE:.0%}), with its figures "
-    "and the runner-up. With --recommend, axes not given search "
-    f"the default grid instead of keeping the preset's value: eviction windows {','.join(DEFAULT_WINDOWS)} and "
-    f"shares {','.join(f'{s:g}' for s in DEFAULT_SHARES)} where the preset's eviction rule is on (else sizing "
-    f"windows {','.join(DEFAULT_WINDOWS)}, since eviction window and share then change nothing); modes "
-    f"{','.join(DEFAULT_MODES)}; headrooms {','.join(f'{h:g}' for h in DEFAULT_HEADROOMS)} and the preset's; "
-    "every card class on the market.\n\n"
+    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class, --score; "
+    "comma-separated) replays the same months (seeds S, S+1, ...): each month is drawn once and shared, so differences "
+    "are the policy's. An axis not given keeps the preset's value (after --set). Each combination gets the median and "
+    "90% interval (p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share "
+    "of months passing each check.\n\n"
+    "The recommendation is printed when the grid has more than one combination: among the combinations whose months "
+    f"pass all three checks together in at least --min-pass of months (default {MIN_PASS_RATE:.0%}), the highest median "
+    "convergence with each month capped at 100% (a month short of capacity can show more than 100%, and a shortfall "
+    "must not rank a policy higher), ties to the lower median bill. When none passes, it says so and shows what the "
+    "nearest one fails; it never recommends a policy that fails.\n\n"
+    "With --recommend, axes not given search a default grid: every score estimator and sizing mode, every card class "
+    "and 'any' of them, eviction off, and where the preset evicts, its rule through the "
+    f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. Unless "
+    "--headroom is given, the headroom of each combination is searched: the smallest (in steps of "
+    f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) whose months pass the capacity check in --min-pass of "
+    "them. A large search first runs every combination on the first 40 months and keeps the 6 best for every "
+    "month.\n\n"
     "With --db URL or --telemetry FILE the combinations replay one stored month of a real pool instead (the "
     "preset gives market, demand and policy; the ideal uses hindsight, each card's month mean as its true rate).\n\n"
     "Convergence is against the exact ideal (the cheapest whole-card set each hour, an integer program over "
-    "counts per class) unless --greedy-ideal; the greedy ideal's gap to it is printed."
+    "counts per class) unless --greedy-ideal; the greedy ideal's gap to it is printed. --json rows carry 'set': "
+    "the --set options that replay the row with fleet replay."
 )
 
 
@@ -119,19 +122,21 @@ FIGURE_HEADERS = {
 
 CHECK_HEADERS = {"capacity": "cap", "convergence": "conv", "eviction": "evict"}
 
-AXIS_HEADERS = {"window": "evict window", "size_window": "size window", "share": "share", "mode": "mode", "headroom": "headroom", "card_class": "class"}
+AXIS_HEADERS = {"window": "evict window", "size_window": "size window", "share": "share", "mode": "mode", "headroom": "headroom",
+                "card_class": "class", "score": "score"}
 
 
 def _axis_value(s: ComboSummary, axis: str) -> str:
-    v = getattr(s.combo, axis)
+    v = s.combo.class_label if axis == "card_class" else getattr(s.combo, axis)
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _label(s: ComboSummary, axes, evicting: bool) -> str:
     """The combination's choices in words; with eviction off, its window and share are left out (they change nothing)."""
-    shown = [a for a in axes if evicting or a not in ("window", "share")]
+    off = not evicting or s.combo.share == 0
+    shown = [a for a in axes if not off or a not in ("window", "share")]
     text = s.combo.label(shown)
-    return text if evicting else ", ".join(p for p in (text, "eviction off") if p)
+    return text if not off else ", ".join(p for p in (text, "eviction off") if p)
 
 
 def _describe(s: ComboSummary, evicting: bool = True) -> str:
@@ -203,11 +208,13 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
             highlight=False,
         )
         if rec.closest is not None:
-            console.print("Closest: " + _describe(rec.closest, evicting), highlight=False)
+            failing = [f"{c} in {1 - rec.closest.pass_rate[c]:.0%} of months" for c in CHECKS if rec.closest.pass_rate[c] < 1]
+            console.print("Nearest to passing, not recommended: it fails " + ", ".join(failing) + ":", highlight=False)
+            console.print("  " + _describe(rec.closest, evicting), highlight=False)
         return
     console.print(
-        f"[bold]Recommended[/bold] (highest median convergence of the {rec.eligible} of {rec.considered} combinations "
-        f"passing all three checks in at least {rec.min_pass_rate:.0%} of months):",
+        f"[bold]Recommended[/bold] (highest median convergence, each month capped at 100%, of the {rec.eligible} of "
+        f"{rec.considered} combinations passing all three checks in at least {rec.min_pass_rate:.0%} of months):",
         highlight=False,
     )
     console.print("  " + _describe(rec.best, evicting), highlight=False)
@@ -225,7 +232,9 @@ def compare_cmd(
     share: Annotated[Optional[str], typer.Option("--share", help="Eviction shares, e.g. 0.05,0.1,0.2.")] = None,
     mode: Annotated[Optional[str], typer.Option("--mode", help="Sizing modes, e.g. held,steady.")] = None,
     headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
-    card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain.")] = None,
+    card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain,any ('any': every class on the market).")] = None,
+    score: Annotated[Optional[str], typer.Option("--score", help="Score estimators, e.g. mean,dip-aware.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter of the preset before the grid, KEY=VALUE (repeatable), as fleet replay --set.")] = None,
     months: Annotated[Optional[int], typer.Option("--months", help="Seeded months to replay each combination on (default 50).", min=1, max=100_000)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
     recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
@@ -254,7 +263,9 @@ def compare_cmd(
     plot = _out_path("--plot", plot, PLOT_SUFFIXES)
     csv_path = _out_path("--csv", csv_path, (".csv",))
     p = load_preset(preset)
-    base = p.resolve(fix=fix)
+    overrides = list(set_ or [])
+    base = p.resolve(fix=fix, overrides=overrides)
+    resolve_policy(base)
     axes = {
         "window": _split("--window", window),
         "size_window": _split("--size-window", size_window),
@@ -262,12 +273,17 @@ def compare_cmd(
         "mode": _split("--mode", mode),
         "headroom": _floats("--headroom", headroom, 0.5, 5.0),
         "card_class": _split("--class", card_class),
+        "score": _split("--score", score),
     }
+    searching = recommend_grid and axes["headroom"] is None and not stored
     if recommend_grid:
-        for k, v in default_grid_axes(base, resolve_policy(base).evicts).items():
+        import policies
+
+        grid = default_grid_axes(base, resolve_policy(base).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
+        for k, v in grid.items():
             axes[k] = axes[k] or list(v)
-    combos = expand_grid(base, **axes)
-    scenarios = combo_scenarios(p, combos, fix=fix)
+    combos = distinct(expand_grid(base, **axes))
+    scenarios = combo_scenarios(p, combos, fix=fix, overrides=overrides)
     first = base.seed if seed is None else seed
     seeds = range(first, first + months)
     jobs = jobs or os.cpu_count() or 1
@@ -279,6 +295,8 @@ def compare_cmd(
         # The month is read once, through the preset's own policy (a file's unlabelled cards join its class).
         month = month_from_store(db, base, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, base, base_dir=base_dir)
         results = [replay_month(scenarios, [resolve_policy(s) for s in scenarios], month, base.seed, exact)]
+        summaries = summarise(combos, results)
+        unreachable, screened = [], 0
     else:
         with Progress(
             TextColumn("{task.description}"),
@@ -290,9 +308,17 @@ def compare_cmd(
             transient=True,
         ) as progress:
             task = progress.add_task(f"{p.name}: {len(combos)} combinations × {months} months", total=months)
-            results = run_grid(scenarios, seeds, exact=exact, jobs=jobs, base_dir=base_dir, on_months=lambda n: progress.advance(task, n))
 
-    summaries = summarise(combos, results)
+            def stage(label: str, n: int) -> None:
+                progress.reset(task, total=n, description=f"{p.name}: {label}, {len(combos)} combinations × {n} months")
+
+            with Sweep(jobs, base_dir, on_months=lambda n: progress.advance(task, n)) as sweep:
+                if searching:
+                    found = search(sweep, p, combos, seeds, min_pass, fix, overrides, exact, on_stage=stage)
+                    summaries, results, unreachable, screened = found.summaries, found.months, found.unreachable, found.screened
+                else:
+                    results = sweep.months(scenarios, seeds, exact)
+                    summaries, unreachable, screened = summarise(combos, results), [], 0
     ideal = ideal_summary(results, exact)
     rec = recommend(summaries, min_pass) if len(combos) > 1 else None
 
@@ -331,6 +357,12 @@ def compare_cmd(
     title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {source}"
     evicting = any(resolve_policy(s).evicts for s in scenarios)
     render_table(console, title, summaries, rec, ideal, base.checks, evicting)
+    if searching:
+        console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to "
+                      f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
+                      + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
+                      + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
+                      highlight=False)
     if rec is not None:
         render_recommendation(console, rec, evicting)
     for label, path in (("plot", plot), ("csv", csv_path)):

@@ -76,7 +76,9 @@ def bill_hours(
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
     fees = churn_fee_usd(rent_usd_per_month)
-    churn = np.array([float(fees[np.asarray(e, dtype=np.int64)].sum()) for e in evicted], dtype=np.float64)
+    hour_of = np.repeat(np.arange(len(evicted)), [len(e) for e in evicted])
+    cards = np.concatenate([np.asarray(e, dtype=np.int64) for e in evicted]) if len(evicted) else np.zeros(0, dtype=np.int64)
+    churn = np.bincount(hour_of, weights=fees[cards], minlength=len(evicted)).astype(np.float64)
     if ideal_usd is None:
         ideal_usd = ideal_exact_usd_by_hour(true_rate_tps, rent_h, demand)
     return HoursBill(

@@ -14,7 +14,7 @@ and summaries out). Running the batches on processes or a cluster is the shell's
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -22,24 +22,28 @@ import numpy as np
 from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
-from fleet.core.replay import replay
+from fleet.core.replay import replay, score_month, scores_key
 from fleet.core.scenario import Scenario
 
-FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd")
-"""The figures summarised per combination, in the order tables and files show them."""
+FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped")
+"""The figures summarised per combination, in the order tables and files show them. `convergence_capped` is each
+month's convergence capped at 100%: a month short of capacity can show more than 100%, and the ranking must not
+reward a shortfall."""
 
 CHECKS = ("capacity", "convergence", "eviction")
 
-AXES = ("window", "size_window", "share", "mode", "headroom", "card_class")
+AXES = ("window", "size_window", "share", "mode", "headroom", "card_class", "score")
 """The grid's axes, in the order combinations are expanded and shown. `window` is the window the
-eviction rule judges cards through; `size_window` the one the sizing greedy scores them through."""
+eviction rule judges cards through; `size_window` the one the sizing score reads; `score` the estimator."""
 
-DEFAULT_WINDOWS = ("hour", "day", "week")
-DEFAULT_SHARES = (0.05, 0.1, 0.2)
-DEFAULT_MODES = ("held", "steady")
-DEFAULT_HEADROOMS = (1.0, 1.01, 1.02, 1.025, 1.03, 1.05, 1.1)
-"""Headroom is where coverage and convergence pull against each other; the presets' fixes pass all three
-checks only in a narrow band near 1.02, so the default grid is densest there."""
+DEFAULT_EVICTION_WINDOWS = ("day", "week")
+DEFAULT_SHARES = (0.05, 0.1)
+"""Where the preset's eviction rule is on, the recommendation also tries it through these windows at these
+shares; eviction off (share 0) is always on the grid."""
+
+HEADROOM_SEARCH = (1.0, 1.5, 0.0025)
+"""The headroom a recommendation searches, lowest to highest, and its step: for each combination of the other
+axes, the smallest headroom whose months pass the capacity check in `--min-pass` of them."""
 
 MIN_PASS_RATE = 0.95
 """A combination is recommendable when at least this share of months passes all three checks."""
@@ -54,18 +58,25 @@ class Combo:
     share: float
     mode: str
     headroom: float
-    card_class: str
+    card_class: str | tuple[str, ...]
+    score: str = "mean"
 
     def overrides(self) -> list[str]:
-        """The `KEY=VALUE` overrides that put this combination onto a preset."""
+        """The `KEY=VALUE` overrides that put this combination onto a preset (`fleet replay -p P --set ...`)."""
+        classes = self.card_class if isinstance(self.card_class, str) else list(self.card_class)
         return [
             f"policy.eviction.window={json.dumps(self.window)}",
             f"policy.window={json.dumps(self.size_window)}",
             f"policy.eviction.share={self.share!r}",
             f"policy.mode={json.dumps(self.mode)}",
             f"policy.headroom={self.headroom!r}",
-            f"policy.card_class={json.dumps(self.card_class)}",
+            f"policy.card_class={json.dumps(classes)}",
+            f"policy.score={json.dumps(self.score)}",
         ]
+
+    @property
+    def class_label(self) -> str:
+        return self.card_class if isinstance(self.card_class, str) else "+".join(self.card_class)
 
     def label(self, axes: Iterable[str] = AXES) -> str:
         parts = {
@@ -74,7 +85,8 @@ class Combo:
             "share": f"share {self.share:g}",
             "mode": f"{self.mode} mode",
             "headroom": f"headroom {self.headroom:g}",
-            "card_class": f"{self.card_class} cards",
+            "card_class": f"{self.class_label} cards",
+            "score": f"{self.score} score",
         }
         return ", ".join(parts[a] for a in axes)
 
@@ -82,7 +94,7 @@ class Combo:
 def combo_of(scenario: Scenario) -> Combo:
     """The grid point a scenario's policy sits on."""
     p = scenario.policy
-    return Combo(str(p.eviction_window), str(p.window), float(p.eviction.share), p.mode, float(p.headroom), p.card_class)
+    return Combo(str(p.eviction_window), str(p.window), float(p.eviction.share), p.mode, float(p.headroom), p.card_class, p.score)
 
 
 def _unique(values: Sequence) -> tuple:
@@ -97,6 +109,7 @@ def expand_grid(
     mode: Sequence[str] | None = None,
     headroom: Sequence[float] | None = None,
     card_class: Sequence[str] | None = None,
+    score: Sequence[str] | None = None,
 ) -> list[Combo]:
     """Every combination of the axes given; an axis not given keeps the base scenario's value."""
     own = combo_of(base)
@@ -107,33 +120,47 @@ def expand_grid(
         "mode": _unique(mode) if mode else (own.mode,),
         "headroom": _unique(float(h) for h in headroom) if headroom else (own.headroom,),
         "card_class": _unique(card_class) if card_class else (own.card_class,),
+        "score": _unique(score) if score else (own.score,),
     }
     return [
-        Combo(w, z, s, m, h, c)
+        Combo(w, z, s, m, h, c, e)
         for w in axes["window"]
         for z in axes["size_window"]
         for s in axes["share"]
         for m in axes["mode"]
         for h in axes["headroom"]
         for c in axes["card_class"]
+        for e in axes["score"]
     ]
 
 
-def default_grid_axes(base: Scenario, evicting: bool) -> dict[str, tuple]:
-    """The grid a recommendation searches when no axis is given.
+def distinct(combos: Sequence[Combo]) -> list[Combo]:
+    """The combinations that replay differently: with eviction off (share 0) the eviction window changes nothing."""
+    seen, out = set(), []
+    for c in combos:
+        key = replace(c, window="") if c.share == 0 else c
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
 
-    Where the eviction rule is on (`evicting`), the eviction window and share are
-    searched and the sizing window kept; with the rule off, eviction window and share
-    change nothing, so the sizing window is searched instead.
+
+def default_grid_axes(base: Scenario, evicting: bool, scores: Sequence[str], modes: Sequence[str]) -> dict[str, tuple]:
+    """The grid a recommendation searches on every axis not given (headroom is searched, not gridded).
+
+    Every score estimator and sizing mode, every card class on the market and `any` of
+    them where there are several; eviction off, and where the preset's rule is on, that
+    rule through `DEFAULT_EVICTION_WINDOWS` at `DEFAULT_SHARES`.
     """
     own = combo_of(base)
+    classes = tuple(c.name for c in base.classes)
     return {
-        "window": DEFAULT_WINDOWS if evicting else (own.window,),
-        "size_window": (own.size_window,) if evicting else DEFAULT_WINDOWS,
-        "share": DEFAULT_SHARES if evicting else (own.share,),
-        "mode": DEFAULT_MODES,
-        "headroom": tuple(sorted(set(DEFAULT_HEADROOMS) | {own.headroom})),
-        "card_class": tuple(c.name for c in base.classes),
+        "window": DEFAULT_EVICTION_WINDOWS if evicting else (own.window,),
+        "size_window": (own.size_window,),
+        "share": (0.0, *DEFAULT_SHARES) if evicting else (0.0,),
+        "mode": tuple(modes),
+        "card_class": classes + (("any",) if len(classes) > 1 else ()),
+        "score": tuple(scores),
     }
 
 
@@ -160,20 +187,39 @@ class MonthFigures:
     gap_hours: int
 
 
+class MonthCache:
+    """One month's ideal bill and its scores under each estimator, computed once for every combination."""
+
+    def __init__(self, month, exact: bool = True):
+        self.month = month
+        true_month = month.true_rate_tps[:, month.warmup_hours :]
+        demand = month.demand_tps.astype(np.float64)
+        self.greedy_usd = ideal_greedy_usd_by_hour(true_month, month.rent_usd_per_hour, demand)
+        self.exact_usd = ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand) if exact else self.greedy_usd
+        self.ideal_usd = self.exact_usd if exact else self.greedy_usd
+        self._scores: dict = {}
+
+    def replay(self, scenario: Scenario, parts: PolicyParts):
+        key = scores_key(self.month, parts)
+        if key not in self._scores:
+            self._scores[key] = score_month(self.month, parts)
+        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=self._scores[key])
+
+
+def month_row(f: dict) -> list[float]:
+    """A replay's figures in `FIGURES` order."""
+    return [min(f["convergence"], 1.0) if k == "convergence_capped" else f[k] for k in FIGURES]
+
+
 def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], month, seed: int, exact: bool = True) -> MonthFigures:
-    """Replay one month (drawn or stored) under every combination; its ideal bill is computed once."""
-    true_month = month.true_rate_tps[:, month.warmup_hours :]
-    rent_h = month.rent_usd_per_hour
-    demand = month.demand_tps.astype(np.float64)
-    greedy = ideal_greedy_usd_by_hour(true_month, rent_h, demand)
-    exact_usd = ideal_exact_usd_by_hour(true_month, rent_h, demand) if exact else greedy
-    ideal_usd = exact_usd if exact else greedy
-    gap = ideal_gap(greedy, exact_usd)
+    """Replay one month (drawn or stored) under every combination; its ideal bill and scores are computed once."""
+    cache = MonthCache(month, exact)
+    gap = ideal_gap(cache.greedy_usd, cache.exact_usd)
     figs = np.empty((len(scenarios), len(FIGURES)))
     passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)
     for i, (s, kit) in enumerate(zip(scenarios, parts)):
-        f = replay(s, kit, month=month, ideal_usd=ideal_usd).figures
-        figs[i] = [f[k] for k in FIGURES]
+        f = cache.replay(s, kit).figures
+        figs[i] = month_row(f)
         passes[i] = [f["checks"][c]["pass"] for c in CHECKS]
     return MonthFigures(
         seed=seed,
@@ -183,6 +229,70 @@ def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], mo
         ideal_exact_usd=gap.exact_usd,
         gap_hours=gap.hours_with_gap,
     )
+
+
+def with_headroom(scenario: Scenario, parts: PolicyParts, headroom: float) -> tuple[Scenario, PolicyParts]:
+    policy = parts.policy.model_copy(update={"headroom": float(headroom)})
+    return scenario.model_copy(update={"policy": policy}), replace(parts, policy=policy)
+
+
+def min_headroom(cache: MonthCache, scenario: Scenario, parts: PolicyParts, search: tuple = HEADROOM_SEARCH) -> float:
+    """The smallest headroom on the search's steps at which this month passes the capacity check (inf: none does).
+
+    The search gallops up from the lowest headroom (most months pass at once or within
+    a few points), then halves the bracket. It takes a month that passes at one headroom
+    to pass at the next step up: the greedy takes the same cards first, and more of them.
+    """
+    lo, hi, step = search
+    top = int(round((hi - lo) / step))
+
+    def passes(k: int) -> bool:
+        s, p = with_headroom(scenario, parts, lo + k * step)
+        return bool(cache.replay(s, p).figures["checks"]["capacity"]["pass"])
+
+    if passes(0):
+        return lo
+    below, k = 0, 1
+    while k < top and not passes(k):
+        below, k = k, min(top, k * 2)
+    if k >= top and not passes(top):
+        return float("inf")
+    above = k
+    while above - below > 1:
+        mid = (above + below) // 2
+        if passes(mid):
+            above = mid
+        else:
+            below = mid
+    return lo + above * step
+
+
+@dataclass(frozen=True)
+class HeadroomBatch:
+    """One worker's share of a headroom search: the combinations and the seeds to search them on."""
+
+    scenarios: tuple[Scenario, ...]
+    parts: tuple[PolicyParts, ...]
+    seeds: tuple[int, ...]
+    search: tuple = HEADROOM_SEARCH
+    demand_file_tps: np.ndarray | None = None
+
+
+def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
+    """(seed, each combination's smallest passing headroom) for each seed's month."""
+    out = []
+    for seed in batch.seeds:
+        scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
+        cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False)
+        out.append((seed, np.array([min_headroom(cache, s, p, batch.search) for s, p in zip(scenarios, batch.parts)])))
+    return out
+
+
+def passing_headroom(month_headrooms: np.ndarray, min_pass_rate: float) -> float | None:
+    """The smallest headroom at which at least `min_pass_rate` of the months pass capacity (None: none within the search)."""
+    h = np.sort(np.asarray(month_headrooms, dtype=np.float64))
+    need = max(1, int(np.ceil(min_pass_rate * h.size - 1e-9)))
+    return float(h[need - 1]) if np.isfinite(h[need - 1]) else None
 
 
 def run_batch(batch: MonthBatch) -> list[MonthFigures]:
@@ -225,7 +335,9 @@ class ComboSummary:
             "mode": self.combo.mode,
             "headroom": self.combo.headroom,
             "card_class": self.combo.card_class,
+            "score": self.combo.score,
             "months": self.months,
+            "set": self.combo.overrides(),
         }
         d.update({k: dict(v) for k, v in self.figures.items()})
         d["pass_rate"] = dict(self.pass_rate)
@@ -272,7 +384,7 @@ def ideal_summary(months: Sequence[MonthFigures], exact: bool) -> dict:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The best and second-best recommendable combinations, or none with the closest one."""
+    """The best and second-best recommendable combinations; with none, the one nearest to passing, to show what fails."""
 
     best: ComboSummary | None
     runner_up: ComboSummary | None
@@ -283,23 +395,25 @@ class Recommendation:
 
 
 def _rank_key(s: ComboSummary) -> tuple:
-    # Median convergence first; then the bad months (p05); then how often all three checks pass; then the cheaper bill.
-    c = s.figures["convergence"]
-    return (-c["median"], -c["p05"], -s.all_checks_pass_rate, s.figures["bill_usd"]["median"])
+    # Median convergence with each month capped at 100% (a shortfall cannot raise it); ties to the lower median bill.
+    return (-s.figures["convergence_capped"]["median"], s.figures["bill_usd"]["median"])
 
 
 def recommend(summaries: Sequence[ComboSummary], min_pass_rate: float = MIN_PASS_RATE) -> Recommendation:
-    """The combination with the highest median convergence among those whose months pass all three
+    """The combination with the highest median capped convergence among those whose months pass all three
     checks (no shortage, no wrong eviction, convergence at its mark) in at least `min_pass_rate` of
-    months, and the runner-up.
+    months, ties to the lower median bill, and the runner-up.
 
     The checks are counted together, month by month: a combination that is short in a few months and
-    under the convergence mark in a few others fails more months than either rate shows."""
+    under the convergence mark in a few others fails more months than either rate shows. Convergence is
+    capped at 100% per month before the median, so a month short of capacity (whose ideal / real bill
+    can exceed 100%) never ranks a policy higher. With none passing there is no recommendation; `closest`
+    is the combination passing in most months, shown with what it fails."""
     eligible = [s for s in summaries if s.all_checks_pass_rate >= min_pass_rate - 1e-12]
     ranked = sorted(eligible, key=_rank_key)
     closest = None
     if not ranked and summaries:
-        closest = max(summaries, key=lambda s: (s.all_checks_pass_rate, s.figures["convergence"]["median"]))
+        closest = max(summaries, key=lambda s: (s.all_checks_pass_rate, s.figures["convergence_capped"]["median"]))
     return Recommendation(
         best=ranked[0] if ranked else None,
         runner_up=ranked[1] if len(ranked) > 1 else None,
@@ -328,7 +442,8 @@ def csv_rows(summaries: Sequence[ComboSummary], rec: Recommendation | None = Non
             "share": s.combo.share,
             "mode": s.combo.mode,
             "headroom": s.combo.headroom,
-            "card_class": s.combo.card_class,
+            "card_class": s.combo.class_label,
+            "score": s.combo.score,
             "months": s.months,
         }
         for k in FIGURES:

@@ -62,20 +62,27 @@ def dip_allowance(scored: Scored, hours_ahead: float) -> np.ndarray | None:
     return np.asarray(scored.dip_rate) * np.asarray(scored.dip_depth) * float(hours_ahead)
 
 
-def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None) -> MonthResult:
-    """Replay one month of `scenario` under its resolved policy (drawing the month unless given) and judge it.
+@dataclass(frozen=True)
+class MonthScores:
+    """What the autoscaler believed all month: the sizing score, the eviction window's mean, dips seen, capacity held."""
 
-    `ideal_usd` is the month's ideal bill by hour when the caller has it (a sweep
-    computes it once per month for every policy); otherwise the exact ideal is computed.
-    """
-    month = month if month is not None else draw_month(scenario)
-    policy = parts.policy
+    score_tps: np.ndarray  # (cards, hours); cards outside the run classes score zero
+    evict_score_tps: np.ndarray  # (cards, hours)
+    in_dip: np.ndarray | None  # (cards, hours) bool, from a dip-aware estimator
+    allowance: np.ndarray | None  # (hours,) share of capacity held for dips to come
+
+
+def scores_key(month: Month, parts: PolicyParts) -> tuple:
+    """Policies with the same key see the same `score_month` (a sweep scores a month once per key)."""
+    p = parts.policy
+    return (parts.score, parts.size_window_hours, parts.evict_window_hours if parts.evicts else None,
+            p.run_classes(month.class_names), p.dip_allowance_hours)
+
+
+def score_month(month: Month, parts: PolicyParts) -> MonthScores:
+    """Score the month's run classes through the policy's estimator (and the eviction rule's window)."""
     H, W = month.hours, month.warmup_hours
-    n = month.n_cards
-    rent_h = month.rent_usd_per_hour
-
-    in_class = run_class_mask(month, policy)
-    idx = np.flatnonzero(in_class)
+    idx = np.flatnonzero(run_class_mask(month, parts.policy))
     size_w, evict_w = parts.size_window_hours, parts.evict_window_hours
     # The eviction rule reads the plain mean of its own window: ask for it unless the sizing score is that very mean.
     others = (evict_w,) if parts.evicts and (evict_w != size_w or not parts.score.is_window_mean) else ()
@@ -87,8 +94,27 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
         return [got.score_tps, got.window_tps[0] if others else None, got.in_dip]
 
     score, evict_score, in_dip = of_rows(month.measured_tps, idx, H, estimate)
-    evict_score = score if evict_score is None else evict_score
-    allowance = dip_allowance(scored[0], policy.dip_allowance_hours) if scored else None
+    allowance = dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None
+    return MonthScores(score, score if evict_score is None else evict_score, in_dip, allowance)
+
+
+def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None,
+           scores: MonthScores | None = None) -> MonthResult:
+    """Replay one month of `scenario` under its resolved policy (drawing the month unless given) and judge it.
+
+    `ideal_usd` is the month's ideal bill by hour and `scores` its `score_month` when
+    the caller has them (a sweep computes each once per month); otherwise they are computed.
+    """
+    month = month if month is not None else draw_month(scenario)
+    policy = parts.policy
+    H, W = month.hours, month.warmup_hours
+    n = month.n_cards
+    rent_h = month.rent_usd_per_hour
+
+    in_class = run_class_mask(month, policy)
+    idx = np.flatnonzero(in_class)
+    ms = scores if scores is not None else score_month(month, parts)
+    score, evict_score, in_dip, allowance = ms.score_tps, ms.evict_score_tps, ms.in_dip, ms.allowance
 
     eligible = in_class.copy()
     budget = budget_cards(policy.eviction.share, int(idx.size))

@@ -35,6 +35,7 @@ def anchor_label(held: dict) -> str:
         "mode": "{} mode",
         "headroom": "headroom {:g}",
         "card_class": "{} cards",
+        "score": "{} score",
     }
     return ", ".join(names[k].format(v) for k, v in held.items())
 

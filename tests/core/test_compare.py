@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleet.cli.app import app
-from fleet.core.compare import CHECKS, DEFAULT_HEADROOMS, DEFAULT_MODES, DEFAULT_SHARES, DEFAULT_WINDOWS, FIGURES, Combo, ComboSummary, MonthFigures, combo_of, csv_rows, default_grid_axes, expand_grid, recommend, summarise
+from fleet.core.compare import CHECKS, month_row, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, FIGURES, distinct, passing_headroom, Combo, ComboSummary, MonthFigures, combo_of, csv_rows, default_grid_axes, expand_grid, recommend, summarise
 from fleet.sweep import combo_scenarios, run_grid
 from fleet.core.scenario import ConfigError
 from fleet.presets import load_preset
@@ -72,13 +72,33 @@ def test_bad_choices_fail_before_any_month_runs(small, axis, values, message):
 
 
 def test_default_grid_searches_what_the_policy_uses(small):
-    evicting = default_grid_axes(small.resolve(), evicting=True)
-    assert evicting["window"] == ("hour", "day", "week") and evicting["size_window"] == ("day",)
-    assert evicting["card_class"] == ("flagship", "bargain")
-    assert 1.02 in evicting["headroom"] and len(evicting["share"]) == 3
-    quiet = default_grid_axes(small.resolve(overrides=["policy.eviction.rule=none"]), evicting=False)
-    assert quiet["window"] == ("hour",) and quiet["share"] == (0.3,)
-    assert quiet["size_window"] == ("hour", "day", "week")
+    evicting = default_grid_axes(small.resolve(), True, ["mean", "dip-aware"], ["held", "steady"])
+    assert evicting["window"] == DEFAULT_EVICTION_WINDOWS and evicting["size_window"] == ("day",)
+    assert evicting["card_class"] == ("flagship", "bargain", "any")
+    assert evicting["share"] == (0.0, *DEFAULT_SHARES)  # eviction off is always on the grid
+    assert "headroom" not in evicting  # searched, not gridded
+    quiet = default_grid_axes(small.resolve(overrides=["policy.eviction.rule=none"]), False, ["mean"], ["steady"])
+    assert quiet["window"] == ("hour",) and quiet["share"] == (0.0,)
+    assert quiet["score"] == ("mean",) and quiet["mode"] == ("steady",)
+
+
+def test_eviction_off_makes_the_window_irrelevant(small):
+    combos = distinct(expand_grid(small.resolve(), window=["hour", "day"], share=[0.0, 0.1]))
+    assert [(c.window, c.share) for c in combos] == [("hour", 0.0), ("hour", 0.1), ("day", 0.1)]
+
+
+@pytest.mark.parametrize(
+    "desc, headrooms, min_pass, expected",
+    [
+        ("every month passes at once", [1.0] * 20, 0.95, 1.0),
+        ("the 95th percentile month", [1.0] * 18 + [1.01, 1.2], 0.95, 1.01),
+        ("one month in twenty may fail", [1.0] * 19 + [float("inf")], 0.95, 1.0),
+        ("two months that no headroom passes", [1.0] * 18 + [float("inf")] * 2, 0.95, None),
+        ("all months at 100%", [1.0] * 18 + [1.01, 1.2], 1.0, 1.2),
+    ],
+)
+def test_passing_headroom(desc, headrooms, min_pass, expected):
+    assert passing_headroom(np.array(headrooms), min_pass) == expected, desc
 
 
 # --- running months ---------------------------------------------------------------------------
@@ -93,7 +113,8 @@ def test_each_combination_replays_the_seed_month_as_replay_does(small):
     for m in months:
         for i, s in enumerate(scenarios):
             f = replay_scenario(s.model_copy(update={"seed": m.seed})).figures  # the exact ideal, as the grid uses
-            assert m.figures[i].tolist() == [f[k] for k in FIGURES]
+            assert m.figures[i].tolist() == month_row(f)
+            assert month_row(f)[FIGURES.index("convergence_capped")] == min(f["convergence"], 1.0)
             assert m.passes[i].tolist() == [f["checks"][c]["pass"] for c in CHECKS]
 
 
@@ -157,11 +178,14 @@ def test_summary_quantiles_and_pass_rates():
     assert row["convergence_p95"] == s.figures["convergence"]["p95"] and row["pass_rate_capacity"] == s.pass_rate["capacity"]
 
 
-def _summary(name: str, conv: float, capacity: float, eviction: float, p05: float | None = None, together: float | None = None) -> ComboSummary:
+def _summary(name: str, conv: float, capacity: float, eviction: float, p05: float | None = None, together: float | None = None,
+             bill: float = 0.0) -> ComboSummary:
     q = {"median": conv, "p05": conv - 0.02 if p05 is None else p05, "p95": conv + 0.02}
     zero = {"median": 0.0, "p05": 0.0, "p95": 0.0}
     figures = {k: dict(zero) for k in FIGURES}
     figures["convergence"] = q
+    figures["convergence_capped"] = {k: min(v, 1.0) for k, v in q.items()}
+    figures["bill_usd"] = {"median": bill, "p05": bill, "p95": bill}
     return ComboSummary(
         combo=Combo(name, "day", 0.1, "steady", 1.0, "flagship"),
         months=20,
@@ -186,9 +210,15 @@ def test_recommendation(case, rows, best, runner_up):
     assert (rec.runner_up.combo.window if rec.runner_up else None) == runner_up, case
 
 
-def test_ties_on_the_median_go_to_the_better_bad_months():
-    rec = recommend([_summary("a", 0.95, 1, 1, p05=0.90), _summary("b", 0.95, 1, 1, p05=0.93)])
+def test_ties_on_the_median_go_to_the_lower_bill():
+    rec = recommend([_summary("a", 0.95, 1, 1, bill=30_000), _summary("b", 0.95, 1, 1, bill=29_000)])
     assert (rec.best.combo.window, rec.runner_up.combo.window) == ("b", "a")
+
+
+def test_a_shortfall_cannot_raise_the_rank():
+    """Convergence above 100% (a month short of capacity) counts as 100%: the cheaper of two at the cap wins."""
+    rec = recommend([_summary("short", 1.04, 0.96, 1, bill=30_000), _summary("covered", 1.0, 1, 1, bill=29_000)])
+    assert rec.best.combo.window == "covered"
 
 
 def test_no_recommendation_names_the_closest():
@@ -204,7 +234,7 @@ def test_plot_holds_the_other_axes_at_the_anchor():
     chosen, x_axis, held = plot_slice(rows + [other], anchor=rows[0].combo)
     assert x_axis == "window"
     assert [s.combo.window for s in chosen] == ["hour", "day"]
-    assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship"}
+    assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship", "score": "mean"}
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -278,8 +308,8 @@ def test_bad_input_exits_2_without_a_traceback():
 def test_help_names_the_default_grid():
     from fleet.cli.compare import HELP
 
-    for values in (DEFAULT_WINDOWS, DEFAULT_SHARES, DEFAULT_MODES, DEFAULT_HEADROOMS):
-        assert ",".join(f"{v:g}" if isinstance(v, float) else v for v in values) in HELP
+    assert " and ".join(DEFAULT_EVICTION_WINDOWS) in HELP and ", ".join(f"{v:g}" for v in DEFAULT_SHARES) in HELP
+    assert "capped at 100%" in HELP and "eviction off" in HELP
 
 
 def test_an_option_out_of_range_is_a_usage_error_not_a_traceback():
