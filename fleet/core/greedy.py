@@ -32,6 +32,9 @@ _SLAB_CELLS = 1 << 23
 
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 
+_SORT_CARDS = 256
+"""Pools of at most this many cards are solved by the sort itself (the definition), which is faster there."""
+
 
 def tokens_per_dollar(rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
     """Tokens one dollar of rent buys at `rate_tps`: rate × 3600 over the hourly rent."""
@@ -87,6 +90,12 @@ def greedy_run_set(
                 key_hc /= rent[None, :]
             if not all_eligible:
                 key_hc = np.where(elig_hc, key_hc, -np.inf)
+            if n <= _SORT_CARDS:
+                # A small pool: the sort itself is cheaper than the histogram's fixed cost.
+                rate_s = np.where(elig_hc, rate_hc.astype(np.float64), 0.0)
+                tpd_s = np.where(elig_hc, rate_s * 3600.0 / rent[None, :], -np.inf)
+                chosen[a:b] = _greedy_by_sort(rate_s, tpd_s, target[a:b], elig_hc)
+                continue
             block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible)
             if unsure.size:
                 rate_u = np.where(elig_hc[unsure], rate_hc[unsure].astype(np.float64), 0.0)

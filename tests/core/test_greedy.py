@@ -37,10 +37,13 @@ def test_tokens_per_dollar_is_rate_times_3600_over_hourly_rent():
     assert tokens_per_dollar(np.array([1000.0]), np.array([4.0]))[0] == pytest.approx(900_000.0)
 
 
-def test_greedy_by_selection_matches_the_sorted_definition():
+@pytest.mark.parametrize("sort_cards", [0, 256], ids=["selection at every size", "sort for small pools"])
+def test_greedy_by_selection_matches_the_sorted_definition(monkeypatch, sort_cards):
     """The histogram selection gives the stable sort's run sets: ties, zero rates, several rents, short pools."""
+    from fleet.core import greedy
     from fleet.core.greedy import _greedy_by_sort
 
+    monkeypatch.setattr(greedy, "_SORT_CARDS", sort_cards)
     rng = np.random.default_rng(11)
     for case in range(300):
         n, k = int(rng.integers(1, 400)), int(rng.integers(1, 12))
@@ -61,7 +64,10 @@ def test_greedy_by_selection_matches_the_sorted_definition():
         assert (got == want).all(), case
 
 
-def test_subnormal_spread_of_rates_is_still_the_sorted_greedy():
+def test_subnormal_spread_of_rates_is_still_the_sorted_greedy(monkeypatch):
+    from fleet.core import greedy
+
+    monkeypatch.setattr(greedy, "_SORT_CARDS", 0)  # the histogram's own edge case
     rates = np.array([[0.0, 1.0], [5e-324, 2.0]])
     got = greedy_run_set(rates, np.ones(2), np.array([0.0, 1.5]))
     assert got.tolist() == [[False, False], [False, True]]
