@@ -27,13 +27,12 @@ from storage.interfaces import TelemetryStore
 from storage.values import BatchOutcome, CardInfo, ClassSpec, Rejected, SampleBatch
 
 __all__ = [
-    "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "Repository", "SampleBatch", "SqlRepository", "TelemetryStore",
+    "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "SampleBatch", "SqlRepository", "TelemetryStore",
     "open_repository", "sqlite_memory_repository",
 ]
 
 HOUR_S = 3600
 
-Repository = TelemetryStore  # the old name of the telemetry side, still imported by fleet/ingest
 
 
 def open_repository(url: str = DEFAULT_URL) -> "SqlRepository":

@@ -9,7 +9,7 @@ from typing import Callable
 from fleet.core.errors import ConfigError
 from fleet.ingest.formats import FORMATS, BadSource, read_file
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
-from storage.repository import Repository
+from storage.interfaces import TelemetryStore
 
 PART_SUFFIXES = (".part", ".tmp", ".partial")
 
@@ -55,7 +55,7 @@ def _move_aside(src: Path, dest_dir: Path) -> Path:
     return dest
 
 
-def drain_drop_folder(repo: Repository, folder: str | Path, settings_at: Callable[[], IngestSettings], settle_s: float = 2.0,
+def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Callable[[], IngestSettings], settle_s: float = 2.0,
                       clock: Callable[[], float] | None = None) -> list[DropResult]:
     """Take every ready file once: claim it (rename into processing/), ingest it, move it to done/ (or failed/ with
     NAME.error.txt). Files a crash left in processing/ are taken first; the (card_id, ts) key makes that safe."""

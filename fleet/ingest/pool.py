@@ -22,7 +22,8 @@ from pydantic import ValidationError
 from fleet.core.errors import ConfigError
 from fleet.core.scenario import Pool, format_validation
 from fleet.presets import read_toml
-from storage.repository import ClassSpec, Repository
+from storage.interfaces import TelemetryStore
+from storage.repository import ClassSpec
 
 
 def load_pool(path: str | Path) -> Pool:
@@ -41,6 +42,6 @@ def class_specs(pool: Pool) -> list[ClassSpec]:
     return [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in pool.classes]
 
 
-def declare_pool(repo: Repository, pool: Pool, now_ts: int) -> None:
+def declare_pool(repo: TelemetryStore, pool: Pool, now_ts: int) -> None:
     repo.declare_classes(class_specs(pool))
     repo.declare_cards(pool.card_classes(), now_ts)

@@ -12,7 +12,7 @@ import pyarrow as pa
 from fleet.core.errors import ConfigError
 from fleet.ingest.formats import BadSource, Parsed, _json_field
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
-from storage.repository import Repository
+from storage.interfaces import TelemetryStore
 
 DEFAULT_CARD_LABEL = "instance"
 
@@ -98,7 +98,7 @@ def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, 
         raise BadSource(f"{name}: cannot reach the server ({getattr(err, 'reason', err)})") from None
 
 
-def ingest_prometheus(repo: Repository, base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
+def ingest_prometheus(repo: TelemetryStore, base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
                       settings: IngestSettings, card_label: str = "instance") -> IngestReport:
     """Pull a range query and store it like a file: one record per series point, the card named by `card_label`."""
     body, name = fetch_prometheus(base_url, query, start_ts, end_ts, step_s)

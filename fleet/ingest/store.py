@@ -9,7 +9,7 @@
   not commit stays without `finished_ts` in `ingest_runs`.
 
 Counts always add up: read = stored + duplicates + quarantined. Judging is pure;
-only `ingest_parsed` talks to the store, through `storage.Repository`.
+only `ingest_parsed` talks to the store, through `storage.interfaces.TelemetryStore`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from fleet.core.errors import ConfigError
 from fleet.ingest.formats import (
     ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, MISSING, NONFINITE, OK, REASONS, UNPARSEABLE, _REASON_CODE, Parsed, _as_epoch_seconds, _as_numbers, _keys, read_file,
 )
-from storage.repository import CardInfo, ClassSpec, Rejected, Repository, SampleBatch
+from storage.interfaces import TelemetryStore
+from storage.repository import CardInfo, ClassSpec, Rejected, SampleBatch
 
 @dataclass(frozen=True)
 class IngestSettings:
@@ -212,7 +213,7 @@ class IngestReport:
 
 
 def ingest_parsed(
-    repo: Repository,
+    repo: TelemetryStore,
     parsed: Parsed,
     settings: IngestSettings,
     progress: Callable[[int], None] | None = None,
@@ -250,7 +251,7 @@ def ingest_parsed(
     return report
 
 
-def ingest_file(repo: Repository, path: str | Path, settings: IngestSettings, fmt: str | None = None,
+def ingest_file(repo: TelemetryStore, path: str | Path, settings: IngestSettings, fmt: str | None = None,
                 progress: Callable[[int], None] | None = None) -> IngestReport:
     """Parse a whole file (a bad file raises `BadSource` before anything is written), then store it batch by batch."""
     return ingest_parsed(repo, read_file(path, fmt), settings, progress)

@@ -32,7 +32,7 @@ FAR_FUTURE_TS = 4_102_444_800  # 2100-01-01: a telemetry file replayed without a
 
 
 def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int | None = None, base_dir: Path | None = None) -> Month:
-    """Build the month from hourly rollups (`storage.Repository.hourly_rollups()` rows) and the scenario's market and demand."""
+    """Build the month from hourly rollups (`storage.interfaces.TelemetryStore.hourly_rollups()` rows) and the scenario's market and demand."""
     W, H = scenario.warmup_hours, scenario.hours
     total = W + H
     if rollups.empty:

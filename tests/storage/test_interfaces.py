@@ -105,9 +105,8 @@ def test_every_member_has_a_caller_outside_the_tests(name):
 
 
 def test_the_old_names_still_import():
-    """The concrete classes and their values keep their module paths; `Repository` is the telemetry side's old name."""
-    from storage.repository import CardInfo, ClassSpec, Repository, open_repository  # noqa: F401
+    """The concrete classes and their values keep their module paths."""
+    from storage.repository import CardInfo, ClassSpec, open_repository  # noqa: F401
     from storage.service_store import HourFigures, JournalEntry, JournalRow  # noqa: F401
 
-    assert Repository is TelemetryStore
     assert ClassSpec is storage.ClassSpec and HourFigures is storage.HourFigures
