@@ -351,10 +351,7 @@ def child_service(cards: int, repeats: int) -> dict:
             db = Path(tmp) / f"service-{len(windows or {})}.db"
             shutil.copyfile(base_db, db)
             clock = _SteppedClock(MONTH_START_TS)
-            svc = Service(cfg, open_repository(f"sqlite:///{db}"), clock)
-            if windows:
-                # The last window last: its presence marks an hour scored.
-                svc.window_names, svc.windows = list(windows), dict(windows)
+            svc = Service(cfg, open_repository(f"sqlite:///{db}"), clock, score_windows=windows)
 
             def tick_through(hour: int) -> None:
                 clock.t = MONTH_START_TS + hour * HOUR_S + cfg.schedule.settle_s  # an hour is scored once its start has settled
@@ -373,7 +370,7 @@ def child_service(cards: int, repeats: int) -> dict:
             return svc, walls
 
         _, walls_policy = ticks(None)  # the policy's own windows: day for sizing, hour for eviction
-        svc, walls = ticks({"hour": 1, "day": 24, "week": 168})  # all three named windows scored
+        svc, walls = ticks({"hour": 1, "day": 24, "week": 168})  # all three named windows scored (the last marks an hour scored)
         svc.metrics_job()
         scrapes = {}
         for per_card in (True, False):

@@ -46,7 +46,8 @@ def serve_cmd(
     from fleet.presets import load_preset
     from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
     from fleet.service.config import load_service_config
-    from fleet.service.service import Service, SimClock, Simulation, WallClock, simulation_config
+    from fleet.service.service import Service
+    from fleet.service.simulation import SimClock, Simulation, WallClock, simulation_config
     from storage.repository import open_repository
     from storage.service_store import ServiceStore
 
@@ -125,7 +126,7 @@ def status_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from fleet.service.service import month_totals
+    from fleet.service.snapshot import month_totals
     from fleet.core.verdict import checks, json_safe
 
     cfg, repo, store = _open_store(db, config)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from storage.interfaces import JournalStore, TelemetryStore
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -79,7 +82,7 @@ class PoolIndex:
 class PoolWatch:
     """The store's pool as a `PoolIndex`, rebuilt when a card is registered or a class's rent changes."""
 
-    def __init__(self, repo, store, month_hours: int):
+    def __init__(self, repo: TelemetryStore, store: JournalStore, month_hours: int):
         self.repo = repo
         self.store = store
         self.month_hours = month_hours
@@ -95,7 +98,7 @@ class PoolWatch:
         return self._index
 
 
-def declare_pool(repo, class_specs: Iterable[object], cards: Mapping[str, str], now_ts: int) -> None:
+def declare_pool(repo: TelemetryStore, class_specs: Iterable[object], cards: Mapping[str, str], now_ts: int) -> None:
     """Register the config's classes (and the cards it names, or the simulation's) in the store."""
     repo.declare_classes(list(class_specs))
     if cards:

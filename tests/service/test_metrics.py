@@ -10,7 +10,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
-from fleet.service.service import JobStats, Snapshot
+from fleet.service.scheduler import JobStats
+from fleet.service.snapshot import Snapshot
 
 
 def snapshot(**over) -> Snapshot:

@@ -12,7 +12,7 @@ import pytest
 
 from fleet.presets import load_preset
 from fleet.presets import replay_scenario
-from fleet.service.service import HOUR_S
+from fleet.service.calendar import HOUR_S
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.service.serving import FLEET, TINY_PRESET, Served, value, wait_for
@@ -190,7 +190,8 @@ def test_real_pool_needs_pool_and_policy(tmp_path, capsys):
 def test_tiny_month_in_process_matches_replay(tmp_path):
     """The service's jobs stepped by hand on a simulated clock (no scheduler): the same month as replay."""
     from fleet.service.config import load_service_config
-    from fleet.service.service import Service, SimClock, Simulation, simulation_config
+    from fleet.service.service import Service
+    from fleet.service.simulation import SimClock, Simulation, simulation_config
 
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_PRESET)
@@ -233,7 +234,8 @@ def test_example_config_is_valid():
 def _in_process(tmp_path, overrides=(), mutate=None):
     """The tiny preset served in process on a simulated clock, its jobs stepped by hand until the month is billed."""
     from fleet.service.config import load_service_config
-    from fleet.service.service import Service, SimClock, Simulation, simulation_config
+    from fleet.service.service import Service
+    from fleet.service.simulation import SimClock, Simulation, simulation_config
 
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_PRESET)
@@ -261,7 +263,7 @@ def test_hysteresis_in_the_service_is_replays(tmp_path):
     # A restart mid-month reads the held hours back from the journal: deciding again from the store gives the same hour.
     h = 50
     ts = sim.start_ts + h * HOUR_S
-    again = svc.state_at(ts, svc.universe(), svc.store.run_set_at(ts - HOUR_S))
+    again = svc.decide.state_at(ts, svc.pool.current(), svc.store.run_set_at(ts - HOUR_S))
     assert again.run_set.sum() == r.warm[:, h - 1].sum()
 
 

@@ -1,0 +1,144 @@
+"""The bill job: every decided hour that has ended, billed through the core's `bill_hours` and `wrong_evictions`.
+
+The run sets come from the store's run-set intervals and the evictions from the
+journal; the truth the bill reads is the simulation's (`SimulatedTruth`), or for
+a real pool hindsight (`Hindsight`: each card's mean measured rate over the month
+so far, as the replay of a stored month has it). Hours are billed in stretches of
+up to a day, each stretch in one transaction, so a rerun bills nothing twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Protocol
+
+import numpy as np
+
+from fleet.core.billing import bill_hours, churn_fee_usd
+from fleet.core.verdict import wrong_evictions
+from fleet.service.calendar import HOUR_S, Calendar
+from fleet.service.pool import PoolIndex, PoolWatch
+from storage.values import HourFigures
+
+if TYPE_CHECKING:
+    from storage.interfaces import JournalStore, TelemetryStore
+
+STRETCH_HOURS = 24
+"""Hours billed in one transaction at most."""
+
+
+class Truth(Protocol):
+    def rates(self, first_ts: int, k: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray]:
+        """(each card's true rate in each of k hours, (cards, k); each card's ticket, (cards,))."""
+
+
+class SimulatedTruth:
+    """The simulated month's true rates and lottery tickets."""
+
+    def __init__(self, sim, calendar: Calendar):
+        self.sim = sim
+        self.calendar = calendar
+        self._rows: tuple[PoolIndex, np.ndarray] | None = None  # the month's row of each card, for one pool
+
+    def rates(self, first_ts: int, k: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray]:
+        if self._rows is None or self._rows[0] is not index:
+            self._rows = (index, self.sim.rows(index.keys))
+        sel = self._rows[1]
+        h = self.calendar.month_of(first_ts)[1]
+        m = self.sim.month
+        W = m.warmup_hours
+        return m.true_rate_tps[sel, W + h:W + h + k].astype(np.float64), np.asarray(m.true_tps)[sel].astype(np.float64)
+
+
+class Hindsight:
+    """A real pool's truth, in hindsight: each card's mean measured rate over the month so far, every hour."""
+
+    def __init__(self, repo: TelemetryStore, calendar: Calendar):
+        self.repo = repo
+        self.calendar = calendar
+
+    def rates(self, first_ts: int, k: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray]:
+        m0 = self.calendar.month_of(first_ts)[0]
+        roll = self.repo.hourly_rollups(m0, first_ts + k * HOUR_S)
+        mean = np.zeros(len(index))
+        if len(roll):
+            g = roll.groupby("card_key")["mean_tps"].mean()
+            for key, v in g.items():
+                if key in index.pos:
+                    mean[index.pos[key]] = float(v)
+        return np.repeat(mean[:, None], k, axis=1), mean
+
+
+def warm_matrix(intervals, index: PoolIndex, first_ts: int, k: int) -> np.ndarray:
+    """(cards, k + 1) run sets of the hour before `first_ts` and the k hours from it, from run-set intervals."""
+    warm = np.zeros((len(index), k + 1), dtype=bool)
+    lo = first_ts - HOUR_S
+    for key, start, end in intervals:
+        if key in index.pos:
+            a = max(0, (start - lo + HOUR_S - 1) // HOUR_S)
+            b = k + 1 if end is None else min(k + 1, (end - lo + HOUR_S - 1) // HOUR_S)
+            warm[index.pos[key], a:b] = True
+    return warm
+
+
+class BillJob:
+    """Bill every decided hour that has ended."""
+
+    def __init__(self, store: JournalStore, pool: PoolWatch, calendar: Calendar, clock, demand, truth: Truth,
+                 stopping: Callable[[], bool] = lambda: False):
+        self.store = store
+        self.pool = pool
+        self.calendar = calendar
+        self.clock = clock
+        self.demand = demand
+        self.truth = truth
+        self.stopping = stopping
+
+    def run(self) -> int:
+        """Returns the hours billed."""
+        cal = self.calendar
+        done = 0
+        index = self.pool.current()
+        while not self.stopping():
+            now = self.clock.now()
+            nxt = cal.next_hour(self.store.last_billed_ts(), now)
+            m0 = cal.month_of(nxt)[0]
+            last_dec = self.store.last_decided_ts(nxt, cal.month_end_ts(m0))
+            if last_dec is None:
+                break
+            upto = min(last_dec, int(now) - HOUR_S, nxt + (STRETCH_HOURS - 1) * HOUR_S)  # an hour is billed once it has ended
+            if upto < nxt:
+                break
+            k = (upto - nxt) // HOUR_S + 1
+            self.bill(nxt, k, index)
+            done += k
+        return done
+
+    def bill(self, first_ts: int, k: int, index: PoolIndex | None = None) -> list[HourFigures]:
+        """Bill k decided hours from `first_ts` (one month): warm rent, churn fees, idle cost, ideal bill, wrong evictions."""
+        index = self.pool.current() if index is None else index
+        m0, h0 = self.calendar.month_of(first_ts)
+        hi = first_ts + k * HOUR_S
+        # Run sets of hour h0 - 1 .. h0 + k - 1 (the first is the one judged at h0).
+        warm = warm_matrix(self.store.intervals(first_ts - HOUR_S, hi), index, first_ts, k)
+        evictions = self.store.eviction_hours(first_ts, hi)
+        evicted = [[index.pos[key] for ts, key in evictions if ts == first_ts + j * HOUR_S] for j in range(k)]
+        rate, ticket = self.truth.rates(first_ts, k, index)
+        demand = np.asarray(self.demand.of(m0)[h0:h0 + k], dtype=np.float64)
+        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted)
+        sizes = {r.ts: r.detail for r in self.store.decisions(kinds=["size"], since_ts=first_ts, until_ts=hi)}
+        fees = churn_fee_usd(index.rent_usd_per_month)
+        figs, lines = [], []
+        for j in range(k):
+            ts = first_ts + j * HOUR_S
+            wrong = 0
+            if evicted[j] and h0 + j > 0:
+                wrong = int(wrong_evictions(np.array(evicted[j], dtype=np.int64), warm[:, j], ticket).sum())
+            figs.append(HourFigures(
+                hour_ts=ts, month_start_ts=m0, demand_tps=float(demand[j]), capacity_tps=float(b.capacity_tps[j]),
+                delivered_tps=float(b.delivered_tps[j]), scored_capacity_tps=float(sizes.get(ts, {}).get("scored_capacity_tps", 0.0)),
+                cards_warm=int(b.cards_warm[j]), warm_usd=float(b.warm_usd[j]), churn_usd=float(b.churn_usd[j]),
+                idle_usd=float(b.idle_usd[j]), ideal_usd=float(b.ideal_usd[j]), evictions=len(evicted[j]), wrong_evictions=wrong,
+            ))
+            lines.append([("rent", float(b.warm_usd[j]), None)] + [("churn", float(fees[c]), index.keys[c]) for c in evicted[j]])
+        self.store.record_hours(figs, lines)
+        return figs

@@ -1,0 +1,252 @@
+"""The decide job: the core's `tick` on the store's state, for every scored hour, journaled before it is acted on.
+
+`state_at` reads the pool's state at the start of an hour from the store (or
+from what the hour before left, `HourLeft`); `tick` decides it; the pure
+`journal_entries` turns the `Decisions` into the journal's rows (`fleet
+explain`, `fleet status` and the snapshot read their keys, kinds and details);
+the journal writes them with the run-set changes in one transaction, and only
+then does the actuator see them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
+
+import numpy as np
+
+from fleet.core.greedy import tokens_per_dollar
+from fleet.core.plugins import PolicyParts
+from fleet.core.scenario import budget_cards
+from fleet.core.step import Decisions, PoolState, tick
+from fleet.service.calendar import HOUR_S, Calendar
+from fleet.service.pool import PoolIndex, PoolWatch
+from storage.values import JournalEntry
+
+if TYPE_CHECKING:
+    from fleet.service.journal import Journal
+    from storage.interfaces import JournalStore
+
+
+@dataclass(frozen=True)
+class RunSetChange:
+    """How an hour's decisions change the store's run set: cards that open, close (evicted ones too) and retire."""
+
+    opened: tuple[str, ...]
+    closed: tuple[str, ...]
+    evicted: tuple[str, ...]
+    run_set: frozenset[str]  # the run set after the hour
+
+
+def run_set_change(decisions: Decisions, index: PoolIndex, open_now: AbstractSet[str]) -> RunSetChange:
+    """From the run set the store has open before the hour (`open_now`) to the one the decisions leave."""
+    keys = index.keys
+    new = frozenset(keys[i] for i in np.flatnonzero(decisions.run_set))
+    return RunSetChange(
+        opened=tuple(sorted(new - open_now)),
+        closed=tuple(sorted(open_now - new)),
+        evicted=tuple(keys[e.card] for e in decisions.evictions),
+        run_set=new,
+    )
+
+
+def held_out_hours(decisions: Decisions, index: PoolIndex) -> dict[str, int]:
+    """Warm cards the sizing mode has left out, with the hours it has (the hysteresis carries them to the next hour)."""
+    d = decisions
+    return {index.keys[i]: int(d.out_hours[i]) for i in np.flatnonzero(d.run_set & (d.out_hours > 0))}
+
+
+def journal_entries(hour_ts: int, decisions: Decisions, state: PoolState, index: PoolIndex,
+                    open_now: AbstractSet[str]) -> list[JournalEntry]:
+    """The journal rows of one decided hour: `size`, the `eviction-pass` if there was one, then each `evict`,
+    `release` and `add`, in the order they are acted on.
+
+    `state` is what the hour was decided on and `open_now` the run set the store
+    had open before it: a card the store has open that the decisions did not
+    release (the month's first hour) is released with that said.
+    """
+    return _entries(hour_ts, decisions, state, index, run_set_change(decisions, index, open_now))
+
+
+def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, change: RunSetChange) -> list[JournalEntry]:
+    keys, pos = index.keys, index.pos
+    by_card = {keys[c.card]: c for c in d.adds + d.releases}
+    entries = [
+        JournalEntry(
+            f"{hour_ts}:size", hour_ts, "size", d.reason,
+            detail={
+                "hour": d.hour, "mode": d.mode, "window": d.window, "target_tps": d.target_tps,
+                "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
+                "run_set_cards": len(change.run_set), "budget_left": d.budget_left,
+                "held_out_hours": held_out_hours(d, index),
+            },
+            acted=True,
+        )
+    ]
+    if d.eviction is not None:
+        p = d.eviction
+        judged = np.flatnonzero(state.run_set) if state.run_set is not None else []
+        entries.append(
+            JournalEntry(
+                f"{hour_ts}:eviction-pass", hour_ts, "eviction-pass", p.reason,
+                detail={
+                    "hour": d.hour, "rule": p.rule, "window": p.window, "fraction": p.fraction, "judged": p.judged,
+                    "candidates": [keys[c] for c in p.candidates], "evicted": [keys[c] for c in p.evicted],
+                    "median_score_tps": p.median_score_tps, "threshold_tps": p.threshold_tps,
+                    "blocked_by_budget": p.blocked_by_budget, "blocked_by_disruption": p.blocked_by_disruption,
+                    "breaker_open": p.breaker_open, "draining": p.draining, "allowed_now": p.allowed_now,
+                    "budget_left_before": p.budget_left_before, "budget_left_after": p.budget_left_after,
+                    "scores": {keys[c]: float(state.evict_score_tps[c]) for c in judged},
+                },
+                acted=True,
+            )
+        )
+        for e in d.evictions:
+            entries.append(
+                JournalEntry(
+                    f"{hour_ts}:evict:{keys[e.card]}", hour_ts, "evict", e.reason, keys[e.card],
+                    detail={"hour": d.hour, "score_tps": e.score_tps, "tokens_per_usd": e.tokens_per_usd,
+                            "window": p.window, "threshold_tps": p.threshold_tps,
+                            "median_score_tps": p.median_score_tps, "budget_left": d.budget_left},
+                )
+            )
+    evicted = set(change.evicted)
+    for k in change.closed:
+        if k in evicted:
+            continue
+        c = by_card.get(k)
+        why = c.reason if c is not None else "released: not in the run set the month starts with"
+        entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, "release", why, k,
+                                    detail={"hour": d.hour, "score_tps": float(state.score_tps[pos[k]]), "window": d.window}))
+    for k in change.opened:
+        c = by_card.get(k)
+        why = c.reason if c is not None else f"added; {d.reason}"
+        i = pos[k]
+        entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, "add", why, k,
+                                    detail={"hour": d.hour, "score_tps": float(state.score_tps[i]), "window": d.window,
+                                            "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1],
+                                                                                      index.rent_usd_per_hour[i:i + 1])[0])}))
+    return entries
+
+
+@dataclass(frozen=True)
+class HourLeft:
+    """What a decided hour leaves for the next, so the next hour need not read it back from the store."""
+
+    hour_ts: int
+    month_start_ts: int
+    run_set: frozenset[str]
+    held_out_hours: Mapping[str, int]
+    evictions: tuple[tuple[int, str], ...]  # (hour ts, card key) of the month's evictions so far
+
+    def follows(self, hour_ts: int, month_start_ts: int) -> bool:
+        return self.hour_ts == hour_ts - HOUR_S and self.month_start_ts == month_start_ts
+
+
+class DecideJob:
+    """Act on anything journaled and not acted, then decide, journal and act on every scored hour."""
+
+    def __init__(self, store: JournalStore, journal: Journal, pool: PoolWatch, calendar: Calendar, clock, parts: PolicyParts,
+                 scored_through_ts: Callable[[], int | None], kept_scores: Callable[[int, PoolIndex], Mapping[int, np.ndarray]],
+                 demand, stopping: Callable[[], bool] = lambda: False):
+        self.store = store
+        self.journal = journal
+        self.pool = pool
+        self.calendar = calendar
+        self.clock = clock
+        self.parts = parts
+        self.scored_through_ts = scored_through_ts
+        self.kept_scores = kept_scores
+        self.demand = demand
+        self.stopping = stopping
+
+    def _act(self) -> None:
+        out = self.journal.act_pending(self.stopping)
+        if out.failed:
+            raise RuntimeError(out.error)
+
+    def run(self) -> int:
+        """Returns the hours decided."""
+        self._act()
+        done = 0
+        index = self.pool.current()
+        cal = self.calendar
+        left = None
+        while not self.stopping():
+            now = self.clock.now()
+            nxt = cal.next_hour(self.store.last_decided_ts(cal.start_ts, 2**62), now)
+            if nxt > now or nxt > cal.last_hour_ts:
+                break
+            scored = self.scored_through_ts()
+            if scored is None or scored < nxt:
+                break
+            left = self.decide_hour(nxt, index, left)
+            done += 1
+            self._act()
+        return done
+
+    def _scores(self, hour_ts: int, index: PoolIndex, window_hours: int, in_class: np.ndarray) -> np.ndarray:
+        kept = self.kept_scores(hour_ts, index)
+        if window_hours in kept:
+            return np.where(in_class, kept[window_hours], np.float32(0))
+        arr = np.zeros(len(index), dtype=np.float32)
+        pos = index.pos
+        for k, v in self.store.scores_at(hour_ts, window_hours).items():
+            if k in pos:
+                arr[pos[k]] = v
+        return np.where(in_class, arr, np.float32(0))
+
+    def state_at(self, hour_ts: int, index: PoolIndex, previous: AbstractSet[str] | None = None,
+                 evictions: Sequence[tuple[int, str]] | None = None) -> PoolState:
+        """The pool as the store has it at the start of `hour_ts`, in the tick's terms."""
+        policy, parts = self.parts.policy, self.parts
+        m0, h = self.calendar.month_of(hour_ts)
+        in_class = index.in_class(policy.card_class)
+        if evictions is None:
+            evictions = self.store.eviction_hours(m0, hour_ts)
+        # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
+        eligible = in_class & ~index.mask([k for _, k in evictions])
+        if previous is None and h > 0:
+            previous = self.store.run_set_at(hour_ts - HOUR_S)
+        pool_cards = int(in_class.sum())
+        demand = self.demand.of(m0)
+        return PoolState(
+            hour=h,
+            score_tps=self._scores(hour_ts, index, parts.size_window_hours, in_class),
+            evict_score_tps=self._scores(hour_ts, index, parts.evict_window_hours, in_class),
+            rent_usd_per_hour=index.rent_usd_per_hour,
+            eligible=eligible,
+            run_set=None if h == 0 else index.mask(previous),
+            demand_tps=float(demand[h]),
+            peak_demand_tps=float(demand.max()),
+            pool_cards=pool_cards,
+            budget_left=max(0, budget_cards(policy.eviction.share, pool_cards) - len(evictions)),
+            eviction_hours=tuple((ts - m0) // HOUR_S for ts, _ in evictions),
+        )
+
+    def decide_hour(self, hour_ts: int, index: PoolIndex | None = None, left: HourLeft | None = None) -> HourLeft:
+        """Decide one hour and journal it with the state it leaves (acting comes after, from the journal)."""
+        index = self.pool.current() if index is None else index
+        m0 = self.calendar.month_of(hour_ts)[0]
+        if left is not None and left.follows(hour_ts, m0):
+            open_now, month_evictions, held = left.run_set, list(left.evictions), left.held_out_hours
+        else:
+            open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
+            last = self.store.decisions(kinds=["size"], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
+            held = last[0].detail.get("held_out_hours", {}) if last else {}
+        state = self.state_at(hour_ts, index, open_now, month_evictions)
+        release_after = self.parts.hysteresis.release_after_hours
+        if state.run_set is not None and release_after > 1:
+            # Hysteresis: warm cards were chosen last hour unless the journal says they are held.
+            out = np.where(state.run_set, 0, release_after)
+            for k, v in held.items():
+                if k in index.pos:
+                    out[index.pos[k]] = v
+            state = dataclasses.replace(state, out_hours=out)
+        d = tick(state, self.parts)
+        change = run_set_change(d, index, open_now)
+        entries = _entries(hour_ts, d, state, index, change)  # `journal_entries`, with the change worked out once
+        self.journal.write(hour_ts, entries, {k: "warm" for k in change.opened}, list(change.closed), list(change.evicted))
+        return HourLeft(hour_ts, m0, change.run_set, held_out_hours(d, index),
+                        tuple(month_evictions) + tuple((hour_ts, k) for k in change.evicted))

@@ -1,0 +1,147 @@
+"""The score job: for every hour whose telemetry has settled, each card's windowed score, into the store.
+
+Scores are the core's `windowed_scores` over the hourly means of the store's
+rollups. Settled hours do not change, so the means of the longest window's
+hours are kept between runs (`HourlyMeans`) and a run that follows on reads
+only the hours after them: usually one hour of the pool. The scores last
+written are kept as well (`ScoredHours`), so the decide job that follows reads
+them from memory instead of back from the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping
+
+import numpy as np
+
+from fleet.core.greedy import tokens_per_dollar
+from fleet.core.scores import windowed_scores
+from fleet.service.calendar import HOUR_S, Calendar
+from fleet.service.pool import PoolIndex, PoolWatch
+
+if TYPE_CHECKING:
+    from storage.interfaces import JournalStore
+
+MAX_HOURS_PER_PASS = 168
+"""Hours scored in one pass of a catch-up (a week): bounds the matrix a pass reads."""
+
+
+@dataclass(frozen=True)
+class HourlyMeans:
+    """Mean measured rate of every card (rows of `index`) in each hour of [since_ts, until_ts); NaN: no telemetry."""
+
+    index: PoolIndex
+    since_ts: int
+    until_ts: int
+    tps: np.ndarray
+
+
+@dataclass(frozen=True)
+class ScoredHours:
+    """The scores last written, by hour ts and window hours, as the store reads them back (no score reads 0)."""
+
+    index: PoolIndex
+    hours: Mapping[int, Mapping[int, np.ndarray]]
+
+
+class ScoreJob:
+    """Score every settled hour through each window; the last window's scores mark an hour scored."""
+
+    def __init__(self, store: JournalStore, pool: PoolWatch, calendar: Calendar, clock, windows: Mapping[str, int],
+                 watermark_ts: Callable[[float], int], stopping: Callable[[], bool] = lambda: False):
+        if not windows:
+            raise ValueError("the score job needs at least one window")
+        self.store = store
+        self.pool = pool
+        self.calendar = calendar
+        self.clock = clock
+        self.windows = dict(windows)  # window name -> hours, in the order they are written
+        self.watermark_ts = watermark_ts
+        self.stopping = stopping
+        self._marker_hours = list(self.windows.values())[-1]
+        self._longest_hours = max(self.windows.values())
+        self._scored_empty_ts: int | None = None  # a later hour this process scored with no telemetry in its windows
+        self._means: HourlyMeans | None = None
+        self._scored: ScoredHours | None = None
+
+    def scored_through_ts(self) -> int | None:
+        """The last hour scored: the store's, or a later one this process scored with no telemetry in its windows."""
+        last = self.store.last_scored_ts(self._marker_hours, self.calendar.start_ts, 2**62)
+        if self._scored_empty_ts is not None and (last is None or self._scored_empty_ts > last):
+            return self._scored_empty_ts
+        return last
+
+    def run(self) -> int:
+        """Score every hour whose telemetry has settled; returns the hours scored.
+
+        An hour with no telemetry in any card's window has no scores: its sizing
+        sees no capacity and keeps every eligible card warm (with no data, the safe
+        side is capacity), and its eviction pass judges nobody below the median.
+        """
+        cal = self.calendar
+        done = 0
+        while not self.stopping():
+            now = self.clock.now()
+            nxt = cal.next_hour(self.scored_through_ts(), now)
+            upto = min(self.watermark_ts(now), int(now), cal.month_end_ts(cal.month_of(nxt)[0]) - HOUR_S, cal.last_hour_ts)
+            if nxt > upto:
+                break
+            k = min((upto - nxt) // HOUR_S + 1, MAX_HOURS_PER_PASS)
+            self.score_hours(nxt, k)
+            self._scored_empty_ts = nxt + (k - 1) * HOUR_S
+            done += k
+        return done
+
+    def score_hours(self, first_ts: int, k: int) -> None:
+        """Score k hours from `first_ts` through every window and write them in one transaction."""
+        index = self.pool.current()
+        maxw = self._longest_hours
+        mat = self.hourly_means(first_ts - maxw * HOUR_S, first_ts + (k - 1) * HOUR_S, index)
+        keys, rent = index.keys, index.rent_usd_per_hour
+        batch = []
+        scored: dict[int, dict[int, np.ndarray]] = {}
+        by_window = {w: windowed_scores(mat, maxw, k, w) for w in self.windows.values()}
+        for j in range(k):
+            ts = first_ts + j * HOUR_S
+            for w in self.windows.values():  # the last window last: its presence marks the hour scored
+                score = by_window[w][:, j]
+                tpd = tokens_per_dollar(score.astype(np.float64), rent)
+                have = np.flatnonzero(np.isfinite(score))
+                batch.append((ts, w, {keys[i]: (float(score[i]), float(tpd[i])) for i in have}))
+                scored.setdefault(ts, {})[w] = np.where(np.isfinite(score), score, np.float32(0))
+        self.store.record_scores(batch)
+        self._scored = ScoredHours(index, scored)
+
+    def kept(self, hour_ts: int, index: PoolIndex) -> Mapping[int, np.ndarray]:
+        """Window hours -> the scores last written for `hour_ts` in this pool (empty: read them from the store)."""
+        s = self._scored
+        if s is None or s.index is not index:
+            return {}
+        return s.hours.get(hour_ts, {})
+
+    def hourly_means(self, since_ts: int, until_ts: int, index: PoolIndex) -> np.ndarray:
+        """(cards, hours) mean measured rate of every hour in [since_ts, until_ts); NaN where a card has no telemetry.
+
+        The hours are settled (before the watermark), so the matrix is kept between
+        runs: the longest window's hours of the last call, in the pool they were
+        read for. A call that follows on reads only the hours after them, usually
+        one hour of the pool; a gap, a step back or a changed pool reads all again.
+        """
+        cols = (until_ts - since_ts) // HOUR_S
+        mat = np.full((len(index), cols), np.nan)
+        read_from = since_ts
+        c = self._means
+        if c is not None and c.index is index and c.since_ts <= since_ts <= c.until_ts <= until_ts:
+            a = (since_ts - c.since_ts) // HOUR_S
+            kept = (c.until_ts - since_ts) // HOUR_S
+            mat[:, :kept] = c.tps[:, a:a + kept]
+            read_from = c.until_ts
+        if read_from < until_ts:
+            card_id, hour_ts, mean_tps = self.store.rollup_means(read_from, until_ts)
+            pos = index.positions_of_ids(card_id)
+            ok = pos >= 0
+            mat[pos[ok], (hour_ts[ok] - since_ts) // HOUR_S] = mean_tps[ok]
+        keep = min(cols, self._longest_hours)
+        self._means = HourlyMeans(index, until_ts - keep * HOUR_S, until_ts, mat[:, cols - keep:].copy())
+        return mat
