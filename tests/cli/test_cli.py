@@ -134,7 +134,7 @@ def test_presets_lists_each_with_its_story():
 def test_replay_of_a_telemetry_file_makes_the_presets_decisions(tmp_path):
     from fleet.presets import load_preset
     from fleet.core.month import draw_month
-    from tests.test_store_month import write_month_telemetry
+    from tests.ingest.test_store_month import write_month_telemetry
 
     src = tmp_path / "telemetry.csv"
     write_month_telemetry(src, draw_month(load_preset("noise-evictor").resolve()))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for bench/
 from bench.telemetry_data import BASE_TS, write_csv  # noqa: E402
 
 from fleet.ingest import IngestSettings, ingest_file  # noqa: E402
