@@ -123,9 +123,9 @@ class Searched:
     months: list[MonthFigures]  # the final round's months, every combination kept
 
 
-SCREEN_MONTHS = 40
+SCREEN_MONTHS = 30
 """Months the first round of a large search is run on; the best `SCREEN_KEEP` combinations go on to every month."""
-SCREEN_KEEP = 6
+SCREEN_KEEP = 4
 
 
 def search(

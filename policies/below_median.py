@@ -22,13 +22,16 @@ class BelowMedian:
             return Judgement(judged, float("nan"), float("nan"), "empty run set", np.empty(0))
         scores = np.asarray(score_tps)[judged]
         kinds = np.zeros(judged.size, dtype=np.int64) if groups is None else np.asarray(groups)[judged]
-        medians = np.empty(judged.size, dtype=np.float64)
-        for g in np.unique(kinds):
-            medians[kinds == g] = np.median(scores[kinds == g])
+        one = bool((kinds == kinds[0]).all())
+        if one:
+            medians = np.full(judged.size, np.median(scores), dtype=np.float64)
+        else:
+            medians = np.empty(judged.size, dtype=np.float64)
+            for g in np.unique(kinds):
+                medians[kinds == g] = np.median(scores[kinds == g])
         below = scores < fraction * medians
         # Worst first: lowest score against its own class's median (with one class, lowest score).
-        order = np.argsort(scores[below] / medians[below], kind="stable") if np.unique(kinds).size > 1 else np.argsort(scores[below], kind="stable")
-        one = np.unique(kinds).size == 1
+        order = np.argsort(scores[below], kind="stable") if one else np.argsort(scores[below] / medians[below], kind="stable")
         median = float(medians[0]) if one else float("nan")
         if not one:
             reason = f"score below {fraction:.0%} of its class's median score in the run set"

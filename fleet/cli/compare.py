@@ -34,7 +34,7 @@ HELP = (
     f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. Unless "
     "--headroom is given, the headroom of each combination is searched: the smallest (in steps of "
     f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) whose months pass the capacity check in --min-pass of "
-    "them. A large search first runs every combination on the first 40 months and keeps the 6 best for every "
+    "them. A large search first runs every combination on the first 30 months and keeps the 4 best for every "
     "month.\n\n"
     "With --db URL or --telemetry FILE the combinations replay one stored month of a real pool instead (the "
     "preset gives market, demand and policy; the ideal uses hindsight, each card's month mean as its true rate).\n\n"

@@ -76,8 +76,9 @@ def bill_hours(
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
     fees = churn_fee_usd(rent_usd_per_month)
-    hour_of = np.repeat(np.arange(len(evicted)), [len(e) for e in evicted])
-    cards = np.concatenate([np.asarray(e, dtype=np.int64) for e in evicted]) if len(evicted) else np.zeros(0, dtype=np.int64)
+    some = [(j, e) for j, e in enumerate(evicted) if len(e)]
+    hour_of = np.repeat(np.array([j for j, _ in some], dtype=np.int64), [len(e) for _, e in some]) if some else np.zeros(0, np.int64)
+    cards = np.concatenate([np.asarray(e, dtype=np.int64) for _, e in some]) if some else np.zeros(0, dtype=np.int64)
     churn = np.bincount(hour_of, weights=fees[cards], minlength=len(evicted)).astype(np.float64)
     if ideal_usd is None:
         ideal_usd = ideal_exact_usd_by_hour(true_rate_tps, rent_h, demand)
