@@ -1,14 +1,15 @@
 """Held-out test of the recommendation on generated pools unlike the presets, with the bounds an oracle gives.
 
-    python bench/pools.py                      # 12 pools: search on 100 months, judge on 200 others
+    python bench/pools.py                      # the 3 presets and 12 pools: search on 200 / 100 months, judge on 200 others
     python bench/pools.py --pools 3 --search-months 20 --eval-months 40   # a quick look
     python bench/pools.py --json pools.json
 
 Each pool is drawn from a seeded generator: 16-400 cards, lottery sigma 0.1-0.3,
 hour noise 0.15-0.35, dips from none to heavy (2% of card-hours starting a 12-hour
 dip at 70% depth), flat, diurnal and bursty demand, one- and two-class markets.
-On each, `fleet compare --recommend`'s search runs on seeds 1000.. and the
-recommended policy is replayed on seeds 700000.. (months the search never saw). The
+On each, `fleet compare --recommend`'s search runs on seeds 1000.. (a preset: its
+own seed.., 200 months) and the recommended policy is replayed on seeds 700000..
+(months the search never saw); a preset's fix is replayed on the same months. The
 table gives the share of those months passing all three checks, the median
 convergence and the share of months with convergence >= 97% and all checks passed.
 
@@ -113,6 +114,8 @@ def main() -> int:
     ap.add_argument("--eval-months", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--no-presets", action="store_true", help="Only the generated pools.")
+    ap.add_argument("--preset-months", type=int, default=200, help="Months a preset's search runs on (from its seed).")
     args = ap.parse_args()
 
     import policies
@@ -122,16 +125,21 @@ def main() -> int:
 
     oracle_policy = ["policy.mode=\"steady\"", "policy.headroom=1.0", "policy.card_class=\"any\"", "policy.eviction.share=0.0",
                      "policy.score=\"mean\"", "policy.window=\"1h\""]
+    from fleet.presets import load_preset, preset_names
+
     rows = []
     t_all = time.perf_counter()
-    for raw in generate_pools(args.pools):
-        preset = Preset(raw, raw["name"])
+    todo = [] if args.no_presets else [(load_preset(n), args.preset_months) for n in preset_names()]
+    todo += [(Preset(raw, raw["name"]), args.search_months) for raw in generate_pools(args.pools)]
+    for preset, search_months in todo:
+        raw = {"name": preset.name, "story": preset.scenario.story}
         base = preset.resolve()
         axes = default_grid_axes(base, policies.resolve(base.policy).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
         combos = distinct(expand_grid(base, **axes))
         t0 = time.perf_counter()
         with Sweep(args.jobs) as sweep:
-            found = search(sweep, preset, combos, range(SEARCH_SEED, SEARCH_SEED + args.search_months), MIN_PASS)
+            first = base.seed if preset.path is not None else SEARCH_SEED
+            found = search(sweep, preset, combos, range(first, first + search_months), MIN_PASS)
         rec = recommend(found.summaries, MIN_PASS)
         search_s = time.perf_counter() - t0
         held_out = range(EVAL_SEED, EVAL_SEED + args.eval_months)
@@ -143,6 +151,11 @@ def main() -> int:
         else:
             row["recommended"] = None
             row["held_out"] = None
+        if preset.fix_raw:
+            from fleet.core.scenario import deep_merge
+
+            fixed = Preset(deep_merge(preset.raw, preset.fix_raw), preset.source)
+            row["fix"] = evaluate(fixed, [], held_out)
         row["oracle_late"] = evaluate(preset, oracle_policy, held_out, oracle_late=1)
         row["oracle_now"] = evaluate(preset, oracle_policy, held_out, oracle_late=0)
         rows.append(row)
@@ -154,16 +167,23 @@ def main() -> int:
                   f">= 97% with all checks {h['good']:.1%}", flush=True)
         else:
             print("    no recommendation: no combination passes all three checks in 95% of the search's months", flush=True)
+        if "fix" in row:
+            f = row["fix"]
+            print(f"    the preset's fix on the same months: all three checks {f['all_checks']:.1%}, median convergence "
+                  f"{f['median_convergence']:.1%}", flush=True)
         print(f"    oracle, true rate one hour late: {row['oracle_late']['median_convergence']:.1%} (all checks "
               f"{row['oracle_late']['all_checks']:.0%}); at once: {row['oracle_now']['median_convergence']:.1%} "
               f"(all checks {row['oracle_now']['all_checks']:.0%}); search {search_s:.0f} s", flush=True)
-    passing = [r for r in rows if r["held_out"] and r["held_out"]["all_checks"] >= 0.95]
-    good = [r for r in rows if r["held_out"] and r["held_out"]["good"] >= 0.95]
+    pools = [r for r in rows if r["pool"].startswith("pool-")]
+    passing = [r for r in pools if r["held_out"] and r["held_out"]["all_checks"] >= 0.95]
+    good = [r for r in pools if r["held_out"] and r["held_out"]["good"] >= 0.95]
+    rows_all = rows
+    rows = pools
     print(f"\n{len(passing)} of {len(rows)} pools pass all three checks in >= 95% of held-out months; "
           f"{len(good)} of {len(rows)} reach convergence >= 97% with all checks in >= 95% of them "
           f"({time.perf_counter() - t_all:.0f} s)")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        args.json.write_text(json.dumps(rows_all, indent=2) + "\n")
     return 0
 
 
