@@ -65,9 +65,10 @@ def export_month(r, folder: Path) -> None:
             rows.append({
                 "hour": e.hour,
                 "card_id": ids[e.card],
+                "card_class": m.class_names[int(m.card_class[e.card])],
                 "score_tps": e.score_tps,
-                "median_score_tps": p.median_score_tps,
-                "threshold_tps": p.threshold_tps,
+                "median_score_tps": p.candidate_median_tps[p.candidates.index(e.card)] if p.candidate_median_tps else p.median_score_tps,
+                "threshold_tps": p.fraction * (p.candidate_median_tps[p.candidates.index(e.card)] if p.candidate_median_tps else p.median_score_tps),
                 "true_tps": m.true_tps[e.card],
                 "median_true_tps": r.median_ticket_tps[k],
                 "wrong": bool(r.wrong[k]),
@@ -77,6 +78,6 @@ def export_month(r, folder: Path) -> None:
             k += 1
     pd.DataFrame(
         rows,
-        columns=["hour", "card_id", "score_tps", "median_score_tps", "threshold_tps", "true_tps", "median_true_tps", "wrong", "churn_fee_usd", "reason"],
+        columns=["hour", "card_id", "card_class", "score_tps", "median_score_tps", "threshold_tps", "true_tps", "median_true_tps", "wrong", "churn_fee_usd", "reason"],
     ).to_csv(folder / "evictions.csv", index=False)
     (folder / "summary.json").write_text(json.dumps(json_safe(r.figures), indent=2) + "\n")
