@@ -32,8 +32,11 @@ _SLAB_CELLS = 1 << 23
 
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 
-_SORT_CARDS = 256
-"""Pools of at most this many cards are solved by the sort itself (the definition), which is faster there."""
+_SORT_CARDS = 48
+_SORT_CELLS = 4096
+"""Pools of at most `_SORT_CARDS` cards, or blocks of at most `_SORT_CELLS` card-hours, are solved by the sort itself
+(the definition), which is faster there than the histogram's fixed cost (measured: 32 cards × 24 hours 0.26 ms by
+the sort, 0.62 ms by the histogram; 256 cards × 720 hours 24.5 ms against 12.5 ms)."""
 
 
 def tokens_per_dollar(rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
@@ -90,8 +93,8 @@ def greedy_run_set(
                 key_hc /= rent[None, :]
             if not all_eligible:
                 key_hc = np.where(elig_hc, key_hc, -np.inf)
-            if n <= _SORT_CARDS:
-                # A small pool: the sort itself is cheaper than the histogram's fixed cost.
+            if n <= _SORT_CARDS or n * (b - a) <= _SORT_CELLS:
+                # A small pool or a short stretch: the sort itself is cheaper than the histogram's fixed cost.
                 rate_s = np.where(elig_hc, rate_hc.astype(np.float64), 0.0)
                 tpd_s = np.where(elig_hc, rate_s * 3600.0 / rent[None, :], -np.inf)
                 chosen[a:b] = _greedy_by_sort(rate_s, tpd_s, target[a:b], elig_hc)

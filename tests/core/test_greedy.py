@@ -37,13 +37,14 @@ def test_tokens_per_dollar_is_rate_times_3600_over_hourly_rent():
     assert tokens_per_dollar(np.array([1000.0]), np.array([4.0]))[0] == pytest.approx(900_000.0)
 
 
-@pytest.mark.parametrize("sort_cards", [0, 256], ids=["selection at every size", "sort for small pools"])
-def test_greedy_by_selection_matches_the_sorted_definition(monkeypatch, sort_cards):
+@pytest.mark.parametrize("sort_cards, sort_cells", [(0, 0), (48, 4096)], ids=["selection at every size", "sort for small pools"])
+def test_greedy_by_selection_matches_the_sorted_definition(monkeypatch, sort_cards, sort_cells):
     """The histogram selection gives the stable sort's run sets: ties, zero rates, several rents, short pools."""
     from fleet.core import greedy
     from fleet.core.greedy import _greedy_by_sort
 
     monkeypatch.setattr(greedy, "_SORT_CARDS", sort_cards)
+    monkeypatch.setattr(greedy, "_SORT_CELLS", sort_cells)
     rng = np.random.default_rng(11)
     for case in range(300):
         n, k = int(rng.integers(1, 400)), int(rng.integers(1, 12))
@@ -68,6 +69,7 @@ def test_subnormal_spread_of_rates_is_still_the_sorted_greedy(monkeypatch):
     from fleet.core import greedy
 
     monkeypatch.setattr(greedy, "_SORT_CARDS", 0)  # the histogram's own edge case
+    monkeypatch.setattr(greedy, "_SORT_CELLS", 0)
     rates = np.array([[0.0, 1.0], [5e-324, 2.0]])
     got = greedy_run_set(rates, np.ones(2), np.array([0.0, 1.5]))
     assert got.tolist() == [[False, False], [False, True]]
