@@ -48,7 +48,6 @@ def sqlite_memory_repository() -> "SqlRepository":
     return open_repository("sqlite://")
 
 
-memory_repository = sqlite_memory_repository  # the old name, until tests/service/test_journal.py takes the new one
 
 
 class SqlRepository:

@@ -289,10 +289,6 @@ class ServiceStore:
             ).all()
         return {r[0]: float(r[1]) for r in rows}
 
-    def card_ids(self, keys: Iterable[str]) -> dict[str, int]:
-        """Card key → the store's card id."""
-        return self._ids(keys)
-
     def rollup_means(self, since_ts: int, until_ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(card id, hour ts, mean tok/s) of every hourly rollup in [since_ts, until_ts), as arrays.
 

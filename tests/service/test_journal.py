@@ -10,7 +10,7 @@ import pytest
 from fleet.presets import load_preset
 from fleet.service.journal import ACTIONS, ActuatorError, Journal
 from fleet.presets import replay_scenario
-from storage.repository import memory_repository, open_repository
+from storage.repository import open_repository, sqlite_memory_repository
 from storage.service_store import JournalEntry, ServiceStore
 from tests.service.serving import TINY_PRESET, Served, wait_for
 
@@ -81,7 +81,7 @@ class Recorder:
 
 
 def _store_with_cards():
-    repo = memory_repository()
+    repo = sqlite_memory_repository()
     repo.declare_cards({"a": "flagship", "b": "flagship"}, 0)
     return ServiceStore(repo.engine)
 
