@@ -7,10 +7,21 @@ WAL itself waits for a lock), WAL journaling (readers never block the writer),
 `synchronous=NORMAL` (safe against a killed process; WAL keeps the file whole),
 and foreign keys on (a 64 MB page cache as well). Alembic's script folder is found next to this package, so
 `fleet db upgrade` works from any working directory.
+
+The busy timeout is 30 s unless `FLEET_DB_BUSY_TIMEOUT` (seconds) says otherwise.
+Two kinds of failure are told apart: a database that cannot be used as asked
+(a bad URL, a file that is not a database, no server, an older schema) is a
+`StoreError`, bad input; a database that refuses a write at run time (locked
+past the busy timeout, read-only, disk full, an I/O error) stays the driver's
+error, and `failure_reason` gives its one line.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sqlite3
+import sys
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
@@ -22,6 +33,11 @@ from fleet.core.errors import ConfigError
 from storage import DEFAULT_URL
 
 BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_ENV = "FLEET_DB_BUSY_TIMEOUT"  # seconds
+# SQLite's primary result codes of a database that refuses a write at run time, not one that cannot be used:
+# BUSY, LOCKED, READONLY, IOERR, FULL, PROTOCOL.
+RUN_TIME_CODES = frozenset({5, 6, 8, 10, 13, 15})
+LOCK_CODES = frozenset({5, 6})
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
 
 
@@ -29,8 +45,25 @@ class StoreError(ConfigError):
     """The store cannot be used as asked (bad URL, unreadable file, schema not at head); the message says which and why."""
 
 
-def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Engine:
-    """An engine for `url`, with the SQLite pragmas above and explicit BEGIN (pysqlite's own is unreliable)."""
+def configured_busy_timeout_ms() -> int:
+    """The busy timeout: `FLEET_DB_BUSY_TIMEOUT` seconds if set, else 30 s."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return BUSY_TIMEOUT_MS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise StoreError(f"{BUSY_TIMEOUT_ENV} {raw!r}: expected the busy timeout in seconds, a number of at least 0")
+    return int(round(seconds * 1000))
+
+
+def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -> Engine:
+    """An engine for `url`, with the SQLite pragmas above and explicit BEGIN (pysqlite's own is unreliable).
+    The busy timeout is `busy_timeout_ms`, else `FLEET_DB_BUSY_TIMEOUT`, else 30 s."""
+    if busy_timeout_ms is None:
+        busy_timeout_ms = configured_busy_timeout_ms()
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -135,9 +168,52 @@ class _opened:
         try:
             self.conn = self.engine.connect()
         except DBAPIError as err:
+            if is_run_time_failure(err):
+                raise  # locked, read-only, full: the database is fine, this write was refused
             raise StoreError(f"database {self.engine.url.render_as_string(hide_password=True)!r}: {err.orig}") from None
         return self.conn
 
     def __exit__(self, *exc):
         self.conn.close()
         return False
+
+
+def _driver_error(err: BaseException) -> BaseException:
+    orig = getattr(err, "orig", None)
+    return orig if isinstance(orig, BaseException) else err
+
+
+def _sqlite_code(err: BaseException) -> int | None:
+    code = getattr(_driver_error(err), "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
+def is_run_time_failure(err: BaseException) -> bool:
+    """A refused write (locked past the busy timeout, read-only, disk full, I/O), as against a database that cannot
+    be used at all. Told by SQLite's result code; other drivers' failures at connect are taken as the latter."""
+    return _sqlite_code(err) in RUN_TIME_CODES
+
+
+def _is_database_error(err: BaseException) -> bool:
+    if isinstance(err, (SQLAlchemyError, sqlite3.Error)):
+        return True
+    # Drivers used through their own cursor (the bulk inserts) raise their DB-API errors unwrapped.
+    top = type(err).__module__.split(".")[0]
+    base = getattr(sys.modules.get(top), "Error", None) if top in ("psycopg", "psycopg2", "pg8000", "pymysql", "MySQLdb") else None
+    return isinstance(base, type) and isinstance(err, base)
+
+
+def failure_reason(err: BaseException) -> str | None:
+    """The one line of a database failure at run time (`database: ...`), or None if `err` is not one. A
+    `StoreError` is bad input, not a failure at run time, and gives None."""
+    if isinstance(err, StoreError) or not _is_database_error(err):
+        return None
+    orig = _driver_error(err)
+    reason = " ".join(str(orig).split()) or type(orig).__name__
+    if _sqlite_code(err) in LOCK_CODES:
+        try:
+            timeout_s = configured_busy_timeout_ms() / 1000
+        except StoreError:
+            timeout_s = BUSY_TIMEOUT_MS / 1000
+        reason += f" (another connection held it past the busy timeout of {timeout_s:g} s; {BUSY_TIMEOUT_ENV} sets it)"
+    return f"database: {reason}"

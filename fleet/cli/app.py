@@ -130,21 +130,37 @@ def _register_extensions() -> None:
 _register_extensions()
 
 
+def _exit(message: str, status: int) -> None:
+    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.exit(status)
+
+
+def _run_time_failure(err: Exception) -> str | None:
+    """The one line of a failure at run time (a refused database write, a file that cannot be written), or None."""
+    from storage.db import failure_reason
+
+    reason = failure_reason(err)
+    if reason is None and isinstance(err, OSError):
+        where = f"{err.filename}: " if err.filename else ""
+        reason = f"{where}{err.strerror or err}"
+    return reason
+
+
 def main() -> None:
+    """The `fleet` command. Exit status: 0 ok, 1 a failed write or other run-time failure, 2 bad input or usage,
+    130 interrupted; a failure is one line on stderr and never status 0."""
     from fleet.cli.memory import keep_freed_memory
 
     keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
     try:
-        app(standalone_mode=False)
+        # Not standalone, so errors come here to be told as one line; a command's exit status comes back as the value.
+        status = app(standalone_mode=False)
     except (ConfigError, UsageError) as err:
-        err_console.print(f"fleet: error: {err}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(2)
-    except typer.Abort:
-        err_console.print("fleet: aborted")
-        sys.exit(130)
+        _exit(f"fleet: error: {err}", 2)
+    except typer.Abort as err:  # click's own Ctrl-C, in typers that turn KeyboardInterrupt into Abort
+        _exit("fleet: interrupted" if isinstance(err.__context__, KeyboardInterrupt) else "fleet: aborted", 130)
     except KeyboardInterrupt:
-        err_console.print("fleet: interrupted")
-        sys.exit(130)
+        _exit("fleet: interrupted", 130)
     except Exception as err:  # click's own usage errors (typer >= 0.2x carries its own copy of click)
         try:
             from click import ClickException
@@ -154,7 +170,14 @@ def main() -> None:
         if isinstance(err, ClickException):
             err.show()
             sys.exit(err.exit_code)
-        raise
+        reason = _run_time_failure(err)
+        if reason is None:
+            raise
+        _exit(f"fleet: error: {reason}", 1)
+    if status == 130:  # typer turns Ctrl-C into Exit(130)
+        _exit("fleet: interrupted", 130)
+    if isinstance(status, int) and not isinstance(status, bool) and status:
+        sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -102,15 +102,20 @@ def ingest_cmd(
         _print_report(report.as_json(), as_json)
         return
 
+    failed = 0
     while True:
         for result in drain_drop_folder(repo, watch, settings, settle_s=settle):
             if result.report is not None:
                 _print_report(result.report.as_json(), as_json)
-            elif as_json:
+                continue
+            failed += 1
+            if as_json:
                 typer.echo(json.dumps({"source": str(watch / result.name), "error": result.error}))
             else:
                 err_console.print(f"fleet: {result.error} (moved to failed/)", markup=False, highlight=False, soft_wrap=True)
         if once:
+            if failed:
+                raise typer.Exit(2)  # a bad file, told above, moved to failed/
             return
         time.sleep(interval)
 
@@ -139,28 +144,9 @@ def db_current_cmd(db: DbOption = DEFAULT_URL) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ingest")(_store_errors(ingest_cmd))
+    # A failed write is exit status 1 with one line, told by `fleet.cli.app.main` for every command.
+    app.command("ingest")(ingest_cmd)
     db = typer.Typer(help="The store's schema: upgrade it, or show its revision.", no_args_is_help=True)
-    db.command("upgrade")(_store_errors(db_upgrade_cmd))
-    db.command("current")(_store_errors(db_current_cmd))
+    db.command("upgrade")(db_upgrade_cmd)
+    db.command("current")(db_current_cmd)
     app.add_typer(db, name="db")
-
-
-def _store_errors(fn):
-    """A database failure (locked past the busy timeout, disk full, not a database) is one line and exit 1, not a traceback."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as err:
-            from sqlalchemy.exc import SQLAlchemyError
-
-            if not isinstance(err, SQLAlchemyError):
-                raise
-            orig = getattr(err, "orig", None) or err
-            err_console.print(f"fleet: error: database: {orig}", markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-
-    return wrapper
