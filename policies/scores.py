@@ -36,6 +36,9 @@ class WindowMean:
     def describe(self, window: str) -> str:
         return f"{window} window"
 
+    def history_hours(self, window_hours: int) -> int:
+        return window_hours
+
     def score(self, hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
               other_windows: tuple[int, ...] = ()) -> Scored:
         windows = (window_hours, *other_windows)
@@ -75,6 +78,9 @@ class DipAware:
     name: str = "dip-aware"
     is_window_mean = False
 
+    def history_hours(self, window_hours: int) -> int:
+        return max(self.level_hours, self.recent_hours + 1)
+
     def describe(self, window: str) -> str:
         return f"dip-aware score (the level of {self.level_hours} h unless the last {self.recent_hours} h fall {self.sigmas:g} sigma below it)"
 
@@ -90,7 +96,6 @@ class DipAware:
         in_dip = np.empty((hours, n), dtype=bool)
         onsets = np.zeros(hours)
         depth_sum = np.zeros(hours)
-        flagged = np.zeros(hours)
         block = max(1, _BLOCK_CELLS // max(hours + history_hours, 1))
         for a in range(0, n, block):
             b = min(n, a + block)
@@ -98,13 +103,13 @@ class DipAware:
             score[:, a:b] = s.T
             in_dip[:, a:b] = d.T
             onsets += onset
-            flagged += d.sum(axis=0)
             depth_sum += lost
         others = WindowMean().score(hourly_tps, history_hours, hours, other_windows[0], other_windows[1:]) if other_windows else None
-        # The pool's dips as measured up to each hour: onsets per card-hour and mean depth, over the hours before it.
-        seen = np.arange(1, hours + 1) * max(n, 1)
-        rate = np.concatenate([[0.0], np.cumsum(onsets)[:-1] / seen[:-1]]) if hours else np.zeros(0)
-        depth = np.concatenate([[0.0], np.cumsum(depth_sum)[:-1] / np.maximum(np.cumsum(flagged)[:-1], 1)]) if hours else np.zeros(0)
+        # The pool's dips as they start: the share of its cards whose last hour fell significantly below a level their
+        # hours before it still held, and how deep. Each hour's figure reads only the telemetry before that hour, so
+        # it is the same however the hours are batched (a replay's month, a service's pass).
+        rate = onsets / max(n, 1)
+        depth = np.divide(depth_sum, onsets, out=np.zeros(hours), where=onsets > 0)
         return Scored(
             score_tps=score.T,
             window_tps=() if others is None else (others.score_tps, *others.window_tps),
@@ -144,13 +149,16 @@ class DipAware:
             score = np.where(low, np.fmin(score, recent), score)  # the lowest significantly low recent level: safe side
             in_dip |= low
         score = np.where(np.isfinite(score), score, np.nan)
-        # A dip's onset: a flag that was off the hour before and is still on the hour after (a lone flagged hour is
-        # more likely noise than a dip). It is known one hour late, so it counts at the hour that confirms it.
-        before = np.concatenate([np.zeros((x.shape[0], 1), dtype=bool), in_dip[:, :-1]], axis=1)
-        starts = in_dip & ~before
-        onset = np.zeros(hours)
-        onset[1:] = (starts[:, :-1] & in_dip[:, 1:]).sum(axis=0)
+        # A fresh dip: the last hour significantly low while the hours before it were not (tested as above).
+        k = self.recent_hours
         with np.errstate(invalid="ignore", divide="ignore"):
-            lost = np.where(in_dip, 1.0 - score / level, 0.0)
+            last_n = c[:, end] - c[:, end - 1]
+            last = (s[:, end] - s[:, end - 1]) / last_n
+            before_n = c[:, end - 1] - c[:, end - 1 - k]
+            before = (s[:, end - 1] - s[:, end - 1 - k]) / before_n
+            band = self.sigmas * sigma
+            fresh = (last_n > 0) & (before_n > 0) & (last < level * (1.0 - band)) & ~(before < level * (1.0 - band / np.sqrt(np.maximum(before_n, 1))))
+            lost = np.where(fresh, 1.0 - last / level, 0.0)
+        onset = fresh.sum(axis=0).astype(np.float64)
         lost = np.where(np.isfinite(lost), lost, 0.0).sum(axis=0)
         return score, in_dip, onset, lost

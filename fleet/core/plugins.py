@@ -66,6 +66,9 @@ class ScoreEstimator(Protocol):
     def describe(self, window: str) -> str:
         """What the sizing believed, for reasons: "day window", "dip-aware score (...)"."""
 
+    def history_hours(self, window_hours: int) -> int:
+        """Hours of telemetry before an hour that its score reads."""
+
     def score(self, hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
               other_windows: tuple[int, ...] = ()) -> Scored:
         """Scores at `hours` consecutive hours from (cards, history_hours + hours) hourly means (NaN: no telemetry).

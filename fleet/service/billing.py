@@ -132,7 +132,7 @@ class BillJob:
             ts = first_ts + j * HOUR_S
             wrong = 0
             if evicted[j] and h0 + j > 0:
-                wrong = int(wrong_evictions(np.array(evicted[j], dtype=np.int64), warm[:, j], ticket).sum())
+                wrong = int(wrong_evictions(np.array(evicted[j], dtype=np.int64), warm[:, j], ticket, index.groups).sum())
             figs.append(HourFigures(
                 hour_ts=ts, month_start_ts=m0, demand_tps=float(demand[j]), capacity_tps=float(b.capacity_tps[j]),
                 delivered_tps=float(b.delivered_tps[j]), scored_capacity_tps=float(sizes.get(ts, {}).get("scored_capacity_tps", 0.0)),

@@ -116,8 +116,8 @@ class ServiceConfig(Strict):
             import policies
 
             policies.resolve(self.policy)  # every name the policy gives is a known plug-in
-            if self.pool is not None and self.policy.card_class not in [c.name for c in self.pool.classes]:
-                raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool")
+            if self.pool is not None and self.policy.unknown_classes([c.name for c in self.pool.classes]):
+                raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool (or 'any')")
         return self
 
     def require_pool(self, source: str) -> None:

@@ -80,6 +80,8 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
                 "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
                 "run_set_cards": len(change.run_set), "budget_left": d.budget_left,
                 "held_out_hours": held_out_hours(d, index),
+                **({} if state.in_dip is None else {"in_dip": [keys[i] for i in np.flatnonzero(state.in_dip)]}),
+                **({"dip_allowance": state.allowance} if state.allowance else {}),
             },
             acted=True,
         )
@@ -149,7 +151,9 @@ class DecideJob:
 
     def __init__(self, store: JournalStore, journal: Journal, pool: PoolWatch, calendar: Calendar, clock, parts: PolicyParts,
                  scored_through_ts: Callable[[], int | None], kept_scores: Callable[[int, PoolIndex], Mapping[int, np.ndarray]],
-                 demand, stopping: Callable[[], bool] = lambda: False):
+                 demand, stopping: Callable[[], bool] = lambda: False,
+                 policy_scores: Callable[[int, PoolIndex], tuple | None] = lambda hour_ts, index: None):
+        self.policy_scores = policy_scores  # the estimator's (score, in dip, allowance), when not a window mean
         self.store = store
         self.journal = journal
         self.pool = pool
@@ -202,7 +206,7 @@ class DecideJob:
         """The pool as the store has it at the start of `hour_ts`, in the tick's terms."""
         policy, parts = self.parts.policy, self.parts
         m0, h = self.calendar.month_of(hour_ts)
-        in_class = index.in_class(policy.card_class)
+        in_class = index.run_class_mask(policy)
         if evictions is None:
             evictions = self.store.eviction_hours(m0, hour_ts)
         # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
@@ -211,9 +215,15 @@ class DecideJob:
             previous = self.store.run_set_at(hour_ts - HOUR_S)
         pool_cards = int(in_class.sum())
         demand = self.demand.of(m0)
+        estimated = self.policy_scores(hour_ts, index)
+        if estimated is None:
+            score, in_dip, allowance = self._scores(hour_ts, index, parts.size_window_hours, in_class), None, 0.0
+        else:
+            score, in_dip, allowance = estimated
+            score, in_dip = np.where(in_class, score, np.float32(0)), in_dip & in_class
         return PoolState(
             hour=h,
-            score_tps=self._scores(hour_ts, index, parts.size_window_hours, in_class),
+            score_tps=score,
             evict_score_tps=self._scores(hour_ts, index, parts.evict_window_hours, in_class),
             rent_usd_per_hour=index.rent_usd_per_hour,
             eligible=eligible,
@@ -223,6 +233,9 @@ class DecideJob:
             pool_cards=pool_cards,
             budget_left=max(0, budget_cards(policy.eviction.share, pool_cards) - len(evictions)),
             eviction_hours=tuple((ts - m0) // HOUR_S for ts, _ in evictions),
+            groups=index.groups,
+            in_dip=in_dip,
+            allowance=float(allowance or 0.0),
         )
 
     def decide_hour(self, hour_ts: int, index: PoolIndex | None = None, left: HourLeft | None = None) -> HourLeft:

@@ -70,6 +70,16 @@ class PoolIndex:
     def in_class(self, class_name: str) -> np.ndarray:
         return self.class_names == class_name
 
+    def run_class_mask(self, policy) -> np.ndarray:
+        """The cards of the classes the policy rents: one class, a list, or any class in the pool."""
+        market = tuple(dict.fromkeys(self.class_names.tolist()))
+        return np.isin(self.class_names, list(policy.run_classes(market)))
+
+    @property
+    def groups(self) -> np.ndarray:
+        """Each card's class as a number (eviction judges a card within its class)."""
+        return np.unique(self.class_names.astype(str), return_inverse=True)[1] if len(self.keys) else np.zeros(0, np.int64)
+
     def positions_of_ids(self, card_ids: np.ndarray) -> np.ndarray:
         """The position of each store card id (-1: not in the pool)."""
         card_ids = np.asarray(card_ids, dtype=np.int64)

@@ -1,7 +1,10 @@
 """The score job: for every hour whose telemetry has settled, each card's windowed score, into the store.
 
 Scores are the core's `windowed_scores` over the hourly means of the store's
-rollups. Settled hours do not change, so the means of the longest window's
+rollups, and, when the policy's score estimator is not a plain window mean
+(`dip-aware`), the estimator's own score over the same means: stored under
+window key `POLICY_SCORE_KEY`, with the cards it scored as in a dip under
+`IN_DIP_KEY`, so `fleet status` and `explain` read what the sizing read. Settled hours do not change, so the means of the longest window's
 hours are kept between runs (`HourlyMeans`) and a run that follows on reads
 only the hours after them: usually one hour of the pool. The scores last
 written are kept as well (`ScoredHours`), so the decide job that follows reads
@@ -23,6 +26,11 @@ from fleet.service.pool import PoolIndex, PoolWatch
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore
 
+POLICY_SCORE_KEY = 0
+"""The `scores` rows' window key of the policy's estimator score (windows are 1 hour or more)."""
+IN_DIP_KEY = -1
+"""The `scores` rows' window key marking a card the estimator scored as in a dip (score 1)."""
+
 MAX_HOURS_PER_PASS = 168
 """Hours scored in one pass of a catch-up (a week): bounds the matrix a pass reads."""
 
@@ -43,15 +51,18 @@ class ScoredHours:
 
     index: PoolIndex
     hours: Mapping[int, Mapping[int, np.ndarray]]
+    allowance: Mapping[int, float]  # hour ts -> the share of capacity held for dips to come
 
 
 class ScoreJob:
     """Score every settled hour through each window; the last window's scores mark an hour scored."""
 
     def __init__(self, store: JournalStore, pool: PoolWatch, calendar: Calendar, clock, windows: Mapping[str, int],
-                 watermark_ts: Callable[[float], int], stopping: Callable[[], bool] = lambda: False):
+                 watermark_ts: Callable[[float], int], stopping: Callable[[], bool] = lambda: False, parts=None):
         if not windows:
             raise ValueError("the score job needs at least one window")
+        self.parts = parts  # the policy, resolved: its estimator scores beside the window means unless it is one
+        self.estimates = parts is not None and not parts.score.is_window_mean
         self.store = store
         self.pool = pool
         self.calendar = calendar
@@ -61,6 +72,8 @@ class ScoreJob:
         self.stopping = stopping
         self._marker_hours = list(self.windows.values())[-1]
         self._longest_hours = max(self.windows.values())
+        if self.estimates:
+            self._longest_hours = max(self._longest_hours, parts.score.history_hours(parts.size_window_hours))
         self._scored_empty_ts: int | None = None  # a later hour this process scored with no telemetry in its windows
         self._means: HourlyMeans | None = None
         self._scored: ScoredHours | None = None
@@ -102,16 +115,55 @@ class ScoreJob:
         batch = []
         scored: dict[int, dict[int, np.ndarray]] = {}
         by_window = {w: windowed_scores(mat, maxw, k, w) for w in self.windows.values()}
+        allowance: dict[int, float] = {}
+        if self.estimates:
+            got = self._estimate(mat, maxw, k, index)
+            by_window = {POLICY_SCORE_KEY: got.score_tps, IN_DIP_KEY: got.in_dip.astype(np.float32), **by_window}
+            allowance = {first_ts + j * HOUR_S: float(a) for j, a in enumerate(got.allowance if got.allowance is not None else [])}
         for j in range(k):
             ts = first_ts + j * HOUR_S
-            for w in self.windows.values():  # the last window last: its presence marks the hour scored
+            for w in by_window:  # the last window last: its presence marks the hour scored
                 score = by_window[w][:, j]
                 tpd = tokens_per_dollar(score.astype(np.float64), rent)
-                have = np.flatnonzero(np.isfinite(score))
+                have = np.flatnonzero(np.isfinite(score) & ((score > 0) if w == IN_DIP_KEY else True))
                 batch.append((ts, w, {keys[i]: (float(score[i]), float(tpd[i])) for i in have}))
                 scored.setdefault(ts, {})[w] = np.where(np.isfinite(score), score, np.float32(0))
         self.store.record_scores(batch)
-        self._scored = ScoredHours(index, scored)
+        self._scored = ScoredHours(index, scored, allowance)
+
+    def _estimate(self, mat: np.ndarray, history_hours: int, k: int, index: PoolIndex):
+        """The policy's estimator over the run classes' cards (others score zero), as the replay scores a month."""
+        from fleet.core.replay import MonthScores, dip_allowance
+        from fleet.core.scores import of_rows
+
+        parts = self.parts
+        rows = np.flatnonzero(index.run_class_mask(parts.policy))
+        found = []
+
+        def estimate(rows_tps: np.ndarray) -> list:
+            got = parts.score.score(rows_tps, history_hours, k, parts.size_window_hours)
+            found.append(got)
+            return [got.score_tps, got.in_dip]
+
+        score, in_dip = of_rows(mat, rows, k, estimate)
+        allowance = dip_allowance(found[0], parts.policy.dip_allowance_hours) if found else None
+        in_dip = np.zeros(score.shape, dtype=bool) if in_dip is None else in_dip
+        return MonthScores(score, score, in_dip, allowance)
+
+    def policy_scores(self, hour_ts: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(score, in dip, allowance) the policy's estimator gives the hour, kept from the last pass or worked out
+        again from the store's rollups (the same numbers); None when the policy's score is a plain window mean."""
+        if not self.estimates:
+            return None
+        s = self._scored
+        if s is not None and s.index is index and hour_ts in s.allowance:
+            kept = s.hours[hour_ts]
+            return kept[POLICY_SCORE_KEY], kept[IN_DIP_KEY] > 0, s.allowance[hour_ts]
+        maxw = self._longest_hours
+        mat = self.hourly_means(hour_ts - maxw * HOUR_S, hour_ts, index)
+        got = self._estimate(mat, maxw, 1, index)
+        score = np.where(np.isfinite(got.score_tps[:, 0]), got.score_tps[:, 0], np.float32(0))
+        return score, got.in_dip[:, 0], float(got.allowance[0]) if got.allowance is not None else 0.0
 
     def kept(self, hour_ts: int, index: PoolIndex) -> Mapping[int, np.ndarray]:
         """Window hours -> the scores last written for `hour_ts` in this pool (empty: read them from the store)."""

@@ -109,9 +109,10 @@ class Service:
         stopping = self._stop.is_set
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,
-                                lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping)
+                                lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts)
         self.decide = DecideJob(self.store, self.journal, self.pool, self.calendar, clock, self.parts,
-                                self.scoring.scored_through_ts, self.scoring.kept, demand, stopping)
+                                self.scoring.scored_through_ts, self.scoring.kept, demand, stopping,
+                                policy_scores=self.scoring.policy_scores)
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(repo, self.calendar)
         self.billing = BillJob(self.store, self.pool, self.calendar, clock, demand, truth, stopping)
 

@@ -74,7 +74,7 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
     totals = month_totals(hours)
     last_dec = store.last_decided_ts(m0, m1)
     run_set = sorted(store.run_set_at(last_dec)) if last_dec is not None else []
-    in_class = index.in_class(policy.card_class)
+    in_class = index.run_class_mask(policy)
     pool_cards = int(in_class.sum())
     retired = {k for k, ts in store.retired().items() if ts >= m0}
     budget = budget_cards(policy.eviction.share, pool_cards)

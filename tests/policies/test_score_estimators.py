@@ -83,10 +83,21 @@ def test_dip_aware_settings_come_from_the_policy():
 def test_dip_rate_and_depth_are_measured_from_telemetry():
     x, _ = telemetry(noise=0.05)
     got = estimator("dip-aware").score(x, W, H, 24)
-    # Half the cards start one 50% dip by hour 20: by hour 40, 200 onsets in 400 cards × 39 hours, each about half deep.
-    assert got.dip_rate[40] == pytest.approx(200 / (400 * 39), rel=0.3)
-    assert got.dip_depth[40] == pytest.approx(0.5, abs=0.12)
-    assert got.dip_rate[0] == 0.0  # nothing measured before the first hour
+    # Half the cards start a 50% dip at hour 20: hour 21 is the first to see it, in about half the pool, half deep.
+    assert got.dip_rate[21] == pytest.approx(0.5, abs=0.05)
+    assert got.dip_depth[21] == pytest.approx(0.5, abs=0.1)
+    assert got.dip_rate[25] < 0.02 and got.dip_rate[10] < 0.02  # in the dip, or before it: no dip is starting
+
+
+
+def test_each_hour_reads_only_the_hours_before_it():
+    """Scoring the month from hour 18 on gives the same figures for those hours: batching never changes a score."""
+    x, _ = telemetry()
+    whole = estimator("dip-aware").score(x, W, H, 24)
+    late = estimator("dip-aware").score(x[:, 18:], W, H - 18, 24)
+    np.testing.assert_array_equal(late.score_tps, whole.score_tps[:, 18:])
+    np.testing.assert_array_equal(late.in_dip, whole.in_dip[:, 18:])
+    np.testing.assert_array_equal(late.dip_rate, whole.dip_rate[18:])
 
 
 @pytest.mark.parametrize(
