@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from datetime import datetime, timezone
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from pandas.errors import OutOfBoundsDatetime
 
 from fleet.core.errors import ConfigError
 
@@ -362,16 +364,64 @@ def _as_epoch_seconds(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     vals, status = _as_numbers(col)
     iso = status == UNPARSEABLE
     if iso.any():
-        text = pc.utf8_trim_whitespace(pc.filter(col.fill_null(""), pa.array(iso))).to_numpy(zero_copy_only=False)
-        parsed = pd.to_datetime(pd.Series(text, dtype=object), utc=True, format="ISO8601", errors="coerce")
-        good = parsed.notna().to_numpy()
-        seconds = np.full(text.size, np.nan)
-        if good.any():
-            seconds[good] = (parsed[good] - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+        seconds = _iso_seconds(pc.utf8_trim_whitespace(pc.filter(col.fill_null(""), pa.array(iso))))
+        good = ~np.isnan(seconds)
         vals[iso] = seconds
         status[np.flatnonzero(iso)[good]] = OK
     status[status == NONFINITE] = UNPARSEABLE  # "nan" is not a time
     return vals, status
+
+
+_EPOCH = pd.Timestamp(0, tz="UTC")
+_PANDAS_YEARS = (1678, 2261)  # the years pandas' nanosecond timestamps hold whole
+
+
+def _iso_seconds(text: pa.Array) -> np.ndarray:
+    """ISO 8601 times as epoch seconds (NaN where not a time). A time pandas cannot hold (before 1678, after
+    2261: year 1, 9999-12-31) is still a time: it gets its seconds (or +inf), so the judge finds it out of range."""
+    out = np.full(len(text), np.nan)
+    dated = pc.match_substring_regex(text, r"^\d{4}-\d{2}-\d{2}").to_numpy(zero_copy_only=False)
+    far = np.zeros(len(text), dtype=bool)
+    if dated.any():
+        year = pc.cast(pc.utf8_slice_codeunits(pc.filter(text, pa.array(dated)), 0, 4), pa.int32()).to_numpy(zero_copy_only=False)
+        far[np.flatnonzero(dated)] = (year < _PANDAS_YEARS[0]) | (year > _PANDAS_YEARS[1])
+    strings = text.to_numpy(zero_copy_only=False)
+    for i in np.flatnonzero(far):
+        out[i] = _python_iso_seconds(strings[i])
+    near = np.flatnonzero(~far)
+    if near.size:
+        out[near] = _pandas_iso_seconds(strings[near])
+    return out
+
+
+def _python_iso_seconds(s: str) -> float:
+    try:
+        t = datetime.fromisoformat(s)
+    except ValueError:
+        return np.nan
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return (t - datetime(1970, 1, 1, tzinfo=timezone.utc)).total_seconds()
+
+
+def _pandas_iso_seconds(text: np.ndarray) -> np.ndarray:
+    """pandas' vectorised ISO 8601 parser; a value it raises on (rather than coerces) is found by halving, and is
+    a far time (+inf) when pandas says it is out of bounds, else not a time."""
+    try:
+        parsed = pd.to_datetime(pd.Series(text, dtype=object), utc=True, format="ISO8601", errors="coerce")
+    except (OutOfBoundsDatetime, OverflowError):
+        if text.size == 1:
+            return np.array([np.inf])
+        return np.concatenate((_pandas_iso_seconds(text[: text.size // 2]), _pandas_iso_seconds(text[text.size // 2 :])))
+    except (ValueError, TypeError):
+        if text.size == 1:
+            return np.array([np.nan])
+        return np.concatenate((_pandas_iso_seconds(text[: text.size // 2]), _pandas_iso_seconds(text[text.size // 2 :])))
+    good = parsed.notna().to_numpy()
+    seconds = np.full(text.size, np.nan)
+    if good.any():
+        seconds[good] = (parsed[good] - _EPOCH).dt.total_seconds().to_numpy()
+    return seconds
 
 
 def _keys(col: pa.Array, limit: int = MAX_KEY_CHARS) -> tuple[np.ndarray, np.ndarray]:

@@ -227,3 +227,41 @@ def _parquet(frame: pd.DataFrame) -> bytes:
     buf = io.BytesIO()
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
     return buf.getvalue()
+
+
+FAR_TIMES = ["9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2263-01-01T00:00:00Z", "2262-04-12", "1677-09-21T00:00:00+01:00", "9999-12-31"]
+
+
+def _far_time_file(fmt: str, far: str) -> bytes:
+    rows = [("gpu-1", str(T0), 100.0), ("gpu-1", far, 200.0), ("gpu-1", "9999-13-01T00:00:00Z", 300.0), ("gpu-2", str(T0 + 60), 400.0)]
+    if fmt == "csv":
+        return ("card_id,ts,tokens_per_s\n" + "".join(f"{c},{t},{v}\n" for c, t, v in rows)).encode()
+    if fmt == "jsonl":
+        return "".join(json.dumps({"card_id": c, "ts": t, "tokens_per_s": v}) + "\n" for c, t, v in rows).encode()
+    return _parquet(pd.DataFrame({"card_id": [r[0] for r in rows], "ts": [r[1] for r in rows], "tokens_per_s": [r[2] for r in rows]}))
+
+
+@pytest.mark.parametrize("far", FAR_TIMES)
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_a_time_far_outside_the_calendar_is_out_of_range_not_a_crash(fmt, far):
+    r = sqlite_memory_repository()
+    out = ingest_parsed(r, parse_bytes(_far_time_file(fmt, far), fmt, f"far.{fmt}"), settings())
+    assert (out.read, out.stored) == (4, 2)
+    assert out.reasons == {"out-of-range:ts": 1, "unparseable:ts": 1}
+    q = quarantined(r.engine).sort_values("record_no")
+    assert q["reason"].tolist() == ["out-of-range:ts", "unparseable:ts"]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+def test_parquet_timestamp_column_far_outside_the_calendar(unit):
+    import datetime as dt
+
+    table = pa.table({
+        "card_id": ["gpu-1"] * 3,
+        "ts": pa.array([dt.datetime(2025, 1, 1), dt.datetime(9999, 12, 31), dt.datetime(1, 1, 1)], pa.timestamp(unit, tz="UTC")),
+        "tokens_per_s": [1.0, 2.0, 3.0],
+    })
+    buf = io.BytesIO()
+    pq.write_table(table, buf)
+    out = ingest_parsed(sqlite_memory_repository(), parse_bytes(buf.getvalue(), "parquet", "far.parquet"), settings())
+    assert (out.stored, out.reasons) == (1, {"out-of-range:ts": 2})
