@@ -152,7 +152,7 @@ def status_cmd(
         "target_tps": detail.get("target_tps"), "scored_capacity_tps": detail.get("scored_capacity_tps"),
         "budget_left": detail.get("budget_left"), "evictions": int(totals["evictions"]),
         "bill_by_part_usd": parts, **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
-        "scores": {str(w): s for w, s in scores.items()}, "checks": chk,
+        "scores": {("policy" if w == 0 else "in_dip" if w == -1 else str(w)): s for w, s in scores.items()}, "checks": chk,
     }
     if as_json:
         typer.echo(json.dumps(json_safe(out), indent=2))
@@ -166,10 +166,17 @@ def status_cmd(
               f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {totals['convergence']:.1%}")
     for name, c in chk.items():
         con.print(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {c['value']:.4g})")
-    table = Table("card", *[f"score {w}h" for w in sorted(scores)], "warm", box=None)
+    from fleet.service.scoring import IN_DIP_KEY, POLICY_SCORE_KEY
+
+    in_dip = scores.pop(IN_DIP_KEY, {})
+    windows = sorted(scores)
+    heads = ["policy score" if w == POLICY_SCORE_KEY else f"score {w}h" for w in windows]
+    classes = {k: c.class_name for k, c in repo.cards().items()}
+    table = Table("card", "class", *heads, "warm", *(["in dip"] if in_dip else []), box=None)
     cards = sorted({k for s in scores.values() for k in s}, key=lambda k: -max(s.get(k, 0) for s in scores.values()))
     for k in cards:
-        table.add_row(k, *[f"{scores[w].get(k, float('nan')):,.0f}" for w in sorted(scores)], "yes" if k in run_set else "")
+        table.add_row(k, classes.get(k, ""), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows],
+                      "yes" if k in run_set else "", *(["yes" if k in in_dip else ""] if in_dip else []))
     con.print(table)
 
 
@@ -203,8 +210,12 @@ def explain_cmd(
                        else "candidate, not evicted: held back by the budget (month's or cards draining at once)")
         else:
             verdict = "kept: at or above the threshold"
-        judged.append({"ts": p.ts, "hour": d.get("hour"), "score_tps": score, "threshold_tps": d.get("threshold_tps"),
-                       "median_score_tps": d.get("median_score_tps"), "window": d.get("window"), "verdict": verdict,
+        median = d.get("median_score_tps")
+        if median is None or median != median:  # several classes: the card's own class's median
+            median = d.get("class_median_score_tps", {}).get(cls, median)
+        threshold = d.get("threshold_tps") if median == d.get("median_score_tps") else (d.get("fraction") or 0) * median
+        judged.append({"ts": p.ts, "hour": d.get("hour"), "score_tps": score, "threshold_tps": threshold,
+                       "median_score_tps": median, "window": d.get("window"), "verdict": verdict,
                        "budget_left_before": d.get("budget_left_before"), "pass_reason": p.reason})
     if evicted:
         e = evicted[-1]

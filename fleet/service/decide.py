@@ -100,6 +100,7 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
                     "breaker_open": p.breaker_open, "draining": p.draining, "allowed_now": p.allowed_now,
                     "budget_left_before": p.budget_left_before, "budget_left_after": p.budget_left_after,
                     "scores": {keys[c]: float(state.evict_score_tps[c]) for c in judged},
+                    **({} if state.groups is None else {"class_median_score_tps": _class_medians(state, index, judged)}),
                 },
                 acted=True,
             )
@@ -130,6 +131,13 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
                                             "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1],
                                                                                       index.rent_usd_per_hour[i:i + 1])[0])}))
     return entries
+
+
+def _class_medians(state: PoolState, index: PoolIndex, judged) -> dict[str, float]:
+    """Each class's median score among the run set judged: the line its own cards were held to."""
+    judged = np.asarray(judged, dtype=np.int64)
+    names = index.class_names[judged] if judged.size else np.zeros(0, dtype=object)
+    return {str(c): float(np.median(np.asarray(state.evict_score_tps)[judged[names == c]])) for c in dict.fromkeys(names.tolist())}
 
 
 @dataclass(frozen=True)
