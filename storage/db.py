@@ -22,6 +22,8 @@ import math
 import os
 import sqlite3
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect
@@ -86,9 +88,9 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int, wal: bool) -> None:
     def _on_connect(dbapi_connection, _record):  # noqa: ANN001
         dbapi_connection.isolation_level = None  # transactions begin where SQLAlchemy says, below
         cur = dbapi_connection.cursor()
-        cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")  # before WAL: the switch itself may wait
+        cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
         if wal:
-            cur.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cur, busy_timeout_ms)
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.execute("PRAGMA temp_store = MEMORY")
@@ -99,7 +101,41 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int, wal: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):  # noqa: ANN001
-        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql(conn.get_execution_options().get(_BEGIN_OPTION, "BEGIN"))
+
+
+_BEGIN_OPTION = "fleet_sqlite_begin"
+
+
+def _switch_to_wal(cur, busy_timeout_ms: int) -> None:  # noqa: ANN001
+    """`PRAGMA journal_mode = WAL`, waiting for a lock as long as the busy timeout allows.
+
+    SQLite answers a switch that meets another connection's lock with SQLITE_BUSY at once, without the busy
+    handler: two processes opening a new store together (one switching while the other creates the schema)
+    failed with "database is locked" well inside the timeout. So the wait is here: retried, with a growing
+    pause, until the busy timeout has passed. A store already in WAL answers at once."""
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    pause = 0.001
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as err:
+            left = deadline - time.monotonic()
+            if _sqlite_code(err) not in LOCK_CODES or left <= 0:
+                raise
+        time.sleep(min(pause, left))
+        pause = min(2 * pause, 0.05)
+
+
+@contextmanager
+def _write_transaction(conn):  # noqa: ANN001
+    """A transaction holding the write lock from its first statement (`BEGIN IMMEDIATE` on SQLite, waiting under
+    the busy timeout), so what it reads stays true until it commits: nobody else can write in between."""
+    if conn.dialect.name == "sqlite":
+        conn.execution_options(**{_BEGIN_OPTION: "BEGIN IMMEDIATE"})
+    with conn.begin():
+        yield conn
 
 
 def alembic_config(url: str, connection=None):  # noqa: ANN001
@@ -131,30 +167,37 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(url: str = DEFAULT_URL, revision: str = "head", engine: Engine | None = None) -> str | None:
-    """Bring the database at `url` to `revision` (Alembic's upgrade); returns the revision it ends at."""
+    """Bring the database at `url` to `revision` (Alembic's upgrade) in one transaction under the write lock, so
+    two upgrades at once run one after the other (the second finds nothing to do); returns the revision it ends at."""
     from alembic import command
 
     engine = engine or make_engine(url)
-    with _opened(engine) as conn:
-        with conn.begin():
-            command.upgrade(alembic_config(url, conn), revision)
+    with _opened(engine) as conn, _write_transaction(conn):
+        command.upgrade(alembic_config(url, conn), revision)
     return current_revision(engine)
 
 
 def ensure_schema(engine: Engine, url: str) -> None:
-    """Create the schema in a new, empty database; refuse one at an older revision (that is `fleet db upgrade`'s job)."""
+    """Create the schema in a new, empty database; refuse one at an older revision (that is `fleet db upgrade`'s job).
+
+    The schema is made under the write lock, after looking again inside it: of processes opening a new store at
+    once, the first makes it and the others, waiting their turn, find it made."""
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     current = current_revision(engine)
     head = head_revision()
-    if current == head:
-        return
     if current is None:
-        with _opened(engine) as conn:
-            tables = inspect(conn).get_table_names()
-        if tables:
-            raise StoreError(f"database {url!r} has tables ({', '.join(sorted(tables)[:5])}) but no fleet schema revision")
-        upgrade(url, engine=engine)
-        return
-    raise StoreError(f"database {url!r} is at schema revision {current}, this fleet needs {head}: run `fleet db upgrade --db {url}`")
+        with _opened(engine) as conn, _write_transaction(conn):
+            current = MigrationContext.configure(conn).get_current_revision()
+            if current is None:
+                tables = inspect(conn).get_table_names()
+                if tables:
+                    raise StoreError(f"database {url!r} has tables ({', '.join(sorted(tables)[:5])}) but no fleet schema revision")
+                command.upgrade(alembic_config(url, conn), "head")
+                current = head
+    if current != head:
+        raise StoreError(f"database {url!r} is at schema revision {current}, this fleet needs {head}: run `fleet db upgrade --db {url}`")
 
 
 class _opened:
@@ -215,5 +258,5 @@ def failure_reason(err: BaseException) -> str | None:
             timeout_s = configured_busy_timeout_ms() / 1000
         except StoreError:
             timeout_s = BUSY_TIMEOUT_MS / 1000
-        reason += f" (another connection held it past the busy timeout of {timeout_s:g} s; {BUSY_TIMEOUT_ENV} sets it)"
+        reason += f" (by another connection; the busy timeout is {timeout_s:g} s, {BUSY_TIMEOUT_ENV} sets it)"
     return f"database: {reason}"
