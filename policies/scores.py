@@ -58,6 +58,27 @@ def _median_of_days(a: np.ndarray) -> np.ndarray:
     return np.median(a, axis=0)
 
 
+def _undipped_level(day_mean: np.ndarray, median: np.ndarray, sigma: np.ndarray, sigmas: float) -> np.ndarray:
+    """The median of the days a card was not in a dip. A day whose mean sits significantly below the upper quartile of
+    the days (in the card's own noise over a day) had a dip; when a share p of the days did, the others are the healthy
+    ones, and their median is the (p + (1 - p) / 2) quantile of all the days. With no dip it is the median; with a dip
+    most days it still does not take the dips for the level."""
+    with np.errstate(invalid="ignore"):
+        upper = np.nanquantile(day_mean, 0.75, axis=0) if np.isnan(day_mean).any() else np.quantile(day_mean, 0.75, axis=0)
+        low = day_mean < upper * (1.0 - sigmas * sigma / np.sqrt(24.0))
+    share = low.mean(axis=0)
+    q = share + (1.0 - share) / 2.0
+    ranked = np.sort(day_mean, axis=0)  # NaN days sort last
+    count = np.isfinite(day_mean).sum(axis=0)
+    at = q * np.maximum(count - 1, 0)
+    lo = np.floor(at).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(count - 1, 0))
+    frac = at - lo
+    pick = lambda i: np.take_along_axis(ranked, i[None], axis=0)[0]  # noqa: E731
+    out = pick(lo) * (1.0 - frac) + pick(hi) * frac
+    return np.where(count > 0, out, median)
+
+
 def _running(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Running sums of the present values and of their count along each row, with a leading zero column."""
     have = np.isfinite(x)
@@ -138,6 +159,8 @@ class DipAware:
             level = _median_of_days(day_mean)
             # For independent normal errors, E|x_t - x_t-1| = 2 sigma / sqrt(pi).
             sigma = _median_of_days(day_step) * (np.sqrt(np.pi) / 2) / level
+            if days > 2:
+                level = _undipped_level(day_mean, level, sigma, self.sigmas)
         sigma = np.where(np.isfinite(sigma), sigma, 0.0)
         score = level.copy()
         in_dip = np.zeros(level.shape, dtype=bool)

@@ -112,3 +112,18 @@ def test_below_median_judges_within_the_class(desc, scores, groups, expected):
     j = EVICTION_RULES.get("below-median").judge(np.array(scores, float), np.ones(len(scores), bool), 0.7, np.array(groups))
     assert j.candidates.tolist() == expected, desc
     assert len(j.candidate_median_tps) == len(expected)
+
+
+def test_dip_aware_level_holds_when_most_days_have_a_dip():
+    """Heavy dips: a 12-hour dip at 70% depth on 5 days of each 7. The median day is a dipped one; the level is not."""
+    rng = np.random.default_rng(2)
+    true = np.full((60, W + H), 6000.0)
+    for day in range((W + H) // 24):
+        if day % 7 < 5:
+            true[:, day * 24 + 6 : day * 24 + 18] = 1800.0
+    x = true * (1 + 0.2 * rng.standard_normal(true.shape))
+    got = estimator("dip-aware").score(x, W, H, 24, (168,))
+    healthy_hours = [h for h in range(H) if not (((W + h) // 24) % 7 < 5 and 6 <= (W + h) % 24 < 18)]
+    settled = [h for h in healthy_hours if h >= 4 and all(hh in healthy_hours for hh in range(h - 3, h))]
+    assert np.median(got.score_tps[:, settled]) == pytest.approx(6000, rel=0.04)
+    assert np.median(got.window_tps[0]) < 5000  # the week mean carries the dips
