@@ -10,10 +10,18 @@
 
 Counts always add up: read = stored + duplicates + quarantined. Judging is pure;
 only `ingest_parsed` talks to the store, through `storage.interfaces.TelemetryStore`.
+
+**Test hook** (for crash tests only; never set it in production): with the
+environment variable `FLEET_INGEST_TEST_KILL` set to `commit:K`, the process
+SIGKILLs itself inside batch K's transaction (counted from 0), just before its
+COMMIT reaches the database; with `batch:K`, just after batch K committed. A
+crash test can so kill an ingest at a chosen point instead of at a wall-clock time.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
@@ -226,6 +234,7 @@ def ingest_parsed(
     classes = dict(repo.classes())
     all_no = np.sort(np.concatenate((parsed.record_no, parsed.bad_no)))
     step = settings.batch_records
+    hook = _KillHook.from_env(repo)
     for part, lo in enumerate(range(0, max(all_no.size, 1), step)):
         chunk = all_no[lo : lo + step]
         if chunk.size == 0:
@@ -235,11 +244,13 @@ def ingest_parsed(
         c, d = np.searchsorted(parsed.bad_no, [first, last + 1])
         cols = {k: v.slice(a, b - a) for k, v in parsed.columns.items()}
         judged = judge(cols, parsed.record_no[a:b], parsed.raw_text, cards, classes, settings, parsed.bad_no[c:d].tolist(), parsed.bad_reason[c:d])
+        hook.before_write(part)
         out = repo.write_batch(
             run_id, part, first, judged.samples, judged.rejected, judged.register,
             parsed.name, parsed.digest, settings.now_ts,
             raw_text_of=parsed.raw_text, duplicates_in_batch=judged.duplicates,
         )
+        hook.after_write(part)
         for info in out.registered:
             cards[info.card_key] = info
         if out.registered:
@@ -247,6 +258,7 @@ def ingest_parsed(
         report.add(out.read, out.stored, out.duplicates, out.quarantined, out.reasons)
         if progress:
             progress(int(chunk.size))
+    hook.close()
     repo.finish_run(run_id, settings.now_ts)
     return report
 
@@ -255,3 +267,45 @@ def ingest_file(repo: TelemetryStore, path: str | Path, settings: IngestSettings
                 progress: Callable[[int], None] | None = None) -> IngestReport:
     """Parse a whole file (a bad file raises `BadSource` before anything is written), then store it batch by batch."""
     return ingest_parsed(repo, read_file(path, fmt), settings, progress)
+
+
+TEST_KILL_ENV = "FLEET_INGEST_TEST_KILL"
+
+
+class _KillHook:
+    """The crash tests' hook (see the module's docstring): SIGKILL this process at a chosen batch's commit."""
+
+    def __init__(self, where: str | None = None, part: int = -1, repo: TelemetryStore | None = None):
+        self.where, self.part, self.armed, self.repo = where, part, False, repo
+        if where == "commit":
+            from sqlalchemy import event
+
+            event.listen(repo.engine, "commit", self._on_commit)  # fires before the COMMIT is sent
+
+    @classmethod
+    def from_env(cls, repo: TelemetryStore) -> _KillHook:
+        spec = os.environ.get(TEST_KILL_ENV)
+        if not spec:
+            return cls()
+        where, _, k = spec.partition(":")
+        if where not in ("commit", "batch") or not k.isdigit():
+            raise ConfigError(f"{TEST_KILL_ENV}={spec!r}: expected commit:K or batch:K (a test hook)")
+        return cls(where, int(k), repo)
+
+    def _on_commit(self, conn) -> None:  # noqa: ANN001
+        if self.armed:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def close(self) -> None:
+        if self.where == "commit":
+            from sqlalchemy import event
+
+            event.remove(self.repo.engine, "commit", self._on_commit)
+
+    def before_write(self, part: int) -> None:
+        self.armed = self.where == "commit" and part == self.part
+
+    def after_write(self, part: int) -> None:
+        self.armed = False
+        if self.where == "batch" and part == self.part:
+            os.kill(os.getpid(), signal.SIGKILL)

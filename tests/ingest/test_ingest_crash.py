@@ -1,5 +1,11 @@
 """A killed ingest loses nothing and doubles nothing: SIGKILL `fleet ingest` mid-file a dozen times, run it again each time.
 
+Each kill lands at a chosen point, not at a wall-clock time: the ingest's test hook
+(`FLEET_INGEST_TEST_KILL`, see `fleet/ingest/store.py`) makes the process SIGKILL
+itself inside batch K's transaction just before its COMMIT (`commit:K`, the batch in
+flight) or just after batch K committed (`batch:K`). So every run is killed, and
+what is stored after each kill is known exactly.
+
 The killed runs are `fleet ingest` forked from this process (the CLI's own
 `main()`, with its imports already paid), so a dozen kills take seconds; the
 final run is the installed command in a fresh interpreter.
@@ -9,18 +15,19 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import random
 import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 T0 = 1_735_689_600
 SAMPLES = 24_000
 BATCH = 2_000
-KILLS = 12
+PARTS = SAMPLES // BATCH + 1  # 12 batches of samples, then one holding the bad record
+# (where, K): killed inside batch K's transaction ("commit") or right after batch K committed ("batch").
+KILLS = [("commit", 0), ("batch", 0), ("commit", 3), ("commit", 2), ("batch", 4), ("commit", 5),
+         ("batch", 7), ("commit", 1), ("commit", 9), ("batch", 9), ("commit", 12), ("batch", 11)]
 
 
 def _write(path: Path) -> set[tuple[str, int]]:
@@ -36,27 +43,10 @@ def _write(path: Path) -> set[tuple[str, int]]:
     return keys
 
 
-def _committed_batches(db: Path, after_run: int) -> int:
-    """Batches committed by runs newer than `after_run` (0 before the new run starts)."""
-    if not db.exists():
-        return 0
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return con.execute("SELECT COUNT(*) FROM ingest_batches WHERE run_id > ?", (after_run,)).fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0  # schema not there yet
-    finally:
-        con.close()
-
-
-def _last_run(db: Path) -> int:
-    if not db.exists():
-        return 0
+def _query(db: Path, sql: str, *args):
     con = sqlite3.connect(db)
     try:
-        return con.execute("SELECT COALESCE(MAX(id), 0) FROM ingest_runs").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
+        return con.execute(sql, args).fetchone()
     finally:
         con.close()
 
@@ -76,16 +66,17 @@ def _check_consistent(db: Path) -> tuple[int, int]:
         con.close()
 
 
-def _fleet_main(argv: list[str]) -> None:
+def _fleet_main(argv: list[str], kill_at: str) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
+    os.environ["FLEET_INGEST_TEST_KILL"] = kill_at
     sys.argv = ["fleet", *argv]
     from fleet.cli.app import main
 
     main()
 
 
-def test_sigkill_at_random_points_then_rerun_stores_every_sample_once(tmp_path):
+def test_sigkill_at_chosen_points_then_rerun_stores_every_sample_once(tmp_path):
     src = tmp_path / "big.csv"
     keys = _write(src)
     db = tmp_path / "crash.db"
@@ -95,27 +86,19 @@ def test_sigkill_at_random_points_then_rerun_stores_every_sample_once(tmp_path):
     import storage.repository  # noqa: F401
 
     fork = multiprocessing.get_context("fork")
-    rng = random.Random(20250101)
-    batches = SAMPLES // BATCH + 1
-    killed_mid_write = 0
-    for _ in range(KILLS):
-        wait_for = rng.randrange(1, batches - 1)  # kill after this many of the run's batches have committed...
-        extra_s = rng.uniform(0.0, 0.05)  # ...plus a moment, so the kill lands anywhere inside a batch
-        last = _last_run(db)
-        proc = fork.Process(target=_fleet_main, args=(argv,))
+    most_parts = 0  # the most batches any run has committed: the file's first most_parts batches are stored
+    for run, (where, k) in enumerate(KILLS, start=1):
+        proc = fork.Process(target=_fleet_main, args=(argv, f"{where}:{k}"))
         proc.start()
-        deadline = time.monotonic() + 60
-        while _committed_batches(db, last) < wait_for and proc.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(extra_s)
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=30)
-        if proc.exitcode == -signal.SIGKILL:
-            killed_mid_write += 1
-        stored, _ = _check_consistent(db)
-        assert stored <= len(keys)
-    assert killed_mid_write >= KILLS - 2, "most kills must land before the ingest ends"
+        proc.join(timeout=120)
+        assert proc.exitcode == -signal.SIGKILL, f"run {run} ({where}:{k}) ended with {proc.exitcode}, not killed"
+        committed = k if where == "commit" else k + 1  # the batch in flight rolled back with its rollups and counts
+        assert _query(db, "SELECT COUNT(*) FROM ingest_batches WHERE run_id = ?", run) == (committed,)
+        assert _query(db, "SELECT finished_ts FROM ingest_runs WHERE id = ?", run) == (None,)  # never recorded as done
+        most_parts = max(most_parts, committed)
+        stored, quarantined = _check_consistent(db)
+        assert stored == BATCH * min(most_parts, SAMPLES // BATCH)
+        assert quarantined == (1 if most_parts == PARTS else 0)
 
     final = subprocess.run([sys.executable, "-m", "fleet.cli.app", *argv], capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
@@ -128,6 +111,5 @@ def test_sigkill_at_random_points_then_rerun_stores_every_sample_once(tmp_path):
     last = con.execute("SELECT finished_ts IS NOT NULL, read, stored + duplicates + quarantined FROM ingest_runs ORDER BY id DESC LIMIT 1").fetchone()
     con.close()
     assert got == keys
-    # a run killed before its last batch is never recorded as done (one killed after it may be)
-    assert KILLS // 2 <= unfinished <= killed_mid_write
+    assert unfinished == len(KILLS)
     assert last == (1, SAMPLES + 1, SAMPLES + 1)
