@@ -75,27 +75,24 @@ class Sweep:
                 self.on_months(len(b.seeds))
             yield got
 
+    def _batches(self, make, scenarios: Sequence[Scenario], seeds: list[int]) -> list:
+        """The grid's seeds cut into batches, each carrying every combination and its resolved policy."""
+        same_month(scenarios)
+        parts = tuple(resolve_policy(s) for s in scenarios)
+        demand = demand_file_tps(scenarios[0], self.base_dir)
+        size = _batch_size(len(seeds), self.jobs)
+        return [make(tuple(scenarios), parts, tuple(seeds[i : i + size]), demand) for i in range(0, len(seeds), size)]
+
     def months(self, scenarios: Sequence[Scenario], seeds: Sequence[int], exact: bool = True) -> list[MonthFigures]:
         """Every combination replayed on every seed's month; results in seed order."""
         if not scenarios:
             raise ValueError("no combination to run")
-        same_month(scenarios)
-        seeds = list(seeds)
-        parts = tuple(resolve_policy(s) for s in scenarios)
-        demand = demand_file_tps(scenarios[0], self.base_dir)
-        size = _batch_size(len(seeds), self.jobs)
-        work = [MonthBatch(tuple(scenarios), parts, tuple(seeds[i : i + size]), exact, demand) for i in range(0, len(seeds), size)]
-        results = [m for got in self._map(run_batch, work) for m in got]
-        return sorted(results, key=lambda m: m.seed)
+        work = self._batches(lambda sc, parts, seeds, demand: MonthBatch(sc, parts, seeds, exact, demand), scenarios, list(seeds))
+        return sorted((m for got in self._map(run_batch, work) for m in got), key=lambda m: m.seed)
 
     def headrooms(self, scenarios: Sequence[Scenario], seeds: Sequence[int], search: tuple = HEADROOM_SEARCH) -> np.ndarray:
         """(months, combinations): each month's smallest headroom passing capacity under each combination."""
-        same_month(scenarios)
-        seeds = list(seeds)
-        parts = tuple(resolve_policy(s) for s in scenarios)
-        demand = demand_file_tps(scenarios[0], self.base_dir)
-        size = _batch_size(len(seeds), self.jobs)
-        work = [HeadroomBatch(tuple(scenarios), parts, tuple(seeds[i : i + size]), search, demand) for i in range(0, len(seeds), size)]
+        work = self._batches(lambda sc, parts, seeds, demand: HeadroomBatch(sc, parts, seeds, search, demand), scenarios, list(seeds))
         rows = sorted((r for got in self._map(run_headroom_batch, work) for r in got), key=lambda r: r[0])
         return np.stack([h for _, h in rows])
 

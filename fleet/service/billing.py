@@ -9,6 +9,8 @@ up to a day, each stretch in one transaction, so a rerun bills nothing twice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
@@ -80,18 +82,17 @@ def warm_matrix(intervals, index: PoolIndex, first_ts: int, k: int) -> np.ndarra
     return warm
 
 
+@dataclass
 class BillJob:
     """Bill every decided hour that has ended."""
 
-    def __init__(self, store: JournalStore, pool: PoolWatch, calendar: Calendar, clock, demand, truth: Truth,
-                 stopping: Callable[[], bool] = lambda: False):
-        self.store = store
-        self.pool = pool
-        self.calendar = calendar
-        self.clock = clock
-        self.demand = demand
-        self.truth = truth
-        self.stopping = stopping
+    store: JournalStore
+    pool: PoolWatch
+    calendar: Calendar
+    clock: object
+    demand: object
+    truth: Truth
+    stopping: Callable[[], bool] = lambda: False
 
     def run(self) -> int:
         """Returns the hours billed."""

@@ -154,24 +154,21 @@ class HourLeft:
         return self.hour_ts == hour_ts - HOUR_S and self.month_start_ts == month_start_ts
 
 
+@dataclass
 class DecideJob:
     """Act on anything journaled and not acted, then decide, journal and act on every scored hour."""
 
-    def __init__(self, store: JournalStore, journal: Journal, pool: PoolWatch, calendar: Calendar, clock, parts: PolicyParts,
-                 scored_through_ts: Callable[[], int | None], kept_scores: Callable[[int, PoolIndex], Mapping[int, np.ndarray]],
-                 demand, stopping: Callable[[], bool] = lambda: False,
-                 policy_scores: Callable[[int, PoolIndex], tuple | None] = lambda hour_ts, index: None):
-        self.policy_scores = policy_scores  # the estimator's (score, in dip, allowance), when not a window mean
-        self.store = store
-        self.journal = journal
-        self.pool = pool
-        self.calendar = calendar
-        self.clock = clock
-        self.parts = parts
-        self.scored_through_ts = scored_through_ts
-        self.kept_scores = kept_scores
-        self.demand = demand
-        self.stopping = stopping
+    store: JournalStore
+    journal: Journal
+    pool: PoolWatch
+    calendar: Calendar
+    clock: object
+    parts: PolicyParts
+    scored_through_ts: Callable[[], int | None]
+    kept_scores: Callable[[int, PoolIndex], Mapping[int, np.ndarray]]
+    demand: object
+    stopping: Callable[[], bool] = lambda: False
+    policy_scores: Callable[[int, PoolIndex], tuple | None] = lambda hour_ts, index: None  # the estimator's, if not a mean
 
     def _act(self) -> None:
         out = self.journal.act_pending(self.stopping)
