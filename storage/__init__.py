@@ -31,6 +31,7 @@ _WHERE = {
     "HourFigures": "storage.values",
     "JournalEntry": "storage.values",
     "JournalRow": "storage.values",
+    "Pruned": "storage.values",
     "Rejected": "storage.values",
     "SampleBatch": "storage.values",
     "SqlRepository": "storage.repository",

@@ -1,7 +1,7 @@
 """The store's two interfaces, by role: what the shell may ask of it, and nothing more.
 
 `TelemetryStore` is the telemetry side: the pool's classes and cards, ingest runs
-written batch by batch, and the hourly rollups read back. Ingest (a file, the
+written batch by batch, the hourly rollups read back, and the retention of raw samples. Ingest (a file, the
 drop folder, a Prometheus pull), the pool declaration, stored months, the
 service's pool and the ingest benchmark call it; `storage.repository.SqlRepository`
 implements it.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from storage.values import BatchOutcome, CardInfo, ClassSpec, HourFigures, JournalEntry, JournalRow, Rejected, SampleBatch
+from storage.values import BatchOutcome, CardInfo, ClassSpec, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,6 +69,11 @@ class TelemetryStore(Protocol):
         """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps, busy_fraction, busy_tps."""
 
     def sample_count(self) -> int: ...
+
+    # -- retention ----------------------------------------------------------------------
+    def prune_raw(self, older_than_ts: int) -> Pruned:
+        """Delete the raw samples of whole hours ending at or before `older_than_ts` whose hourly rollup is written;
+        never rollups, scores, the journal or bills. A sample sent later for a pruned hour is a duplicate."""
 
 
 @runtime_checkable

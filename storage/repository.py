@@ -10,7 +10,8 @@ Bulk writes go through the driver's executemany with bound parameters, in key
 order, `ON CONFLICT DO NOTHING` on the (card_id, ts) key. When every sample was
 new (the common case) the batch's hourly rollups are summed in pandas and
 upserted, a few rows per card; only when some were already stored does the
-batch read back its time span to tell duplicates from conflicts.
+batch read back its time span to tell duplicates from conflicts. A sample for a
+card-hour whose raw samples were pruned (`storage.retention`) is a duplicate.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from sqlalchemy import Connection, Engine, text
 
 from storage.db import DEFAULT_URL, ensure_schema, make_engine
 from storage.interfaces import TelemetryStore
-from storage.values import BatchOutcome, CardInfo, ClassSpec, Rejected, SampleBatch
+from storage.retention import prune_raw, pruned_hours
+from storage.values import BatchOutcome, CardInfo, ClassSpec, Pruned, Rejected, SampleBatch
 
 __all__ = [
     "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "SampleBatch", "SqlRepository", "TelemetryStore",
@@ -212,7 +214,15 @@ class SqlRepository:
         return BatchOutcome(read, stored, duplicates, quarantined, reasons, registered)
 
     def _store_samples(self, conn: Connection, batch_id: int, card_id: np.ndarray, s: SampleBatch) -> tuple[int, list[int]]:
-        """Insert in key order (the B-tree takes them in sequence); find what was new only when some were not."""
+        """Insert in key order (the B-tree takes them in sequence); find what was new only when some were not.
+        Samples of pruned card-hours are left out: they count as duplicates, and their hours' rollups stand."""
+        pruned = pruned_hours(conn, self._mark, card_id, s.ts)
+        if pruned.any():
+            keep = ~pruned
+            card_id = card_id[keep]
+            s = SampleBatch(s.card_key[keep], s.ts[keep], s.tokens_per_s[keep], s.busy_fraction[keep], s.record_no[keep])
+            if not len(s):
+                return 0, []
         order = np.lexsort((s.ts, card_id))
         cid, ts, tps, busy, rec = card_id[order], s.ts[order], s.tokens_per_s[order], s.busy_fraction[order], s.record_no[order]
         has_busy = ~np.isnan(busy)
@@ -311,6 +321,12 @@ class SqlRepository:
     def sample_count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(text("SELECT COUNT(*) FROM telemetry_samples")).scalar_one())
+
+    # -- retention ------------------------------------------------------------------
+    def prune_raw(self, older_than_ts: int) -> Pruned:
+        """Delete the raw samples of whole hours ending at or before `older_than_ts` whose hourly rollup is written;
+        never rollups, scores, the journal or bills. A sample sent later for a pruned hour is a duplicate."""
+        return prune_raw(self.engine, older_than_ts)
 
     def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame:
         """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps,

@@ -1,7 +1,7 @@
 """The values that cross the store's interfaces: plain frozen dataclasses, no database in them.
 
 Telemetry (`TelemetryStore`): a card class as declared, a card as stored, one
-batch's valid samples and rejected records, and what became of the batch.
+batch's valid samples and rejected records, what became of the batch, and what a prune deleted.
 Journal (`JournalStore`): a decision to journal, a journaled row read back, and
 one billed hour. This module imports nothing at run time, so code that only
 names these types (or the protocols in `storage.interfaces`) pays for neither
@@ -73,6 +73,15 @@ class BatchOutcome:
     quarantined: int
     reasons: dict[str, int]
     registered: tuple[CardInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune of raw samples deleted: samples of `cards` cards, from whole hours before `before_ts`."""
+
+    samples: int
+    cards: int
+    before_ts: int
 
 
 # -- the journal ----------------------------------------------------------------------

@@ -143,10 +143,33 @@ def db_current_cmd(db: DbOption = DEFAULT_URL) -> None:
     console.print(f"{rev} (head)" if rev == head else f"{rev or 'none'} (head is {head}; run `fleet db upgrade`)", markup=False, highlight=False)
 
 
+DAY_S = 86_400
+
+
+def db_prune_cmd(
+    raw_older_than: Annotated[int, typer.Option("--raw-older-than", metavar="DAYS", min=1,
+                                                help="Delete raw samples of whole hours that ended more than this many days ago and are rolled up.")],
+    db: DbOption = DEFAULT_URL,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: samples, cards, before_ts, before.")] = False,
+) -> None:
+    """Delete old raw samples whose hours are rolled up; rollups, scores, the journal and bills are kept."""
+    from datetime import datetime, timezone
+
+    repo = _open(db)
+    pruned = repo.prune_raw(int(time.time()) - raw_older_than * DAY_S)
+    before = datetime.fromtimestamp(pruned.before_ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+    if as_json:
+        typer.echo(json.dumps({"samples": pruned.samples, "cards": pruned.cards, "before_ts": pruned.before_ts, "before": before}))
+        return
+    console.print(f"{db}: deleted {pruned.samples:,} raw samples of {pruned.cards:,} cards from hours before {before}; "
+                  "hourly rollups, scores, the journal and bills kept", markup=False, highlight=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     # A failed write is exit status 1 with one line, told by `fleet.cli.app.main` for every command.
     app.command("ingest")(ingest_cmd)
-    db = typer.Typer(help="The store's schema: upgrade it, or show its revision.", no_args_is_help=True)
+    db = typer.Typer(help="The store's schema (upgrade it, show its revision) and the retention of raw samples.", no_args_is_help=True)
     db.command("upgrade")(db_upgrade_cmd)
     db.command("current")(db_current_cmd)
+    db.command("prune")(db_prune_cmd)
     app.add_typer(db, name="db")

@@ -53,3 +53,39 @@ def test_db_upgrade_and_current_from_any_folder(tmp_path):
     assert cur.returncode == 0 and cur.stdout.strip().endswith("(head)")
     bad = fleet("db", "current", "--db", "notaurl", cwd=elsewhere)
     assert bad.returncode == 2 and "not a SQLAlchemy URL" in bad.stderr
+
+
+def test_db_prune_deletes_old_raw_samples_and_keeps_the_rollups(tmp_path):
+    import sqlite3
+    import time
+
+    day = 86_400
+    now = int(time.time())
+    old = now - now % 3600 - 40 * day  # an hour 40 days ago
+    rows = "".join(f"gpu-{c},{old + 60 * k},6000\n" for c in range(2) for k in range(3))
+    rows += f"gpu-0,{now - now % 3600 - 3600},6000\n"  # an hour ago: kept
+    (tmp_path / "t.csv").write_text("card_id,ts,tokens_per_s\n" + rows)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert fleet("ingest", "t.csv", "--db", url, cwd=tmp_path).returncode == 0
+    r = fleet("db", "prune", "--raw-older-than", "30", "--db", url, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["samples"], out["cards"]) == (6, 2)
+    assert out["before_ts"] % 3600 == 0 and old + 3600 <= out["before_ts"] <= now - 30 * day
+    con = sqlite3.connect(tmp_path / "store.db")
+    assert con.execute("SELECT COUNT(*) FROM telemetry_samples").fetchone()[0] == 1
+    assert con.execute("SELECT SUM(sample_count) FROM hourly_rollups").fetchone()[0] == 7
+    con.close()
+    text = fleet("db", "prune", "--raw-older-than", "30", "--db", url, cwd=tmp_path)
+    assert text.returncode == 0 and "deleted 0 raw samples of 0 cards from hours before" in text.stdout
+    again = json.loads(fleet("ingest", "t.csv", "--db", url, "--json", cwd=tmp_path).stdout)
+    assert (again["stored"], again["duplicates"]) == (0, 7)  # the pruned hour's samples are not stored again
+
+
+def test_db_prune_bad_age_is_status_2(tmp_path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    for age in ("0", "soon"):
+        r = fleet("db", "prune", "--raw-older-than", age, "--db", url, cwd=tmp_path)
+        assert r.returncode == 2 and "--raw-older-than" in r.stderr, r.stderr
+    assert fleet("db", "prune", "--db", url, cwd=tmp_path).returncode == 2
+    assert not (tmp_path / "store.db").exists()

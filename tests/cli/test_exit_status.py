@@ -128,3 +128,37 @@ def test_ctrl_c_exits_130_and_says_so(tmp_path):
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "fleet: interrupted"
     assert "Traceback" not in err
+
+
+def _old_samples(path: Path) -> str:
+    """A store with a few samples of an hour long past, for `fleet db prune` to delete."""
+    import numpy as np
+
+    from storage import Rejected, SampleBatch, open_repository
+
+    url = f"sqlite:///{path}"
+    repo = open_repository(url)
+    run = repo.begin_run("t", "d", T0)
+    batch = SampleBatch(np.array(["gpu-1"] * 3, dtype=object), T0 + 60 * np.arange(3), np.full(3, 6000.0), np.full(3, np.nan), np.arange(3))
+    repo.write_batch(run, 0, 0, batch, Rejected(), {"gpu-1": "flagship"}, "t", "d", T0)
+    repo.engine.dispose()
+    return url
+
+
+def test_a_prune_refused_by_a_read_only_database_or_a_lock_exits_1(tmp_path):
+    db = tmp_path / "s.db"
+    url = _old_samples(db)
+    ro = fleet("db", "prune", "--raw-older-than", "1", "--db", f"sqlite:///file:{db}?mode=ro&uri=true", cwd=tmp_path)
+    assert ro.returncode == 1, ro.stderr
+    assert _one_error_line(ro) == "fleet: error: database: attempt to write a readonly database"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        locked = fleet("db", "prune", "--raw-older-than", "1", "--db", url, "--json", cwd=tmp_path, env={"FLEET_DB_BUSY_TIMEOUT": "0.2"})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert locked.returncode == 1, locked.stderr
+    assert _one_error_line(locked).startswith("fleet: error: database: database is locked") and locked.stdout == ""
+    done = fleet("db", "prune", "--raw-older-than", "1", "--db", url, "--json", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["samples"] == 3

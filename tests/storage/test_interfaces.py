@@ -46,6 +46,7 @@ TELEMETRY = (
     "declare_classes", "declare_cards", "classes", "cards",  # the pool
     "begin_run", "write_batch", "finish_run",  # ingest
     "hourly_rollups", "sample_count",  # reading
+    "prune_raw",  # retention
 )
 JOURNAL = (
     "journal_hour", "mark_acted", "unacted", "decisions", "decision_counts", "last_decided_ts", "eviction_hours",
