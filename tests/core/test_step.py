@@ -9,6 +9,7 @@ from fleet.core.scenario import budget_cards
 from fleet.presets import load_preset
 from fleet.core.scores import window_scores
 from fleet.presets import replay_scenario
+from fleet.core.replay import run_class_mask, score_month
 from fleet.core.step import PoolState, is_decision_hour, tick
 from fleet.core.billing import bill_hours
 from policies import resolve
@@ -20,14 +21,13 @@ def step_month(scenario, month, bill=True):
     policy = scenario.policy
     parts = resolve(policy)
     W, H = month.warmup_hours, month.hours
-    cls = month.class_names.index(policy.card_class)
-    in_class = month.card_class == cls
+    in_class = run_class_mask(month, policy)
     idx = np.flatnonzero(in_class)
     n = month.n_cards
-    score = np.zeros((n, H), dtype=np.float32)
-    score[idx] = window_scores(month.measured_tps[idx], W, H, parts.size_window_hours)
-    evict_score = np.zeros((n, H), dtype=np.float32)
-    evict_score[idx] = window_scores(month.measured_tps[idx], W, H, parts.evict_window_hours)
+    scored = score_month(month, parts)  # the estimator's scores, as the service's score job writes them
+    score, evict_score = scored.score_tps, scored.evict_score_tps
+    if parts.score.is_window_mean:  # a plain window mean is the same number scored the old way, card by card
+        np.testing.assert_array_equal(score[idx], window_scores(month.measured_tps[idx], W, H, parts.size_window_hours))
     rent_h = month.rent_usd_per_hour
     eligible = in_class.copy()
     budget_left = budget_cards(policy.eviction.share, int(idx.size))
@@ -42,7 +42,9 @@ def step_month(scenario, month, bill=True):
                 hour=h, score_tps=score[:, h], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
                 eligible=eligible, run_set=run_set, demand_tps=float(month.demand_tps[h]), peak_demand_tps=peak,
                 pool_cards=int(idx.size), budget_left=budget_left, eviction_hours=tuple(eviction_hours),
-                out_hours=out_hours,
+                out_hours=out_hours, groups=month.card_class,
+                in_dip=None if scored.in_dip is None else scored.in_dip[:, h],
+                allowance=0.0 if scored.allowance is None else float(scored.allowance[h]),
             ),
             parts,
         )
@@ -102,9 +104,16 @@ def test_golden_idler_month_is_replays_month(fix):
     assert r.figures["bill_usd"] > 0
 
 
-def test_bargain_month_is_replays_month():
+@pytest.mark.parametrize("fix", [False, True])
+def test_bargain_month_is_replays_month(fix):
     """Two classes on the market: only the policy's class is eligible; the ideal sees both."""
-    check_same_month(load_preset("bargain-shortfall").resolve(fix=False))
+    check_same_month(load_preset("bargain-shortfall").resolve(fix=fix))
+
+
+def test_a_dip_aware_month_across_classes_is_replays_month():
+    """The dip-aware score and a run set over every class, stepped an hour at a time, give replay's month."""
+    check_same_month(load_preset("bargain-shortfall").resolve(overrides=["policy.score=\"dip-aware\"", "policy.card_class=\"any\"",
+                                                                          "policy.mode=\"steady\""]))
 
 
 def test_small_held_month_with_evictions_replaces_evicted_cards():
