@@ -261,12 +261,3 @@ def ideal_gap(greedy_usd_by_hour: np.ndarray, exact_usd_by_hour: np.ndarray) -> 
     g = np.asarray(greedy_usd_by_hour, dtype=np.float64)
     e = np.asarray(exact_usd_by_hour, dtype=np.float64)
     return IdealGap(float(g.sum()), float(e.sum()), int((g > e + 1e-9).sum()))
-
-
-def ideal_both_usd_by_hour(
-    true_rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray, demand_tps: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The greedy and the exact ideal bill of each hour, for reporting the greedy's gap."""
-    greedy = ideal_greedy_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand_tps)
-    exact = ideal_exact_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand_tps)
-    return greedy, exact
