@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import sys
 import time
@@ -41,6 +42,26 @@ BUSY_TIMEOUT_ENV = "FLEET_DB_BUSY_TIMEOUT"  # seconds
 RUN_TIME_CODES = frozenset({5, 6, 8, 10, 13, 15})
 LOCK_CODES = frozenset({5, 6})
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
+
+
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
+
+
+def hide_passwords(text: str) -> str:
+    """`text` with the password of every URL in it masked (`scheme://user:***@host`)."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
+
+def shown_url(url: str) -> str:
+    """A database URL as it may be printed, logged or written: its password masked."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError, TypeError):
+        return hide_passwords(str(url))
+
+
+def _one_line(err: object) -> str:
+    return hide_passwords(" ".join(str(err).split()))
 
 
 class StoreError(ConfigError):
@@ -69,7 +90,7 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
     try:
         parsed = make_url(url)
     except ArgumentError:
-        raise StoreError(f"database URL {url!r}: not a SQLAlchemy URL (e.g. sqlite:///fleet.db)") from None
+        raise StoreError(f"database URL {shown_url(url)!r}: not a SQLAlchemy URL (e.g. sqlite:///fleet.db)") from None
     kwargs: dict = {}
     memory = parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
     if memory:
@@ -77,7 +98,7 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
     try:
         engine = create_engine(url, **kwargs)
     except (ArgumentError, ImportError, SQLAlchemyError) as err:
-        raise StoreError(f"database URL {url!r}: {err}") from None
+        raise StoreError(f"database URL {shown_url(url)!r}: {_one_line(err)}") from None
     if engine.dialect.name == "sqlite":
         _sqlite_events(engine, busy_timeout_ms, wal=not memory)
     return engine
@@ -193,11 +214,12 @@ def ensure_schema(engine: Engine, url: str) -> None:
             if current is None:
                 tables = inspect(conn).get_table_names()
                 if tables:
-                    raise StoreError(f"database {url!r} has tables ({', '.join(sorted(tables)[:5])}) but no fleet schema revision")
+                    raise StoreError(f"database {shown_url(url)!r} has tables ({', '.join(sorted(tables)[:5])}) but no fleet schema revision")
                 command.upgrade(alembic_config(url, conn), "head")
                 current = head
     if current != head:
-        raise StoreError(f"database {url!r} is at schema revision {current}, this fleet needs {head}: run `fleet db upgrade --db {url}`")
+        shown = shown_url(url)
+        raise StoreError(f"database {shown!r} is at schema revision {current}, this fleet needs {head}: run `fleet db upgrade --db {shown}`")
 
 
 class _opened:
@@ -213,7 +235,7 @@ class _opened:
         except DBAPIError as err:
             if is_run_time_failure(err):
                 raise  # locked, read-only, full: the database is fine, this write was refused
-            raise StoreError(f"database {self.engine.url.render_as_string(hide_password=True)!r}: {err.orig}") from None
+            raise StoreError(f"database {self.engine.url.render_as_string(hide_password=True)!r}: {_one_line(err.orig)}") from None
         return self.conn
 
     def __exit__(self, *exc):
@@ -252,7 +274,7 @@ def failure_reason(err: BaseException) -> str | None:
     if isinstance(err, StoreError) or not _is_database_error(err):
         return None
     orig = _driver_error(err)
-    reason = " ".join(str(orig).split()) or type(orig).__name__
+    reason = _one_line(orig) or type(orig).__name__
     if _sqlite_code(err) in LOCK_CODES:
         try:
             timeout_s = configured_busy_timeout_ms() / 1000

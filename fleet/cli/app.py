@@ -99,7 +99,9 @@ def replay_cmd(
         r = replay_scenario(scenario, month=month, base_dir=base_dir)
         r.figures["fix"] = f
         if db or telemetry:
-            r.figures["source"] = db or str(telemetry)
+            from storage.db import shown_url
+
+            r.figures["source"] = shown_url(db) if db else str(telemetry)  # never a password
         if export:
             export_month(r, export)
         if as_json:
@@ -131,6 +133,10 @@ _register_extensions()
 
 
 def _exit(message: str, status: int) -> None:
+    if "://" in message:  # an error naming a database URL, from anywhere: never with its password
+        from storage.db import hide_passwords
+
+        message = hide_passwords(message)
     err_console.print(message, markup=False, highlight=False, soft_wrap=True)
     sys.exit(status)
 

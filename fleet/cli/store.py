@@ -125,12 +125,12 @@ def db_upgrade_cmd(
     revision: Annotated[str, typer.Option("--revision", help="Target revision.")] = "head",
 ) -> None:
     """Bring the database to the newest schema (Alembic's upgrade), keeping its data."""
-    from storage.db import current_revision, make_engine, upgrade
+    from storage.db import current_revision, make_engine, shown_url, upgrade
 
     engine = make_engine(db)
     before = current_revision(engine)
     after = upgrade(db, revision, engine=engine)
-    console.print(f"{db}: schema {before or 'empty'} -> {after}" if before != after else f"{db}: schema already at {after}",
+    console.print(f"{shown_url(db)}: schema {before or 'empty'} -> {after}" if before != after else f"{shown_url(db)}: schema already at {after}",
                   markup=False, highlight=False)
 
 
@@ -155,13 +155,15 @@ def db_prune_cmd(
     """Delete old raw samples whose hours are rolled up; rollups, scores, the journal and bills are kept."""
     from datetime import datetime, timezone
 
+    from storage.db import shown_url
+
     repo = _open(db)
     pruned = repo.prune_raw(int(time.time()) - raw_older_than * DAY_S)
     before = datetime.fromtimestamp(pruned.before_ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
     if as_json:
         typer.echo(json.dumps({"samples": pruned.samples, "cards": pruned.cards, "before_ts": pruned.before_ts, "before": before}))
         return
-    console.print(f"{db}: deleted {pruned.samples:,} raw samples of {pruned.cards:,} cards from hours before {before}; "
+    console.print(f"{shown_url(db)}: deleted {pruned.samples:,} raw samples of {pruned.cards:,} cards from hours before {before}; "
                   "hourly rollups, scores, the journal and bills kept", markup=False, highlight=False, soft_wrap=True)
 
 
