@@ -12,6 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from storage.db import shown_url
+
 HOUR_S = 3600
 
 
@@ -79,7 +81,7 @@ def serve_cmd(
     try:
         service = Service(cfg, repo, clock, simulation=sim)
     except KeyError as err:
-        raise ConfigError(f"database {cfg.storage.url!r}: {err}") from None
+        raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
     collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
                                quarantine_reasons=_reasons())
     service.metrics_job()  # the first scrape already sees the store's state
@@ -88,7 +90,7 @@ def serve_cmd(
     except OSError as err:
         raise UsageError(f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
     host, port = server.server_address[:2]
-    print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {cfg.storage.url}", file=sys.stderr, flush=True)
+    print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -134,7 +136,7 @@ def status_cmd(
     if last_billed is None:
         from fleet.cli.app import UsageError
 
-        raise UsageError(f"database {cfg.storage.url!r}: no billed hour yet (has `fleet serve` run on it?)")
+        raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no billed hour yet (has `fleet serve` run on it?)")
     m0 = store.month_start_of(last_billed)
     hours = store.hours(m0)
     totals = month_totals(hours)
@@ -192,7 +194,7 @@ def explain_cmd(
     cfg, repo, store = _open_store(db, None)
     cls = store.card_class(card)
     if cls is None:
-        raise UsageError(f"card {card!r}: not in the database {cfg.storage.url!r}")
+        raise UsageError(f"card {card!r}: not in the database {shown_url(cfg.storage.url)!r}")
     own = store.decisions(card_key=card)
     passes = store.decisions(kinds=["eviction-pass"])
     lines = []
