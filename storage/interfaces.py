@@ -46,20 +46,9 @@ class TelemetryStore(Protocol):
     # -- ingest -----------------------------------------------------------------------
     def begin_run(self, source: str, source_digest: str, now_ts: int) -> int: ...
 
-    def write_batch(
-        self,
-        run_id: int,
-        part: int,
-        first_record: int,
-        samples: SampleBatch,
-        rejected: Rejected,
-        register: Mapping[str, str],
-        source: str,
-        source_digest: str,
-        now_ts: int,
-        raw_text_of: Callable[[list[int]], list[str]] | None = None,
-        duplicates_in_batch: int = 0,
-    ) -> BatchOutcome:
+    def write_batch(self, run_id: int, part: int, first_record: int, samples: SampleBatch, rejected: Rejected,
+                    register: Mapping[str, str], source: str, source_digest: str, now_ts: int,
+                    raw_text_of: Callable[[list[int]], list[str]] | None = None, duplicates_in_batch: int = 0) -> BatchOutcome:
         """Store one batch in one transaction: register new cards, store new samples, quarantine the rest, update rollups."""
 
     def finish_run(self, run_id: int, now_ts: int) -> None: ...
@@ -81,14 +70,8 @@ class JournalStore(Protocol):
     """The service's state: decisions journaled before they are acted on, the run set, scores, billed hours."""
 
     # -- the journal ------------------------------------------------------------------
-    def journal_hour(
-        self,
-        hour_ts: int,
-        entries: Sequence[JournalEntry],
-        open_cards: Mapping[str, str],
-        close_cards: Iterable[str],
-        retire_cards: Iterable[str],
-    ) -> bool:
+    def journal_hour(self, hour_ts: int, entries: Sequence[JournalEntry], open_cards: Mapping[str, str],
+                     close_cards: Iterable[str], retire_cards: Iterable[str]) -> bool:
         """One hour's decisions with the run-set intervals they open and close and the cards they retire, all or
         nothing; False (nothing written) if the hour is journaled already."""
 

@@ -205,16 +205,15 @@ class ServiceStore:
         return {r[0]: int(r[1]) for r in rows}
 
     # -- scores -----------------------------------------------------------------------
+    def _all(self, sql: str, **params) -> list:
+        """The rows of one read, its values bound as parameters."""
+        with self.engine.connect() as conn:
+            return conn.execute(text(sql), params).all()
+
     def scores_at(self, hour_ts: int, window_hours: int) -> dict[str, float]:
         """Card key → score (tok/s) recorded at `hour_ts` through a window of `window_hours`."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT c.card_key, s.score_tps FROM scores s JOIN cards c ON c.id = s.card_id "
-                    "WHERE s.hour_ts = :h AND s.window_hours = :w"
-                ),
-                {"h": int(hour_ts), "w": int(window_hours)},
-            ).all()
+        rows = self._all("SELECT c.card_key, s.score_tps FROM scores s JOIN cards c ON c.id = s.card_id "
+                         "WHERE s.hour_ts = :h AND s.window_hours = :w", h=int(hour_ts), w=int(window_hours))
         return {r[0]: float(r[1]) for r in rows}
 
     def last_scored_ts(self, window_hours: int, since_ts: int, until_ts: int) -> int | None:
@@ -228,14 +227,8 @@ class ServiceStore:
     # -- billed hours -----------------------------------------------------------------
     def intervals(self, since_ts: int, until_ts: int) -> list[tuple[str, int, int | None]]:
         """(card key, start, end or None) of run-set intervals overlapping [since_ts, until_ts)."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT c.card_key, r.start_ts, r.end_ts FROM run_set_intervals r JOIN cards c ON c.id = r.card_id "
-                    "WHERE r.start_ts < :hi AND (r.end_ts IS NULL OR r.end_ts > :lo)"
-                ),
-                {"lo": int(since_ts), "hi": int(until_ts)},
-            ).all()
+        rows = self._all("SELECT c.card_key, r.start_ts, r.end_ts FROM run_set_intervals r JOIN cards c ON c.id = r.card_id "
+                         "WHERE r.start_ts < :hi AND (r.end_ts IS NULL OR r.end_ts > :lo)", lo=int(since_ts), hi=int(until_ts))
         return [(r[0], int(r[1]), None if r[2] is None else int(r[2])) for r in rows]
 
     def record_hours(self, figs: Sequence[HourFigures], bill_lines: Sequence[Sequence[tuple[str, float, str | None]]]) -> bool:
