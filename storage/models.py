@@ -57,7 +57,16 @@ class Card(Base):
     retired_ts: Mapped[int | None] = mapped_column(Integer)
 
 
-class IngestRun(Base):
+class RecordCounts:
+    """What became of a stretch of records: read = stored + duplicates + quarantined (a run's, or one batch's)."""
+
+    read: Mapped[int] = mapped_column(Integer, default=0)
+    stored: Mapped[int] = mapped_column(Integer, default=0)
+    duplicates: Mapped[int] = mapped_column(Integer, default=0)
+    quarantined: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IngestRun(RecordCounts, Base):
     """One ingest of one source (a file, a pull). `finished_ts` stays NULL until its last batch is in."""
 
     __tablename__ = "ingest_runs"
@@ -67,13 +76,9 @@ class IngestRun(Base):
     source_digest: Mapped[str] = mapped_column(String(64))
     started_ts: Mapped[int] = mapped_column(Integer)
     finished_ts: Mapped[int | None] = mapped_column(Integer)
-    read: Mapped[int] = mapped_column(Integer, default=0)
-    stored: Mapped[int] = mapped_column(Integer, default=0)
-    duplicates: Mapped[int] = mapped_column(Integer, default=0)
-    quarantined: Mapped[int] = mapped_column(Integer, default=0)
 
 
-class IngestBatch(Base):
+class IngestBatch(RecordCounts, Base):
     """One transaction of an ingest: a slice of the source's records and what became of them."""
 
     __tablename__ = "ingest_batches"
@@ -83,10 +88,6 @@ class IngestBatch(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("ingest_runs.id"))
     part: Mapped[int] = mapped_column(Integer)
     first_record: Mapped[int] = mapped_column(Integer)
-    read: Mapped[int] = mapped_column(Integer)
-    stored: Mapped[int] = mapped_column(Integer)
-    duplicates: Mapped[int] = mapped_column(Integer)
-    quarantined: Mapped[int] = mapped_column(Integer)
     committed_ts: Mapped[int] = mapped_column(Integer)
 
 
