@@ -1,7 +1,9 @@
 """Telemetry in: files, drop folders and Prometheus into the store, pool files, and stored months for replay.
 
-- `formats`: the record, the formats, the parsers (bytes to columns, bad files raise `BadSource`);
-- `store`: judging each batch and storing it in one transaction (`ingest_parsed`, `ingest_file`);
+- `formats`: the record, the formats, opening a source (a bad file raises `BadSource` before anything is written);
+- `lines`, `csv_reader`, `readers`: text read in blocks of whole lines, CSV through pyarrow's parser, JSON Lines
+  and Parquet; `pieces`: the records of a block, cut and joined into the ingest's batches; `fields`: field values;
+- `store`: judging each batch and storing it in one transaction (`ingest_parsed`, `ingest_file`), one batch in memory;
 - `prometheus`: a range query as a source; `drop`: the drop folder; `pool`: pool files;
 - `stored_month`: a stored month as the core's `Month`, for replay.
 """

@@ -86,8 +86,7 @@ def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Cal
     for path in claimed:
         stat0 = path.stat()
         try:
-            parsed = read_file(path)
-            parsed.name = str(root / path.name)
+            parsed = read_file(path, name=str(root / path.name))
             if path.stat().st_mtime_ns != stat0.st_mtime_ns:  # written to after the claim: put it back
                 path.rename(root / path.name)
                 continue

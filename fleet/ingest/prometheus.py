@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 from fleet.core.errors import ConfigError
-from fleet.ingest.formats import BadSource, Parsed, _json_field
+from fleet.ingest.fields import _json_field
+from fleet.ingest.formats import BadSource, Parsed
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
 from storage.interfaces import TelemetryStore
 
@@ -62,7 +63,7 @@ def parse_prometheus(body: bytes, name: str, card_label: str = "instance") -> Pa
     def raw_text(record_nos: Iterable[int]) -> list[str]:
         return [raw[int(r) - 1] for r in record_nos]
 
-    return Parsed(name, digest, columns, np.array(good_no, dtype=np.int64), np.array(bad_no, dtype=np.int64), bad_reason, raw_text)
+    return Parsed.of_columns(name, digest, columns, np.array(good_no, dtype=np.int64), np.array(bad_no, dtype=np.int64), bad_reason, raw_text)
 
 
 # -- judging ----------------------------------------------------------------------

@@ -31,9 +31,8 @@ import pandas as pd
 import pyarrow as pa
 
 from fleet.core.errors import ConfigError
-from fleet.ingest.formats import (
-    ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, MISSING, NONFINITE, OK, REASONS, UNPARSEABLE, _REASON_CODE, Parsed, _as_epoch_seconds, _as_numbers, _keys, read_file,
-)
+from fleet.ingest.fields import MISSING, NONFINITE, OK, TOO_LONG, UNPARSEABLE, _as_epoch_seconds, _as_numbers, _keys
+from fleet.ingest.formats import ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, REASONS, _REASON_CODE, Parsed, read_file
 from storage.interfaces import TelemetryStore
 from storage.repository import CardInfo, ClassSpec, Rejected, SampleBatch
 
@@ -94,7 +93,7 @@ def judge(
     key, key_st = _keys(columns["card_id"])
     flag(key_st == MISSING, "missing:card_id")
     flag(key_st == UNPARSEABLE, "unparseable:card_id")
-    flag(key_st == 4, "too-long:card_id")
+    flag(key_st == TOO_LONG, "too-long:card_id")
     ts, ts_st = _as_epoch_seconds(columns["ts"])
     flag(ts_st == MISSING, "missing:ts")
     flag(ts_st == UNPARSEABLE, "unparseable:ts")
@@ -117,7 +116,7 @@ def judge(
     if "card_class" in columns:
         named_class, cls_st = _keys(columns["card_class"])
         flag(cls_st == UNPARSEABLE, "unparseable:card_class")
-        flag(cls_st == 4, "too-long:card_class")
+        flag(cls_st == TOO_LONG, "too-long:card_class")
         named_class = np.where(cls_st == OK, named_class, None)
     else:
         named_class = np.full(n, None, dtype=object)
@@ -226,46 +225,41 @@ def ingest_parsed(
     settings: IngestSettings,
     progress: Callable[[int], None] | None = None,
 ) -> IngestReport:
-    """Judge and store a parsed source, one transaction per batch of `settings.batch_records` records."""
+    """Judge and store a source, one transaction per batch of `settings.batch_records` records, reading it one
+    batch at a time (memory holds a batch, never the source)."""
     report = IngestReport(parsed.name)
+    batches = parsed.batches(settings.batch_records)
     run_id = repo.begin_run(parsed.name, parsed.digest, settings.now_ts)
     report.run_id = run_id
     cards = dict(repo.cards())
     classes = dict(repo.classes())
-    all_no = np.sort(np.concatenate((parsed.record_no, parsed.bad_no)))
-    step = settings.batch_records
     hook = _KillHook.from_env(repo)
-    for part, lo in enumerate(range(0, max(all_no.size, 1), step)):
-        chunk = all_no[lo : lo + step]
-        if chunk.size == 0:
-            break
-        first, last = int(chunk[0]), int(chunk[-1])
-        a, b = np.searchsorted(parsed.record_no, [first, last + 1])
-        c, d = np.searchsorted(parsed.bad_no, [first, last + 1])
-        cols = {k: v.slice(a, b - a) for k, v in parsed.columns.items()}
-        judged = judge(cols, parsed.record_no[a:b], parsed.raw_text, cards, classes, settings, parsed.bad_no[c:d].tolist(), parsed.bad_reason[c:d])
-        hook.before_write(part)
-        out = repo.write_batch(
-            run_id, part, first, judged.samples, judged.rejected, judged.register,
-            parsed.name, parsed.digest, settings.now_ts,
-            raw_text_of=parsed.raw_text, duplicates_in_batch=judged.duplicates,
-        )
-        hook.after_write(part)
-        for info in out.registered:
-            cards[info.card_key] = info
-        if out.registered:
-            classes = dict(repo.classes())
-        report.add(out.read, out.stored, out.duplicates, out.quarantined, out.reasons)
-        if progress:
-            progress(int(chunk.size))
-    hook.close()
+    try:
+        for part, batch in enumerate(batches):
+            judged = judge(batch.columns, batch.record_no, batch.raw_text, cards, classes, settings, batch.bad_no.tolist(), batch.bad_reason)
+            hook.before_write(part)
+            out = repo.write_batch(
+                run_id, part, batch.first_no, judged.samples, judged.rejected, judged.register,
+                parsed.name, parsed.digest, settings.now_ts,
+                raw_text_of=batch.raw_text, duplicates_in_batch=judged.duplicates,
+            )
+            hook.after_write(part)
+            for info in out.registered:
+                cards[info.card_key] = info
+            if out.registered:
+                classes = dict(repo.classes())
+            report.add(out.read, out.stored, out.duplicates, out.quarantined, out.reasons)
+            if progress:
+                progress(batch.n_records)
+    finally:
+        hook.close()
     repo.finish_run(run_id, settings.now_ts)
     return report
 
 
 def ingest_file(repo: TelemetryStore, path: str | Path, settings: IngestSettings, fmt: str | None = None,
                 progress: Callable[[int], None] | None = None) -> IngestReport:
-    """Parse a whole file (a bad file raises `BadSource` before anything is written), then store it batch by batch."""
+    """Open and check a file (a bad file raises `BadSource` before anything is written), then store it batch by batch."""
     return ingest_parsed(repo, read_file(path, fmt), settings, progress)
 
 

@@ -1,0 +1,164 @@
+"""CSV telemetry through pyarrow's CSV parser, block by block, one record per line.
+
+Quoting is RFC 4180's within a line: a field in double quotes may hold commas and
+doubled double quotes (`"a,""b"` is `a,"b`); a double quote inside an unquoted
+field is a character of it (`gpu7"` is `gpu7"`, wherever it is in the file). A
+line break always ends a record, even inside quotes: no field of a telemetry record
+holds one, and a stray quote must not swallow the lines after it. So a line that
+leaves a quoted field open is `malformed-line` (as is one with the wrong number of
+fields) and the next line is read as a record of its own: every record is one line,
+numbered by it (the header is line 1; blank lines count as lines, not records).
+
+pyarrow's parser, RFC 4180 to the letter, joins such lines into one row, and its
+invalid-row handler numbers rows, not lines. Each joined row is taken apart here:
+its first line is the malformed one and the lines after it are parsed again; a
+block with no joined row (every block of a sound file) costs one parse.
+"""
+
+from __future__ import annotations
+
+import csv
+from typing import BinaryIO, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pcsv
+
+from fleet.ingest.lines import LineBlock, line_blocks
+from fleet.ingest.pieces import Piece, merge, piece_of
+
+MALFORMED = "malformed-line"
+
+
+def header_names(line: str) -> list[str]:
+    """The header line's column names (RFC 4180 quoting; spaces and stray quotes around a name dropped)."""
+    fields = next(csv.reader([line]), [])
+    return [h.strip().strip('"').strip() for h in fields] or [""]
+
+
+def csv_pieces(f: BinaryIO, names: list[str], first_no: int, block_bytes: int | None = None) -> Iterator[Piece]:
+    """The records of `f` from its position on (the lines after the header), one piece per block of lines."""
+    for block in line_blocks(f, first_no, block_bytes):
+        yield block_piece(block, names)
+
+
+def block_piece(block: LineBlock, names: list[str]) -> Piece:
+    """One block of lines as records: a pyarrow parse of the block, then of the lines in each joined row."""
+    parts: list[Piece] = []
+    bad_no: list[int] = []
+    work = [(0, block.n_lines)]
+    budget = 4 * block.n_lines + 64  # lines parsed again, at most; past it, the rest are parsed one by one
+    while work:
+        a, b = work.pop()
+        if b - a > 1 and budget < 0:
+            work.extend((i, i + 1) for i in range(a, b))
+            continue
+        budget -= b - a
+        part, bad, again = _parse_lines(block if (a, b) == (0, block.n_lines) else block.sub(a, b), names)
+        if part is None:  # pyarrow refused the text: each line alone (a single line refused is malformed)
+            if b - a > 1:
+                work.extend((i, i + 1) for i in range(a, b))
+            else:
+                bad_no.append(block.first_no + a)
+            continue
+        parts.append(part)
+        bad_no.extend(bad)
+        work.extend((a + x, a + y) for x, y in again)
+    bad = np.array(sorted(bad_no), dtype=np.int64)
+    if len(parts) == 1:
+        return Piece(parts[0].columns, parts[0].record_no, bad, [MALFORMED] * bad.size, block.raw_text)
+    parts.append(piece_of({n: pa.array([], pa.string()) for n in names}, [], bad, [MALFORMED] * bad.size))
+    return merge(parts, raw_text=block.raw_text)
+
+
+def _parse_lines(block: LineBlock, names: list[str]) -> tuple[Piece | None, list[int], list[tuple[int, int]]]:
+    """Parse a block's lines with pyarrow: the sound records (a piece), the malformed lines' numbers, and the
+    line ranges (indices in `block`) of joined rows to parse again. (None, ...) if pyarrow refuses the text."""
+    invalid: list[tuple[int | None, str]] = []
+
+    def handler(row) -> str:  # noqa: ANN001
+        invalid.append((row.number, row.text))
+        return "skip"
+
+    data = block.data if block.data.endswith((b"\n", b"\r")) else block.data + b"\n"
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(column_names=names, use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
+            parse_options=pcsv.ParseOptions(delimiter=",", quote_char='"', double_quote=True, escape_char=False,
+                                              newlines_in_values=True, ignore_empty_lines=False, invalid_row_handler=handler),
+            convert_options=pcsv.ConvertOptions(column_types={n: pa.string() for n in names},
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except (pa.ArrowException, ValueError):
+        return None, [], []
+    if any(no is None for no, _ in invalid):
+        return None, [], []
+    n_rows = table.num_rows + len(invalid)
+    bad_rows = np.array([no - 1 for no, _ in invalid], dtype=np.int64)
+    is_bad = np.zeros(n_rows, dtype=bool)
+    if bad_rows.size and (bad_rows.min() < 0 or bad_rows.max() >= n_rows):
+        return None, [], []
+    is_bad[bad_rows] = True
+    table_row = np.flatnonzero(~is_bad)  # the row number (0-based) of each table row
+    spans = np.ones(n_rows, dtype=np.int64)  # lines per row
+    n = block.n_lines
+    if n_rows != n:
+        spans[table_row] += _breaks(table, np.arange(table.num_rows))
+        spans[bad_rows] += [_text_breaks(t) for _, t in invalid]
+    elif n_rows:  # one row a line, unless the last row's quote ran over the block's last line break
+        last = n_rows - 1
+        spans[last] += _text_breaks(invalid[-1][1]) if is_bad[last] else int(_breaks(table.slice(table.num_rows - 1), np.zeros(1, np.int64))[0])
+    first = np.cumsum(spans) - spans  # each row's first line (index in block)
+    if n_rows and (first[-1] >= n or (first[-1] + spans[-1] < n)) or (not n_rows and n):
+        return None, [], []
+    bad: list[int] = []
+    again: list[tuple[int, int]] = []
+    joined = spans > 1
+    for r in np.flatnonzero(joined):
+        x = int(first[r])
+        bad.append(block.first_no + x)
+        y = min(x + int(spans[r]), n)
+        if y > x + 1:
+            again.append((x + 1, y))
+    single = ~joined
+    line_len = block.ends - block.starts
+    long = np.zeros(n, dtype=bool)
+    for no in block.long:
+        long[no - block.first_no] = True
+    row_line = first
+    # malformed rows on one line: the blank ones (only spaces) are no records
+    text_of = dict(zip(bad_rows.tolist(), (t for _, t in invalid)))
+    for r in np.flatnonzero(is_bad & single):
+        line = int(row_line[r])
+        if long[line] or text_of[int(r)].strip():
+            bad.append(block.first_no + line)
+    # sound rows on one line: records, except an empty line (no record) and a line too long (malformed)
+    ok_rows = table_row[single[table_row]]
+    lines = row_line[ok_rows]
+    bad.extend((block.first_no + lines[long[lines]]).tolist())
+    keep = ~long[lines] & (line_len[lines] > 0)
+    take = np.flatnonzero(single[table_row])[keep]
+    if take.size == table.num_rows:  # every table row is a record (a sound block): no copy
+        columns = {name: table.column(name).combine_chunks() for name in names}
+    else:
+        columns = {name: table.column(name).combine_chunks().take(pa.array(take)) for name in names}
+    return piece_of(columns, block.first_no + lines[keep]), bad, again
+
+
+def _text_breaks(text: str) -> int:
+    return text.count("\n") + text.count("\r") - text.count("\r\n")
+
+
+def _breaks(table: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """Line breaks inside the values of the given table rows (a quoted field that ran over lines)."""
+    out = np.zeros(rows.size, dtype=np.int64)
+    if not rows.size:
+        return out
+    idx = pa.array(rows)
+    for name in table.column_names:
+        col = table.column(name).combine_chunks().take(idx)
+        for needle, sign in (("\n", 1), ("\r", 1), ("\r\n", -1)):
+            out += sign * pc.count_substring(col, needle).to_numpy(zero_copy_only=False).astype(np.int64)
+    return out
