@@ -8,7 +8,7 @@
 - `stored_month`: a stored month as the core's `Month`, for replay.
 """
 
-from fleet.ingest.drop import DropResult, drain_drop_folder, drop_candidates
+from fleet.ingest.drop import DropResult, drain_drop_folder, drop_candidates, is_half_written
 from fleet.ingest.formats import COLUMNS, FORMATS, REASONS, BadSource, Parsed, detect_format, parse_bytes, read_file
 from fleet.ingest.pool import declare_pool, load_pool
 from fleet.ingest.prometheus import DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY, fetch_prometheus, ingest_prometheus, parse_prometheus
@@ -16,6 +16,6 @@ from fleet.ingest.store import IngestReport, IngestSettings, ingest_file, ingest
 
 __all__ = [
     "COLUMNS", "DEFAULT_CARD_LABEL", "DEFAULT_PROMETHEUS_QUERY", "FORMATS", "REASONS", "BadSource", "DropResult", "IngestReport",
-    "IngestSettings", "Parsed", "declare_pool", "detect_format", "drain_drop_folder", "drop_candidates", "fetch_prometheus",
+    "IngestSettings", "Parsed", "declare_pool", "detect_format", "drain_drop_folder", "drop_candidates", "fetch_prometheus", "is_half_written",
     "ingest_file", "ingest_parsed", "ingest_prometheus", "judge", "load_pool", "parse_bytes", "parse_prometheus", "read_file",
 ]

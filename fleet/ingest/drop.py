@@ -1,7 +1,29 @@
-"""The drop folder: files claimed by rename, settled, ingested once, moved to done/ or failed/ with their error."""
+"""The drop folder: files claimed by rename, settled, ingested once, moved to done/ or failed/ with their error.
+
+The one implementation of it: `fleet ingest --watch` calls `drain_drop_folder` in a
+loop, and a service calls it once per tick with its own clock.
+
+- **Half-written files are never taken**: names ending `.part`, `.tmp` or
+  `.partial` (any case) and hidden names (a leading `.`) are left alone
+  (`is_half_written`). A writer writes `NAME.csv.part` and renames it to `NAME.csv`
+  when done (a rename is atomic).
+- **Settling**: a file written in place is taken once its mtime is `settle_s`
+  seconds behind the injected clock.
+- **Claim**: a ready file is renamed into `processing/` (atomic, so two watchers
+  never take one file twice). If its size or mtime changed across the claim, or
+  while it was read, it is put back for a later pass (samples it already stored
+  are duplicates then).
+- **After**: `done/` (never overwriting a file there: `NAME.1.csv`, `NAME.2.csv`, ...),
+  or, for a bad file, `failed/` with `NAME.error.txt` saying why. Files a crash left
+  in `processing/` are taken first; the (card_id, ts) key makes that safe. A store
+  failure (locked, disk full) raises and leaves the file in `processing/`.
+- **Names**: errors and the ingest's records name a file as it was dropped
+  (`FOLDER/NAME`), never by its `processing/` path.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -16,86 +38,115 @@ PART_SUFFIXES = (".part", ".tmp", ".partial")
 
 @dataclass
 class DropResult:
-    """One file taken from the drop folder: its report, or the error that sent it to failed/."""
+    """One file taken from the drop folder: its report, or the error that sent it to failed/.
+
+    `source` is the file as it was dropped (`FOLDER/NAME`), `moved_to` where it went; `put_back` is set when it
+    changed while being read and went back to the folder for a later pass (its report is the part it read)."""
 
     name: str
     report: IngestReport | None = None
     error: str | None = None
+    source: str = ""
+    moved_to: Path | None = None
+    put_back: bool = False
+
+
+def is_half_written(name: str) -> bool:
+    """The one rule for a file still being written: hidden, or named `*.part`, `*.tmp`, `*.partial` (any case)."""
+    return name.startswith(".") or name.lower().endswith(PART_SUFFIXES)
 
 
 def drop_candidates(folder: Path, now_ts: float, settle_s: float) -> list[Path]:
-    """Files ready to take: a known telemetry suffix, not hidden, not `*.part`, and untouched for `settle_s` seconds.
-
-    A writer should write `NAME.csv.part` and rename it to `NAME.csv` when done
-    (a rename is atomic); a file written in place is taken only once its size
-    and mtime have been still for `settle_s` seconds."""
+    """Files ready to take: a known telemetry suffix, not half-written, and untouched for `settle_s` seconds."""
     out = []
     for p in sorted(folder.iterdir()):
-        if not p.is_file() or p.name.startswith(".") or p.name.endswith(PART_SUFFIXES):
-            continue
-        if p.suffix.lower() not in FORMATS:
+        if is_half_written(p.name) or p.suffix.lower() not in FORMATS:
             continue
         try:
             st = p.stat()
         except FileNotFoundError:
             continue
-        if now_ts - st.st_mtime >= settle_s:
+        if p.is_file() and now_ts - st.st_mtime >= settle_s:
             out.append(p)
     return out
 
 
-def _move_aside(src: Path, dest_dir: Path) -> Path:
-    dest_dir.mkdir(exist_ok=True)
-    dest = dest_dir / src.name
-    k = 1
-    while dest.exists():
-        dest = dest_dir / f"{src.stem}.{k}{src.suffix}"
-        k += 1
-    src.rename(dest)
-    return dest
+def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Callable[[], IngestSettings] | IngestSettings,
+                      settle_s: float = 2.0, clock: Callable[[], float] | None = None) -> list[DropResult]:
+    """Take every ready file once and return what became of each, in order.
 
-
-def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Callable[[], IngestSettings], settle_s: float = 2.0,
-                      clock: Callable[[], float] | None = None) -> list[DropResult]:
-    """Take every ready file once: claim it (rename into processing/), ingest it, move it to done/ (or failed/ with
-    NAME.error.txt). Files a crash left in processing/ are taken first; the (card_id, ts) key makes that safe."""
+    `settings_at` gives the settings each file is judged with (called per file, so a long pass reads the clock
+    afresh), or is the settings; `clock` gives the time the settle check compares mtimes with (default: the
+    wall clock). Raises `ConfigError` if `folder` is not a folder."""
     import time
 
     now = clock or time.time
+    settings = settings_at if callable(settings_at) else (lambda: settings_at)
     root = Path(folder)
     if not root.is_dir():
         raise ConfigError(f"drop folder {str(root)!r}: not a folder")
     processing, done, failed = root / "processing", root / "done", root / "failed"
     processing.mkdir(exist_ok=True)
-    results: list[DropResult] = []
-    claimed = [p for p in sorted(processing.iterdir()) if p.is_file()]
+    claimed = [p for p in sorted(processing.iterdir()) if p.is_file() and not is_half_written(p.name)]
     for p in drop_candidates(root, now(), settle_s):
         target = processing / p.name
         if target.exists():
-            continue
+            continue  # a file of that name is still in processing/: this one waits for the next pass
         try:
             before = p.stat()
             p.rename(target)  # the claim: atomic, so a file is taken once even with two watchers
         except FileNotFoundError:
             continue
-        after = target.stat()
-        if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        if _signature(target.stat()) != _signature(before):
             target.rename(p)  # still being written: leave it for a later pass
             continue
         claimed.append(target)
+    results: list[DropResult] = []
     for path in claimed:
-        stat0 = path.stat()
-        try:
-            parsed = read_file(path, name=str(root / path.name))
-            if path.stat().st_mtime_ns != stat0.st_mtime_ns:  # written to after the claim: put it back
-                path.rename(root / path.name)
-                continue
-            report = ingest_parsed(repo, parsed, settings_at())
-        except BadSource as err:
-            dest = _move_aside(path, failed)
-            dest.with_name(dest.name + ".error.txt").write_text(str(err) + "\n", encoding="utf-8")
-            results.append(DropResult(path.name, error=str(err)))
-            continue
-        _move_aside(path, done)
-        results.append(DropResult(path.name, report=report))
+        results.extend(_take(repo, root, path, settings, done, failed))
     return results
+
+
+def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], IngestSettings], done: Path, failed: Path) -> list[DropResult]:
+    source = str(root / path.name)
+    stat0 = _signature(path.stat())
+    try:
+        parsed = read_file(path, name=source)
+        if _signature(path.stat()) != stat0:  # written to after the claim: put it back
+            path.rename(root / path.name)
+            return []
+        report = ingest_parsed(repo, parsed, settings())
+    except BadSource as err:
+        dest = _move_aside(path, failed)
+        dest.with_name(dest.name + ".error.txt").write_text(str(err) + "\n", encoding="utf-8")
+        return [DropResult(path.name, error=str(err), source=source, moved_to=dest)]
+    if _signature(path.stat()) != stat0:  # changed while it was being stored: read it again later
+        back = root / path.name
+        if not back.exists():
+            path.rename(back)
+            return [DropResult(path.name, report=report, source=source, moved_to=back, put_back=True)]
+    return [DropResult(path.name, report=report, source=source, moved_to=_move_aside(path, done))]
+
+
+def _signature(st: os.stat_result) -> tuple[int, int]:
+    return st.st_size, st.st_mtime_ns
+
+
+def _move_aside(src: Path, dest_dir: Path) -> Path:
+    """Move `src` into `dest_dir` under its name, or `NAME.1.ext`, `NAME.2.ext`, ...: never over a file there."""
+    dest_dir.mkdir(exist_ok=True)
+    k = 0
+    while True:
+        dest = dest_dir / (src.name if k == 0 else f"{src.stem}.{k}{src.suffix}")
+        k += 1
+        if dest.exists() or dest.with_name(dest.name + ".error.txt").exists():
+            continue
+        try:
+            os.link(src, dest)  # fails if dest exists, so a name taken meanwhile is never overwritten
+        except FileExistsError:
+            continue
+        except OSError:  # a file system without hard links: a rename after the check
+            src.rename(dest)
+            return dest
+        src.unlink()
+        return dest
