@@ -20,6 +20,7 @@ BAD_KINDS = (
     ("{card},{ts},1e12", "implausible:tokens_per_s"),
     ("{card},{ts},inf", "non-finite:tokens_per_s"),
 )
+CHUNK = 200_000  # records generated and written at a time, so a file of any size is written in bounded memory
 
 
 def write_csv(path: Path, samples: int, cards: int = 1000, bad_every: int = 100, seed: int = 0) -> dict[str, int]:
@@ -27,16 +28,19 @@ def write_csv(path: Path, samples: int, cards: int = 1000, bad_every: int = 100,
 
     Returns the expected reason counts of the malformed records."""
     rng = np.random.default_rng(seed)
-    tps = np.round(rng.normal(6000, 1500, samples).clip(0), 3).tolist()
-    out = [f"gpu-{i % cards:05d},{BASE_TS + (i // cards) * 60},{v}" for i, v in enumerate(tps)]
     expected: dict[str, int] = {}
-    if bad_every:
-        for j, b in enumerate(range(bad_every - 1, samples, bad_every)):
-            template, why = BAD_KINDS[j % len(BAD_KINDS)]
-            out[b] = template.format(card=f"gpu-{b % cards:05d}", ts=BASE_TS + (b // cards) * 60)
-            expected[why] = expected.get(why, 0) + 1
     with open(path, "w", encoding="utf-8") as f:
         f.write("card_id,ts,tokens_per_s\n")
-        f.write("\n".join(out))
-        f.write("\n")
+        for lo in range(0, samples, CHUNK):
+            hi = min(lo + CHUNK, samples)
+            tps = np.round(rng.normal(6000, 1500, hi - lo).clip(0), 3).tolist()
+            out = [f"gpu-{i % cards:05d},{BASE_TS + (i // cards) * 60},{v}" for i, v in zip(range(lo, hi), tps)]
+            if bad_every:
+                first = lo + (bad_every - 1 - lo) % bad_every
+                for b in range(first, hi, bad_every):
+                    template, why = BAD_KINDS[(b // bad_every) % len(BAD_KINDS)]
+                    out[b - lo] = template.format(card=f"gpu-{b % cards:05d}", ts=BASE_TS + (b // cards) * 60)
+                    expected[why] = expected.get(why, 0) + 1
+            f.write("\n".join(out))
+            f.write("\n")
     return expected
