@@ -47,7 +47,7 @@ def _as_numbers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         return np.full(n, np.nan), np.full(n, MISSING, dtype=np.int8)
     null = col.is_null().to_numpy(zero_copy_only=False)
     if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
-        vals = col.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        vals = col.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)  # an integer past 2**53 rounds
         vals = np.where(null, np.nan, vals)
         status = np.where(null, MISSING, np.where(np.isfinite(vals), OK, NONFINITE)).astype(np.int8)
         return vals, status

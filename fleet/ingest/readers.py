@@ -107,7 +107,7 @@ def parquet_columns(batch: pa.RecordBatch) -> dict[str, pa.Array]:
         if pa.types.is_large_string(t):
             col = col.cast(pa.string())
         elif pa.types.is_decimal(t):
-            col = col.cast(pa.float64())
+            col = col.cast(pa.float64(), safe=False)
         elif name in ("card_id", "card_class") and pa.types.is_integer(t):
             col = col.cast(pa.string())
         out[name] = col

@@ -63,3 +63,11 @@ def test_a_column_of_the_wrong_type_is_a_bad_file_before_any_row_is_read():
     table = _table().set_column(2, "tokens_per_s", pa.array([[1.0]] * N))
     with pytest.raises(BadSource, match=r"^'t.parquet': column tokens_per_s has type list<.*double>, expected a number or string"):
         parse_bytes(_parquet(table), "parquet", "t.parquet")
+
+
+def test_an_integer_column_past_two_to_the_53_is_judged_not_a_crash():
+    # (found by the reader properties) a float64 cast of such an integer is not exact, and pyarrow refused it
+    table = pa.table({"card_id": ["gpu-1", "gpu-1"], "ts": [T0, T0 + 60], "tokens_per_s": pa.array([2**53 + 1, 5], pa.int64()),
+                      "busy_fraction": pa.array([None, 2**62], pa.int64())})
+    out = ingest_parsed(sqlite_memory_repository(), parse_bytes(_parquet(table), "parquet", "t.parquet"), IngestSettings(now_ts=NOW))
+    assert (out.stored, out.reasons) == (0, {"implausible:tokens_per_s": 1, "out-of-range:busy_fraction": 1})
