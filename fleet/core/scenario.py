@@ -174,6 +174,8 @@ class Policy(Strict):
         if isinstance(v, list):
             v = tuple(v)
         if isinstance(v, tuple):
+            if not all(isinstance(c, str) for c in v):
+                raise ValueError("a list of card classes must hold class names")
             if not v or len(set(v)) != len(v):
                 raise ValueError("a list of card classes must name each class once")
             return v[0] if len(v) == 1 else v

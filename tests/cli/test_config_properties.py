@@ -15,7 +15,6 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-import pytest
 from hypothesis import assume, strategies as st
 
 from fleet.core.errors import ConfigError
@@ -182,7 +181,6 @@ def test_the_writer_round_trips_the_real_documents():
         assert tomllib.loads(dumps(doc)) == doc
 
 
-@pytest.mark.xfail(raises=TypeError, strict=True, reason="fleet/core/scenario.py Policy._classes: set() of a list of lists raises TypeError")
 def test_a_card_class_list_of_lists_is_one_config_error():
     doc = json.loads(json.dumps(PRESETS["noise-evictor"]))
     doc["policy"]["card_class"] = [["flagship"]]
