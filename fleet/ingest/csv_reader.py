@@ -82,6 +82,9 @@ def _parse_lines(block: LineBlock, names: list[str]) -> tuple[Piece | None, list
         return "skip"
 
     data = block.data if block.data.endswith((b"\n", b"\r")) else block.data + b"\n"
+    bom = data.startswith(b"\xef\xbb\xbf")  # pyarrow would drop it as a byte-order mark: a blank line first keeps it data
+    if bom:
+        data = b"\n" + data
     try:
         table = pcsv.read_csv(
             pa.py_buffer(data),
@@ -95,6 +98,11 @@ def _parse_lines(block: LineBlock, names: list[str]) -> tuple[Piece | None, list
         return None, [], []
     if any(no is None for no, _ in invalid):
         return None, [], []
+    if bom:
+        if table.num_rows == 0 or any(no == 1 for no, _ in invalid):
+            return None, [], []
+        table = table.slice(1)
+        invalid = [(no - 1, text) for no, text in invalid]
     n_rows = table.num_rows + len(invalid)
     bad_rows = np.array([no - 1 for no, _ in invalid], dtype=np.int64)
     is_bad = np.zeros(n_rows, dtype=bool)
