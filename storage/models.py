@@ -9,6 +9,7 @@ no driver converts time zones behind our back.
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
     Float,
     ForeignKey,
     Index,
@@ -19,6 +20,9 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+TIMESTAMP = BigInteger().with_variant(Integer(), "sqlite")
+"""Epoch seconds: 64-bit everywhere (PostgreSQL's `integer` ends in 2038); SQLite's INTEGER already holds 64 bits."""
 
 # Named constraints so batch-mode migrations on SQLite can find them again.
 NAMING = {
@@ -53,8 +57,8 @@ class Card(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     card_key: Mapped[str] = mapped_column(String(200), unique=True)
     class_id: Mapped[int] = mapped_column(ForeignKey("card_classes.id"))
-    registered_ts: Mapped[int] = mapped_column(Integer)
-    retired_ts: Mapped[int | None] = mapped_column(Integer)
+    registered_ts: Mapped[int] = mapped_column(TIMESTAMP)
+    retired_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
 
 
 class RecordCounts:
@@ -74,8 +78,8 @@ class IngestRun(RecordCounts, Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     source: Mapped[str] = mapped_column(Text)
     source_digest: Mapped[str] = mapped_column(String(64))
-    started_ts: Mapped[int] = mapped_column(Integer)
-    finished_ts: Mapped[int | None] = mapped_column(Integer)
+    started_ts: Mapped[int] = mapped_column(TIMESTAMP)
+    finished_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
 
 
 class IngestBatch(RecordCounts, Base):
@@ -88,7 +92,7 @@ class IngestBatch(RecordCounts, Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("ingest_runs.id"))
     part: Mapped[int] = mapped_column(Integer)
     first_record: Mapped[int] = mapped_column(Integer)
-    committed_ts: Mapped[int] = mapped_column(Integer)
+    committed_ts: Mapped[int] = mapped_column(TIMESTAMP)
 
 
 class TelemetrySample(Base):
@@ -98,7 +102,7 @@ class TelemetrySample(Base):
     __table_args__ = {"sqlite_with_rowid": False}
 
     card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
-    ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True)
     tokens_per_s: Mapped[float] = mapped_column(Float)
     busy_fraction: Mapped[float | None] = mapped_column(Float)
     batch_id: Mapped[int] = mapped_column(ForeignKey("ingest_batches.id"))
@@ -115,7 +119,7 @@ class HourlyRollup(Base):
     __table_args__ = {"sqlite_with_rowid": False}
 
     card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
-    hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hour_ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True)
     sample_count: Mapped[int] = mapped_column(Integer)
     tokens_per_s_sum: Mapped[float] = mapped_column(Float)
     busy_count: Mapped[int] = mapped_column(Integer)
@@ -130,7 +134,7 @@ class Score(Base):
     __table_args__ = (Index("ix_scores_hour_window", "hour_ts", "window_hours"), {"sqlite_with_rowid": False})
 
     card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
-    hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hour_ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True)
     window_hours: Mapped[int] = mapped_column(Integer, primary_key=True)
     score_tps: Mapped[float] = mapped_column(Float)
     tokens_per_usd: Mapped[float] = mapped_column(Float)
@@ -144,8 +148,8 @@ class RunSetInterval(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"))
-    start_ts: Mapped[int] = mapped_column(Integer)
-    end_ts: Mapped[int | None] = mapped_column(Integer)
+    start_ts: Mapped[int] = mapped_column(TIMESTAMP)
+    end_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
     reason: Mapped[str] = mapped_column(Text, default="")
 
 
@@ -160,13 +164,13 @@ class Decision(Base):
     __table_args__ = (Index("ix_decisions_ts", "ts"), Index("ix_decisions_card_ts", "card_id", "ts"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    ts: Mapped[int] = mapped_column(Integer)
+    ts: Mapped[int] = mapped_column(TIMESTAMP)
     kind: Mapped[str] = mapped_column(String(40))
     card_id: Mapped[int | None] = mapped_column(ForeignKey("cards.id"))
     reason: Mapped[str] = mapped_column(Text, default="")
     detail_json: Mapped[str] = mapped_column(Text, default="{}")
     decision_key: Mapped[str | None] = mapped_column(String(200), unique=True)
-    acted_ts: Mapped[int | None] = mapped_column(Integer)
+    acted_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
 
 
 class ServiceHour(Base):
@@ -175,8 +179,8 @@ class ServiceHour(Base):
     __tablename__ = "service_hours"
     __table_args__ = (Index("ix_service_hours_month", "month_start_ts"),)
 
-    hour_ts: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    month_start_ts: Mapped[int] = mapped_column(Integer)
+    hour_ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True, autoincrement=False)
+    month_start_ts: Mapped[int] = mapped_column(TIMESTAMP)
     demand_tps: Mapped[float] = mapped_column(Float)
     capacity_tps: Mapped[float] = mapped_column(Float)
     delivered_tps: Mapped[float] = mapped_column(Float)
@@ -198,8 +202,8 @@ class Bill(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     card_id: Mapped[int | None] = mapped_column(ForeignKey("cards.id"))
-    period_start_ts: Mapped[int] = mapped_column(Integer)
-    period_end_ts: Mapped[int] = mapped_column(Integer)
+    period_start_ts: Mapped[int] = mapped_column(TIMESTAMP)
+    period_end_ts: Mapped[int] = mapped_column(TIMESTAMP)
     kind: Mapped[str] = mapped_column(String(20))
     usd: Mapped[float] = mapped_column(Float)
 

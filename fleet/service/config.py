@@ -3,7 +3,7 @@
 Tables: `[month]` (when the billing month starts, how many hours it has),
 `[pool]` (card classes with their rated rate and rent, and optionally the cards),
 `[policy]` and `[demand]` and `[checks]` (the same tables as a preset),
-`[schedule]`, `[storage]`, `[metrics]`, `[actuator]` and `[ingest]`. Unknown
+`[schedule]`, `[storage]`, `[lease]`, `[metrics]`, `[actuator]` and `[ingest]`. Unknown
 keys are refused, so a typo is an error. A bad file is one `ConfigError` naming
 the file, the key and what is wrong (the CLI prints it and exits 2).
 """
@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fleet.core.errors import ConfigError
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
+from fleet.credentials import Credentials
 from fleet.ingest.prometheus import DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
 from fleet.presets import read_toml
 
@@ -62,7 +63,26 @@ class Schedule(Strict):
 
 
 class Storage(Strict):
+    """The store, and how long raw samples are kept once their hours are rolled up (0 keeps them forever)."""
+
     url: str = "sqlite:///fleet.db"
+    prune_raw_after_days: float = Field(default=7, ge=0)
+
+
+class Lease(Strict):
+    """One leader per store, as Kubernetes components hold a Lease (their defaults: 15 s lease, renewed every 2 s,
+    given up by the leader 10 s after its last renewal). A standby takes over once the lease has expired."""
+
+    duration_s: float = Field(default=15, gt=0)
+    renew_every_s: float = Field(default=2, gt=0)
+    renew_deadline_s: float = Field(default=10, gt=0)
+    holder: str | None = None  # the default: host name and process id
+
+    @model_validator(mode="after")
+    def _order(self) -> "Lease":
+        if not self.renew_every_s < self.renew_deadline_s < self.duration_s:
+            raise ValueError("need renew_every_s < renew_deadline_s < duration_s")
+        return self
 
 
 class Metrics(Strict):
@@ -76,6 +96,7 @@ class Actuator(Strict):
     command: tuple[str, ...] = ()
     url: str | None = None
     timeout_s: float = Field(default=60, gt=0)
+    auth: Credentials | None = None  # for the webhook
 
     @model_validator(mode="after")
     def _needs(self) -> "Actuator":
@@ -93,6 +114,7 @@ class Ingest(Strict):
     prometheus_url: str | None = None
     query: str = DEFAULT_PROMETHEUS_QUERY
     card_label: str = DEFAULT_CARD_LABEL
+    auth: Credentials | None = None  # for the Prometheus pull
     step_s: int = Field(default=60, ge=1)
     strict: bool = False
     default_class: str | None = None
@@ -106,6 +128,7 @@ class ServiceConfig(Strict):
     checks: Checks = Checks()
     schedule: Schedule = Schedule()
     storage: Storage = Storage()
+    lease: Lease = Lease()
     metrics: Metrics = Metrics()
     actuator: Actuator = Actuator()
     ingest: Ingest = Ingest()
