@@ -26,6 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
+from fleet.credentials import Credentials
 from storage.service_store import JournalEntry, JournalRow, ServiceStore
 
 ACTIONS = ("evict", "release", "add")
@@ -38,9 +39,10 @@ class ActuatorError(RuntimeError):
     """An action that did not go through; the decision stays unacted and is tried again on the next pass."""
 
 
-def decision_payload(row: JournalRow) -> dict:
+def decision_payload(row: JournalRow, epoch: int | None = None) -> dict:
     return {
         "id": row.id,
+        "epoch": epoch,
         "key": row.key,
         "kind": row.kind,
         "card": row.card_key,
@@ -53,8 +55,11 @@ def decision_payload(row: JournalRow) -> dict:
 class Actuator(Protocol):
     name: str
 
-    def act(self, row: JournalRow) -> None:
-        """Carry out one decision; raise ActuatorError if it did not go through."""
+    def act(self, row: JournalRow, epoch: int | None = None) -> None:
+        """Carry out one decision journaled under lease `epoch`; raise ActuatorError if it did not go through."""
+
+    def close(self) -> None:
+        """Stop whatever is still running; the service calls it on its way out."""
 
 
 class DryRun:
@@ -62,8 +67,11 @@ class DryRun:
 
     name = "dry-run"
 
-    def act(self, row: JournalRow) -> None:
+    def act(self, row: JournalRow, epoch: int | None = None) -> None:
         log.info("dry-run %s %s: %s", row.kind, row.card_key, row.reason)
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass
@@ -74,10 +82,11 @@ class Command:
     timeout_s: float = 60.0
     name: str = "command"
 
-    def act(self, row: JournalRow) -> None:
+    def act(self, row: JournalRow, epoch: int | None = None) -> None:
         env = dict(os.environ)
         env.update(
             {
+                "FLEET_LEASE_EPOCH": "" if epoch is None else str(epoch),
                 "FLEET_DECISION_ID": str(row.id),
                 "FLEET_DECISION_KEY": row.key or "",
                 "FLEET_DECISION_KIND": row.kind,
@@ -87,7 +96,7 @@ class Command:
         )
         try:
             done = subprocess.run(
-                list(self.argv), input=json.dumps(decision_payload(row)).encode(), env=env,
+                list(self.argv), input=json.dumps(decision_payload(row, epoch)).encode(), env=env,
                 capture_output=True, timeout=self.timeout_s, check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -96,6 +105,9 @@ class Command:
             tail = done.stderr.decode(errors="replace").strip()[-300:]
             raise ActuatorError(f"actuator command {self.argv[0]!r} exited {done.returncode}: {tail}")
 
+    def close(self) -> None:
+        pass
+
 
 @dataclass
 class Webhook:
@@ -103,14 +115,17 @@ class Webhook:
 
     url: str
     timeout_s: float = 30.0
+    auth: Credentials | None = None
     name: str = "webhook"
 
-    def act(self, row: JournalRow) -> None:
-        body = json.dumps(decision_payload(row)).encode()
-        req = urllib.request.Request(
-            self.url, data=body, method="POST",
-            headers={"Content-Type": "application/json", "Idempotency-Key": row.key or str(row.id)},
-        )
+    def act(self, row: JournalRow, epoch: int | None = None) -> None:
+        body = json.dumps(decision_payload(row, epoch)).encode()
+        headers = {"Content-Type": "application/json", "Idempotency-Key": row.key or str(row.id)}
+        if epoch is not None:
+            headers["Fleet-Lease-Epoch"] = str(epoch)
+        if self.auth is not None:
+            headers.update(self.auth.headers())
+        req = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (URL from the operator's config)
                 status = resp.status
@@ -120,6 +135,9 @@ class Webhook:
             raise ActuatorError(f"actuator webhook {self.url!r}: {err}") from None
         if not 200 <= status < 300:
             raise ActuatorError(f"actuator webhook {self.url!r}: HTTP {status}")
+
+    def close(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -143,15 +161,16 @@ class Journal:
     ) -> bool:
         return self.store.journal_hour(hour_ts, entries, open_cards, close_cards, retire_cards)
 
-    def act_pending(self, stop: Callable[[], bool] = lambda: False) -> ActOutcome:
-        """Act on every journaled, unacted decision in journal order; stop at the first failure (order matters)."""
+    def act_pending(self, stop: Callable[[], bool] = lambda: False, epoch: int | None = None) -> ActOutcome:
+        """Act on every journaled, unacted decision in journal order, under lease `epoch`; stop at the first failure
+        (order matters) or as soon as `stop()` says so (checked before each action)."""
         acted = 0
         for row in self.store.unacted():
             if stop():
                 break
             if row.kind in ACTIONS:
                 try:
-                    self.actuator.act(row)
+                    self.actuator.act(row, epoch)
                 except ActuatorError as err:
                     log.warning("decision %s not acted: %s", row.key, err)
                     return ActOutcome(acted, 1, str(err))

@@ -45,7 +45,7 @@ def make_actuator(cfg: ServiceConfig) -> Actuator:
     if a.kind == "command":
         return Command(a.command, a.timeout_s)
     if a.kind == "webhook":
-        return Webhook(a.url or "", a.timeout_s)
+        return Webhook(a.url or "", a.timeout_s, a.auth)
     return DryRun()
 
 

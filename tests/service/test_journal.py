@@ -74,7 +74,7 @@ class Recorder:
         self.calls: list[str] = []
         self.fail_on = fail_on
 
-    def act(self, row):
+    def act(self, row, epoch=None):
         if row.key == self.fail_on:
             raise ActuatorError("refused")
         self.calls.append(row.key)
