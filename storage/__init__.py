@@ -3,8 +3,9 @@
 `storage.interfaces` holds the protocols the shell types against: `TelemetryStore`
 (ingest, rollups, stored months; `SqlRepository` in `storage.repository`) and
 `JournalStore` (the service's journal, run set, scores and billed hours;
-`ServiceStore` in `storage.service_store`). `storage` imports nothing of `fleet`
-but `fleet.core`.
+`ServiceStore` in `storage.service_store`). Beside them: the lease that lets one
+service lead a store (`storage.lease`) and what the store holds (`storage.identity`).
+`storage` imports nothing of `fleet` but `fleet.core`.
 
 Alembic (alembic/ at the repository root) owns the schema; `storage.db.upgrade`
 runs it from code. Names are imported on first use, so `import storage` (and
@@ -38,6 +39,11 @@ _WHERE = {
     "open_repository": "storage.repository",
     "sqlite_memory_repository": "storage.repository",
     "ServiceStore": "storage.service_store",
+    "LeaseRecord": "storage.lease",
+    "LeaseStore": "storage.lease",
+    "StoreIdentity": "storage.identity",
+    "claim_identity": "storage.identity",
+    "read_identity": "storage.identity",
 }
 
 __all__ = ["DEFAULT_URL", *_WHERE]

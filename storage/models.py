@@ -3,7 +3,8 @@
 Alembic (alembic/versions) owns the schema; these models must match it, and a
 test compares them (autogenerate finds no difference). Times are UTC epoch
 seconds in integer columns (`*_ts`), so hour buckets are plain arithmetic and
-no driver converts time zones behind our back.
+no driver converts time zones behind our back. The lease's times are the exception:
+float epoch seconds, as a lease of a few seconds needs sub-second times.
 """
 
 from __future__ import annotations
@@ -228,3 +229,31 @@ class QuarantinedInput(Base):
     record_no: Mapped[int] = mapped_column(Integer)
     raw_text: Mapped[str] = mapped_column(Text)
     reason: Mapped[str] = mapped_column(String(80))
+
+
+class Lease(Base):
+    """One leader per store: who holds the lease `name`, since when, until when, and its epoch (revision 0005).
+
+    The epoch goes up by one each time a new holder takes the lease and stays while its holder renews it, so it
+    orders leaders: an action carries it and a receiver can refuse one from an older epoch (a fencing token).
+    Times are float epoch seconds of the holders' clocks.
+    """
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    epoch: Mapped[int] = mapped_column(Integer)
+    acquired_ts: Mapped[float] = mapped_column(Float)
+    renewed_ts: Mapped[float] = mapped_column(Float)
+    expires_ts: Mapped[float] = mapped_column(Float)
+
+
+class StoreMeta(Base):
+    """Facts about the store itself, by key: `identity` is what it holds (a simulation of which preset, or a real
+    pool), recorded at the first `fleet serve` (revision 0005)."""
+
+    __tablename__ = "store_meta"
+
+    key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
