@@ -8,13 +8,14 @@ loop, and a service calls it once per tick with its own clock.
   (`is_half_written`). A writer writes `NAME.csv.part` and renames it to `NAME.csv`
   when done (a rename is atomic).
 - **Settling**: a file written in place is taken once its mtime is `settle_s`
-  seconds behind the injected clock.
+  seconds behind the injected clock (`DEFAULT_SETTLE_S`, 2 s, unless told).
 - **Claim**: a ready file is renamed into `processing/` (atomic, so two watchers
   never take one file twice). If its size or mtime changed across the claim, or
   while it was read, it is put back for a later pass (samples it already stored
   are duplicates then).
 - **After**: `done/` (never overwriting a file there: `NAME.1.csv`, `NAME.2.csv`, ...),
-  or, for a bad file, `failed/` with `NAME.error.txt` saying why. Files a crash left
+  or, for a bad file (or one that cannot be read), `failed/` with `NAME.error.txt`
+  saying why; the other files are taken all the same. Files a crash left
   in `processing/` are taken first; the (card_id, ts) key makes that safe. A store
   failure (locked, disk full) raises and leaves the file in `processing/`.
 - **Names**: errors and the ingest's records name a file as it was dropped
@@ -34,6 +35,9 @@ from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
 from storage.interfaces import TelemetryStore
 
 PART_SUFFIXES = (".part", ".tmp", ".partial")
+DEFAULT_SETTLE_S = 2.0
+"""Seconds a file written in place must be untouched before it is taken: longer than a writer's pause between
+chunks, far shorter than the hour's settle before scoring, so a file is in before its hour is scored."""
 
 
 @dataclass
@@ -72,7 +76,7 @@ def drop_candidates(folder: Path, now_ts: float, settle_s: float) -> list[Path]:
 
 
 def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Callable[[], IngestSettings] | IngestSettings,
-                      settle_s: float = 2.0, clock: Callable[[], float] | None = None) -> list[DropResult]:
+                      settle_s: float = DEFAULT_SETTLE_S, clock: Callable[[], float] | None = None) -> list[DropResult]:
     """Take every ready file once and return what became of each, in order.
 
     `settings_at` gives the settings each file is judged with (called per file, so a long pass reads the clock
@@ -117,15 +121,23 @@ def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], I
             return []
         report = ingest_parsed(repo, parsed, settings())
     except BadSource as err:
-        dest = _move_aside(path, failed)
-        dest.with_name(dest.name + ".error.txt").write_text(str(err) + "\n", encoding="utf-8")
-        return [DropResult(path.name, error=str(err), source=source, moved_to=dest)]
+        return [_fail(path, source, str(err), failed)]
+    except OSError as err:  # the file could not be read past its start (the store's own failures are not OSError)
+        if not path.exists():
+            return []
+        return [_fail(path, source, f"{source!r}: cannot read ({err.strerror or err})", failed)]
     if _signature(path.stat()) != stat0:  # changed while it was being stored: read it again later
         back = root / path.name
         if not back.exists():
             path.rename(back)
             return [DropResult(path.name, report=report, source=source, moved_to=back, put_back=True)]
     return [DropResult(path.name, report=report, source=source, moved_to=_move_aside(path, done))]
+
+
+def _fail(path: Path, source: str, error: str, failed: Path) -> DropResult:
+    dest = _move_aside(path, failed)
+    dest.with_name(dest.name + ".error.txt").write_text(error + "\n", encoding="utf-8")
+    return DropResult(path.name, error=error, source=source, moved_to=dest)
 
 
 def _signature(st: os.stat_result) -> tuple[int, int]:

@@ -1,10 +1,26 @@
-"""Prometheus as a telemetry source: a range query's series as records, one card per series."""
+"""Prometheus as a telemetry source: a range query's series as records, one card per series, with its busy fraction.
+
+Two range queries over the same start, end and step: the rate (tokens/s) and,
+when given, the busy fraction (the share of each step the card was serving).
+Their points are joined on (card, ts): a rate point whose busy point is missing
+is stored without a busy fraction, a busy point without a rate is dropped. The
+card is named by one label, or several joined with "/" (a DCGM exporter's
+`Hostname` and `gpu`); a series lacking one of them is quarantined as
+`missing:card_id`.
+
+The pull sends the configured credentials in `Authorization` and never follows
+a redirect (a 3xx is an error naming its `Location`), so a token never goes to a
+host it was not meant for. The secret is never in a name, error or log line.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterable
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -15,12 +31,40 @@ from fleet.ingest.formats import BadSource, Parsed
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
 from storage.interfaces import TelemetryStore
 
+if TYPE_CHECKING:
+    from fleet.credentials import Credentials
+
 DEFAULT_CARD_LABEL = "instance"
+CARD_LABEL_JOIN = "/"
+DEFAULT_TIMEOUT_S = 30.0
 
 
-def parse_prometheus(body: bytes, name: str, card_label: str = "instance") -> Parsed:
-    """Parse a Prometheus `query_range` answer (a matrix): one record per (series, point), the card from `card_label`."""
-    digest = hashlib.sha256(body).hexdigest()
+def card_labels(card_label: str | Sequence[str]) -> tuple[str, ...]:
+    """The labels naming a card, as a tuple (one label may be given as a string)."""
+    labels = (card_label,) if isinstance(card_label, str) else tuple(card_label)
+    if not labels or not all(isinstance(x, str) and x.strip() for x in labels):
+        raise ConfigError(f"card label {card_label!r}: give a label name or a list of label names")
+    return labels
+
+
+def rate_query(card_label: str | Sequence[str] = DEFAULT_CARD_LABEL, window: str = "1m") -> str:
+    """vLLM's generation rate (tokens/s) per card over `window`."""
+    return f"sum by ({', '.join(card_labels(card_label))}) (rate(vllm:generation_tokens_total[{window}]))"
+
+
+def busy_query(card_label: str | Sequence[str] = DEFAULT_CARD_LABEL, window: str = "1m", resolution: str = "5s") -> str:
+    """The share of `window` a card had a request running (vLLM's `num_requests_running` above zero), looked at
+    every `resolution` (finer than the scrape interval, so each scraped value counts for the time it held)."""
+    by = ", ".join(card_labels(card_label))
+    return f"avg_over_time((sum by ({by}) (vllm:num_requests_running) > bool 0)[{window}:{resolution}])"
+
+
+DEFAULT_PROMETHEUS_QUERY = rate_query()
+DEFAULT_BUSY_QUERY = busy_query()
+
+
+def _matrix(body: bytes, name: str) -> list:
+    """The series of a `query_range` answer, or `BadSource` saying why it is not one."""
     try:
         doc = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -32,12 +76,50 @@ def parse_prometheus(body: bytes, name: str, card_label: str = "instance") -> Pa
     if not isinstance(data, dict) or data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
         kind = data.get("resultType") if isinstance(data, dict) else None
         raise BadSource(f"{name}: expected a range query's matrix, got {kind or 'something else'}")
-    card, ts, tps, raw = [], [], [], []
+    return data["result"]
+
+
+def _card(metric: dict, labels: tuple[str, ...]) -> str | None:
+    values = [metric.get(label) for label in labels]
+    if not all(isinstance(v, str) and v for v in values):
+        return None
+    return CARD_LABEL_JOIN.join(values)
+
+
+def _busy_points(body: bytes, name: str, labels: tuple[str, ...]) -> dict[tuple[str, float], object]:
+    """(card, ts) -> the busy answer's value; a key two series give different values is left out (no busy known)."""
+    out: dict[tuple[str, float], object] = {}
+    conflicts = set()
+    for series in _matrix(body, name):
+        metric = series.get("metric") if isinstance(series, dict) else None
+        points = series.get("values") if isinstance(series, dict) else None
+        if not isinstance(metric, dict) or not isinstance(points, list) or (card := _card(metric, labels)) is None:
+            continue
+        for point in points:
+            if isinstance(point, list) and len(point) == 2 and isinstance(point[0], (int, float)) and not isinstance(point[0], bool):
+                key = (card, float(point[0]))
+                if key in out and out[key] != point[1]:
+                    conflicts.add(key)
+                out[key] = point[1]
+    for key in conflicts:
+        del out[key]
+    return out
+
+
+def parse_prometheus(body: bytes, name: str, card_label: str | Sequence[str] = DEFAULT_CARD_LABEL,
+                     busy_body: bytes | None = None, busy_name: str | None = None) -> Parsed:
+    """Parse a Prometheus `query_range` answer (a matrix): one record per (series, point), the card from `card_label`,
+    and the busy fraction from the busy query's answer `busy_body` at the same (card, ts) when given."""
+    labels = card_labels(card_label)
+    digest = hashlib.sha256(body + b"\0" + (busy_body or b"")).hexdigest()
+    result = _matrix(body, name)
+    busy = _busy_points(busy_body, busy_name or f"{name} (busy)", labels) if busy_body is not None else None
+    card, ts, tps, busy_col, raw = [], [], [], [], []
     bad_no: list[int] = []
     bad_reason: list[str] = []
     good_no: list[int] = []
     no = 0
-    for series in data["result"]:
+    for series in result:
         metric = series.get("metric") if isinstance(series, dict) else None
         points = series.get("values") if isinstance(series, dict) else None
         if not isinstance(metric, dict) or not isinstance(points, list):
@@ -46,19 +128,26 @@ def parse_prometheus(body: bytes, name: str, card_label: str = "instance") -> Pa
             bad_reason.append("not-an-object")
             raw.append(json.dumps(series)[:4096])
             continue
-        key = metric.get(card_label)
+        key = _card(metric, labels)
         for point in points:
             no += 1
-            raw.append(json.dumps({"metric": metric, "value": point}))
             if not (isinstance(point, list) and len(point) == 2):
+                raw.append(json.dumps({"metric": metric, "value": point}))
                 bad_no.append(no)
                 bad_reason.append("not-an-object")
                 continue
+            b = None
+            if busy is not None and key is not None and isinstance(point[0], (int, float)) and not isinstance(point[0], bool):
+                b = busy.get((key, float(point[0])))
+            raw.append(json.dumps({"metric": metric, "value": point, "busy_fraction": b}))
             good_no.append(no)
             card.append(_json_field(key))
             ts.append(_json_field(point[0]))
             tps.append(_json_field(point[1]))
+            busy_col.append(_json_field(b))
     columns = {"card_id": pa.array(card, pa.string()), "ts": pa.array(ts, pa.string()), "tokens_per_s": pa.array(tps, pa.string())}
+    if busy is not None:
+        columns["busy_fraction"] = pa.array(busy_col, pa.string())
 
     def raw_text(record_nos: Iterable[int]) -> list[str]:
         return [raw[int(r) - 1] for r in record_nos]
@@ -66,29 +155,40 @@ def parse_prometheus(body: bytes, name: str, card_label: str = "instance") -> Pa
     return Parsed.of_columns(name, digest, columns, np.array(good_no, dtype=np.int64), np.array(bad_no, dtype=np.int64), bad_reason, raw_text)
 
 
-# -- judging ----------------------------------------------------------------------
+# -- fetching ---------------------------------------------------------------------
 
 
-DEFAULT_PROMETHEUS_QUERY = "sum by (instance) (rate(vllm:generation_tokens_total[1m]))"
+def _shown(base_url: str) -> str:
+    """The base URL as names and errors show it: any user:password@ in it masked."""
+    parts = urllib.parse.urlsplit(base_url.rstrip("/"))
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1])
+    return urllib.parse.urlunsplit(parts)
 
 
-def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, step_s: float, timeout_s: float = 30.0) -> tuple[bytes, str]:
-    """GET `/api/v1/query_range` from a Prometheus server; returns the answer's bytes and a name for the source."""
-    import urllib.error
-    import urllib.parse
-    import urllib.request
+def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, step_s: float, timeout_s: float = DEFAULT_TIMEOUT_S,
+                     auth: Credentials | None = None) -> tuple[bytes, str]:
+    """GET `/api/v1/query_range` from a Prometheus server; returns the answer's bytes and a name for the source.
 
+    `auth`'s `Authorization` header is read at the call (a rotated token file is picked up); a redirect is
+    refused rather than followed, so the header never reaches another URL."""
     if not base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"Prometheus URL {base_url!r}: expected http:// or https://")
+        raise ConfigError(f"Prometheus URL {_shown(base_url)!r}: expected http:// or https://")
     if not end_ts > start_ts or not step_s > 0:
         raise ConfigError(f"Prometheus range: need start < end and step > 0 (got start={start_ts}, end={end_ts}, step={step_s})")
     params = urllib.parse.urlencode({"query": query, "start": f"{start_ts:.3f}", "end": f"{end_ts:.3f}", "step": f"{step_s:g}"})
     url = base_url.rstrip("/") + "/api/v1/query_range?" + params
-    name = f"prometheus {base_url.rstrip('/')} {query!r} [{int(start_ts)}, {int(end_ts)}] step {step_s:g}s"
+    name = f"prometheus {_shown(base_url)} {query!r} [{int(start_ts)}, {int(end_ts)}] step {step_s:g}s"
+    headers = auth.headers() if auth is not None else {}
+    opener = urllib.request.build_opener(_RefuseRedirects)
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
             return resp.read(), name
     except urllib.error.HTTPError as err:
+        if 300 <= err.code < 400:
+            where = err.headers.get("Location") if err.headers else None
+            raise BadSource(f"{name}: HTTP {err.code}: a redirect (to {where or 'nowhere given'}) is not followed; "
+                            "give the server's final URL") from None
         body = err.read()
         try:
             detail = json.loads(body).get("error") or err.reason
@@ -99,8 +199,29 @@ def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, 
         raise BadSource(f"{name}: cannot reach the server ({getattr(err, 'reason', err)})") from None
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Every 3xx surfaces as an HTTPError: nothing is sent on to the `Location`."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ARG002 (urllib's signature)
+        return None
+
+
+def pull_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
+                    card_label: str | Sequence[str] = DEFAULT_CARD_LABEL, busy_query: str | None = None,
+                    auth: Credentials | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Parsed:
+    """The rate query's records over [start_ts, end_ts], each with the busy query's value at its (card, ts) when a
+    busy query is given (an empty one is none)."""
+    body, name = fetch_prometheus(base_url, query, start_ts, end_ts, step_s, timeout_s, auth)
+    busy_body = busy_name = None
+    if busy_query:
+        busy_body, busy_name = fetch_prometheus(base_url, busy_query, start_ts, end_ts, step_s, timeout_s, auth)
+    return parse_prometheus(body, name, card_label, busy_body, busy_name)
+
+
 def ingest_prometheus(repo: TelemetryStore, base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
-                      settings: IngestSettings, card_label: str = "instance") -> IngestReport:
-    """Pull a range query and store it like a file: one record per series point, the card named by `card_label`."""
-    body, name = fetch_prometheus(base_url, query, start_ts, end_ts, step_s)
-    return ingest_parsed(repo, parse_prometheus(body, name, card_label), settings)
+                      settings: IngestSettings, card_label: str | Sequence[str] = DEFAULT_CARD_LABEL, *,
+                      busy_query: str | None = None, auth: Credentials | None = None,
+                      timeout_s: float = DEFAULT_TIMEOUT_S) -> IngestReport:
+    """Pull a range query (and its busy query) and store it like a file: one record per series point."""
+    parsed = pull_prometheus(base_url, query, start_ts, end_ts, step_s, card_label, busy_query, auth, timeout_s)
+    return ingest_parsed(repo, parsed, settings)

@@ -2,9 +2,11 @@
 
 The simulated feed sends the month's hours as the clock passes them and keeps
 how far it has sent (`fed_through_ts`), which is a simulation's watermark. A
-drop folder is taken file by file; Prometheus is asked for the last hours of
-its query. Everything lands through `fleet.ingest`, which drops duplicates, so
-re-sending an hour is free.
+drop folder is drained by `fleet.ingest.drop`, the same code as `fleet ingest
+--watch`; Prometheus is asked for the last hours of its rate and busy queries
+through `fleet.ingest.prometheus`, with the configured credentials. Everything
+lands through `fleet.ingest`, which drops duplicates, so re-sending an hour is
+free.
 """
 
 from __future__ import annotations
@@ -38,16 +40,21 @@ class IngestJob:
             last = store.last_rollup_ts()
             self.fed_through_ts = sim.first_ts if last is None else last  # re-send the last hour: duplicates are free
 
+    def settings(self):
+        """How records are judged now, by the service's clock (a drop folder asks per file)."""
+        from fleet.ingest import IngestSettings
+
+        return IngestSettings(now_ts=int(self.clock.now()), strict=self.sim is not None or self.cfg.ingest.strict,
+                              default_class=self.cfg.ingest.default_class or "unassigned")
+
     def run(self) -> int:
         """Returns the records read."""
-        from fleet.ingest import IngestSettings, ingest_parsed, parse_bytes
+        from fleet.ingest import ingest_parsed, parse_bytes
 
-        now = int(self.clock.now())
-        settings = IngestSettings(now_ts=now, strict=self.sim is not None or self.cfg.ingest.strict,
-                                  default_class=self.cfg.ingest.default_class or "unassigned")
+        settings = self.settings()
         if self.sim is not None:
             lo = int(self.fed_through_ts or self.sim.first_ts)
-            hi = min(self.sim.end_ts, (now // HOUR_S) * HOUR_S)
+            hi = min(self.sim.end_ts, (settings.now_ts // HOUR_S) * HOUR_S)
             if hi <= lo:
                 return 0
             parsed = parse_bytes(self.sim.telemetry_csv(lo, hi), "csv", f"simulation:{self.sim.scenario.name}:{lo}-{hi}")
@@ -56,46 +63,36 @@ class IngestJob:
             return report.read
         read = 0
         if self.cfg.ingest.folder:
-            read += self._folder(Path(self.cfg.ingest.folder), settings)
+            read += self._folder(Path(self.cfg.ingest.folder))
         if self.cfg.ingest.prometheus_url:
             read += self._prometheus(settings)
         return read
 
-    def _folder(self, folder: Path, settings) -> int:
-        """Take each finished file in the drop folder once; move it to done/ (or failed/ with a bad file)."""
-        from fleet.ingest import BadSource, FORMATS, ingest_file
+    def _folder(self, folder: Path) -> int:
+        """Drain the drop folder as `fleet ingest --watch` does (one implementation: claim, settle, done/, failed/).
 
+        A file is settled once its mtime is `settle_s` behind the service's clock (the wall clock of a real pool;
+        a drop folder is not read under `--simulate`). A bad file goes to failed/ with NAME.error.txt and the others are taken all the same; a store failure
+        raises and leaves its file in processing/, taken first next time."""
+        from fleet.ingest import DEFAULT_SETTLE_S, drain_drop_folder
+
+        settle_s = getattr(self.cfg.ingest, "settle_s", DEFAULT_SETTLE_S)
         read = 0
-        if not folder.is_dir():
-            raise FileNotFoundError(f"ingest folder {str(folder)!r} does not exist")
-        for p in sorted(folder.iterdir()):
-            # Writers drop a file by renaming it in: names starting with '.' are still being written.
-            if not p.is_file() or p.name.startswith(".") or p.suffix.lower() not in FORMATS:
-                continue
-            try:
-                read += ingest_file(self.repo, p, settings).read
-                dest = folder / "done"
-            except BadSource as err:
-                log.warning("%s", err)
-                dest = folder / "failed"
-            dest.mkdir(exist_ok=True)
-            p.replace(dest / p.name)
+        for result in drain_drop_folder(self.repo, folder, self.settings, settle_s=settle_s, clock=self.clock.now):
+            if result.report is not None:
+                read += result.report.read
+            else:
+                log.warning("%s (moved to %s)", result.error, result.moved_to)
         return read
 
     def _prometheus(self, settings) -> int:
-        import json
-        import urllib.parse
-        import urllib.request
-
-        from fleet.ingest import ingest_parsed, parse_prometheus
+        """Pull the rate and busy queries since the last rolled-up hour (at most 6 hours back, an hour at first)."""
+        from fleet.ingest import DEFAULT_BUSY_QUERY, ingest_prometheus
 
         ing = self.cfg.ingest
         end = int(self.clock.now()) // ing.step_s * ing.step_s
         last = self.store.last_rollup_ts()
-        start = max(end - 6 * HOUR_S, last if last is not None else end - HOUR_S)
-        query = urllib.parse.urlencode({"query": ing.query, "start": start, "end": end, "step": ing.step_s})
-        url = f"{ing.prometheus_url.rstrip('/')}/api/v1/query_range?{query}"
-        with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 (the operator's configured server)
-            body = resp.read()
-        json.loads(body)  # an unreachable or broken server fails the job here, counted as an error
-        return ingest_parsed(self.repo, parse_prometheus(body, url, ing.card_label), settings).read
+        start = min(max(end - 6 * HOUR_S, last if last is not None else end - HOUR_S), end - ing.step_s)
+        report = ingest_prometheus(self.repo, ing.prometheus_url, ing.query, start, end, ing.step_s, settings, ing.card_label,
+                                   busy_query=getattr(ing, "busy_query", DEFAULT_BUSY_QUERY), auth=ing.auth)
+        return report.read
