@@ -1,25 +1,27 @@
-"""Running a compare grid: each combination's scenario checked and resolved, the months spread over processes.
+"""Running a compare grid: each combination's scenario checked and resolved, the months spread over workers.
 
 `fleet.core.compare` holds the pure parts (a batch of seeds is a picklable value,
 `run_batch` and `run_headroom_batch` plain functions); this module builds the
-batches, runs them on local processes, reports progress as batches complete, and
-runs the recommendation's search (headroom per combination, then the figures).
+batches, hands them to an engine (local processes here, a Dask cluster in
+`fleet.dask_runner`), reports progress as batches complete, and runs the
+recommendation's search (headroom per combination, then the figures).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import closing
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
 from fleet.core.compare import (
-    HEADROOM_SEARCH, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend, run_batch,
-    run_headroom_batch, same_month, summarise,
+    HEADROOM_SEARCH, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend, replay_month,
+    run_batch, run_headroom_batch, same_month, summarise,
 )
 from fleet.core.errors import ConfigError
 from fleet.core.scenario import Preset, Scenario
@@ -39,48 +41,91 @@ def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False, 
     return out
 
 
-def _batch_size(seeds: int, jobs: int) -> int:
-    # Small batches keep the progress bar moving and the cores evenly loaded.
-    return max(1, min(8, math.ceil(seeds / (jobs * 6))))
+def _batch_size(seeds: int, slots: int) -> int:
+    # Small batches keep the progress bar moving and the workers evenly loaded.
+    return max(1, min(8, math.ceil(seeds / (slots * 6))))
+
+
+class Engine(Protocol):
+    """Where a sweep's batches run: `fn(item)` (or `fn(item, common)`) for every item, yielded as each completes.
+
+    The sweep assembles results by the index yielded, never by completion order, so
+    every engine gives the same figures in the same order.
+    """
+
+    slots: int  # batches that can run at once: sizes the batches
+
+    def run(self, fn: Callable, work: Sequence, common: Any = None) -> Iterator[tuple[int, Any]]: ...
+
+    def close(self, cancel: bool) -> None: ...
+
+
+class LocalEngine:
+    """`jobs` local processes (started at the first batch that needs them); one job, or one item, runs in-process."""
+
+    def __init__(self, jobs: int | None = None):
+        self.slots = max(1, int(jobs or os.cpu_count() or 1))
+        self._pool: Executor | None = None
+
+    def run(self, fn: Callable, work: Sequence, common: Any = None) -> Iterator[tuple[int, Any]]:
+        extra = () if common is None else (common,)
+        if self.slots == 1 or len(work) == 1:
+            for i, item in enumerate(work):
+                yield i, fn(item, *extra)
+            return
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.slots)
+        futures = {self._pool.submit(fn, item, *extra): i for i, item in enumerate(work)}
+        for f in as_completed(futures):
+            yield futures[f], f.result()
+
+    def close(self, cancel: bool) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=not cancel, cancel_futures=cancel)
+            self._pool = None
+
+
+def _replay_stored(chunk: tuple, month) -> MonthFigures:
+    """One share of a stored month's combinations, replayed on a worker (a plain function, so any engine can run it)."""
+    scenarios, parts, seed, exact = chunk
+    return replay_month(scenarios, parts, month, seed, exact)
 
 
 class Sweep:
-    """Months on `jobs` local processes (one pool for a whole search), progress reported per month done."""
+    """Months on an engine (local processes unless one is given; one engine for a whole search), progress per month done."""
 
-    def __init__(self, jobs: int | None = None, base_dir: Path | None = None, on_months: Callable[[int], None] | None = None):
-        self.jobs = max(1, int(jobs or os.cpu_count() or 1))
+    def __init__(self, jobs: int | None = None, base_dir: Path | None = None, on_months: Callable[[int], None] | None = None,
+                 engine: Engine | None = None):
+        self.engine = engine if engine is not None else LocalEngine(jobs)
         self.base_dir = base_dir
         self.on_months = on_months
-        self._pool: Executor | None = None
+
+    @property
+    def jobs(self) -> int:
+        return self.engine.slots
 
     def __enter__(self) -> "Sweep":
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=exc[0] is None, cancel_futures=exc[0] is not None)
+        self.engine.close(cancel=exc[0] is not None)
 
-    def _map(self, fn, work: list) -> list:
-        if self.jobs == 1 or len(work) == 1:
-            for b in work:
-                got = fn(b)
-                if self.on_months:
-                    self.on_months(len(b.seeds))
-                yield got
-            return
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
-        for b, got in zip(work, self._pool.map(fn, work)):
-            if self.on_months:
-                self.on_months(len(b.seeds))
-            yield got
+    def _map(self, fn, work: list, common: Any = None, months_done: bool = True) -> list:
+        """Each item's result, in the items' order; progress reported as each batch of seeds completes, in any order."""
+        results: list = [None] * len(work)
+        with closing(self.engine.run(fn, work, common)) as done:  # closed at once if progress reporting raises (Ctrl-C)
+            for i, got in done:
+                results[i] = got
+                if months_done and self.on_months:
+                    self.on_months(len(work[i].seeds))
+        return results
 
     def _batches(self, make, scenarios: Sequence[Scenario], seeds: list[int]) -> list:
         """The grid's seeds cut into batches, each carrying every combination and its resolved policy."""
         same_month(scenarios)
         parts = tuple(resolve_policy(s) for s in scenarios)
         demand = demand_file_tps(scenarios[0], self.base_dir)
-        size = _batch_size(len(seeds), self.jobs)
+        size = _batch_size(len(seeds), self.engine.slots)
         return [make(tuple(scenarios), parts, tuple(seeds[i : i + size]), demand) for i in range(0, len(seeds), size)]
 
     def months(self, scenarios: Sequence[Scenario], seeds: Sequence[int], exact: bool = True) -> list[MonthFigures]:
@@ -95,6 +140,21 @@ class Sweep:
         work = self._batches(lambda sc, parts, seeds, demand: HeadroomBatch(sc, parts, seeds, search, demand), scenarios, list(seeds))
         rows = sorted((r for got in self._map(run_headroom_batch, work) for r in got), key=lambda r: r[0])
         return np.stack([h for _, h in rows])
+
+    def stored_month(self, scenarios: Sequence[Scenario], month, seed: int, exact: bool = True) -> MonthFigures:
+        """One stored month under every combination, the combinations split into one share per worker slot.
+
+        Each share computes the month's ideal bill again (it depends on the month only, so
+        every share gets the same one); the replays, which grow with the grid, are what spreads.
+        The month goes to the engine once, as the work's common argument.
+        """
+        if not scenarios:
+            raise ValueError("no combination to run")
+        parts = [resolve_policy(s) for s in scenarios]
+        size = math.ceil(len(scenarios) / min(len(scenarios), self.engine.slots))
+        work = [(tuple(scenarios[i : i + size]), tuple(parts[i : i + size]), seed, exact) for i in range(0, len(scenarios), size)]
+        shares = self._map(_replay_stored, work, common=month, months_done=False)
+        return replace(shares[0], figures=np.concatenate([m.figures for m in shares]), passes=np.concatenate([m.passes for m in shares]))
 
 
 def run_grid(
