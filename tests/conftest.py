@@ -1,4 +1,4 @@
-"""Shared factories for small scenarios and months."""
+"""Shared factories for small scenarios and months, and the store backends the store tests run on (`tests/pg.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 from fleet.core.scenario import Scenario
+
+# The store backends (SQLite, and PostgreSQL when FLEET_TEST_PG_URL or --pg-url names a server).
+from tests.pg import (  # noqa: E402,F401
+    backend, new_repo, new_store_url, pg_module_databases, pg_server, pytest_addoption, pytest_report_header,
+    pytest_terminal_summary, store_url,
+)
 
 
 def make_scenario(**over) -> Scenario:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet.ingest import BadSource, IngestSettings, ingest_file, ingest_parsed, parse_bytes
-from storage import ClassSpec, sqlite_memory_repository
+from storage import ClassSpec
 from tests.storage.stored import ingest_runs, quarantined
 
 NOW = 1_767_225_600  # 2026-01-01: the clock the tests pass in
@@ -19,8 +19,8 @@ T0 = 1_735_689_600  # 2025-01-01T00:00:00Z
 
 
 @pytest.fixture
-def repo():
-    r = sqlite_memory_repository()
+def repo(new_repo):
+    r = new_repo()
     r.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     r.declare_cards({"gpu-1": "flagship", "gpu-2": "flagship"}, NOW)
     return r
@@ -122,7 +122,7 @@ def test_strict_quarantines_unknown_cards_and_register_unknown_registers_them(re
     assert "gpu-8" not in cards  # no valid record, no registration
 
 
-def test_csv_jsonl_and_parquet_store_the_same_samples():
+def test_csv_jsonl_and_parquet_store_the_same_samples(new_repo):
     frame = pd.DataFrame(
         {
             "card_id": ["gpu-1", "gpu-2", "gpu-1"],
@@ -137,7 +137,7 @@ def test_csv_jsonl_and_parquet_store_the_same_samples():
         ("jsonl", frame.to_json(orient="records", lines=True).encode()),
         ("parquet", _parquet(frame)),
     ]:
-        r = sqlite_memory_repository()
+        r = new_repo()
         out = ingest_parsed(r, parse_bytes(data, fmt, f"f.{fmt}"), settings())
         assert (out.read, out.stored, out.quarantined) == (3, 3, 0), fmt
         stored.append(r.hourly_rollups().drop(columns=["card_class"]))
@@ -145,7 +145,7 @@ def test_csv_jsonl_and_parquet_store_the_same_samples():
     pd.testing.assert_frame_equal(stored[0], stored[2])
 
 
-def test_parquet_timestamps_and_bad_rows():
+def test_parquet_timestamps_and_bad_rows(new_repo):
     table = pa.table(
         {
             "card_id": pa.array(["gpu-1", "gpu-1", None, "gpu-1"]),
@@ -155,13 +155,13 @@ def test_parquet_timestamps_and_bad_rows():
     )
     buf = io.BytesIO()
     pq.write_table(table, buf)
-    r = sqlite_memory_repository()
+    r = new_repo()
     out = ingest_parsed(r, parse_bytes(buf.getvalue(), "parquet", "f.parquet"), settings())
     assert out.stored == 1 and out.reasons == {"non-finite:tokens_per_s": 1, "missing:card_id": 1, "missing:ts": 1}
     assert r.hourly_rollups()["hour_ts"].tolist() == [T0]
 
 
-def test_jsonl_bad_lines():
+def test_jsonl_bad_lines(new_repo):
     lines = [
         json.dumps({"card_id": "a", "ts": T0, "tokens_per_s": 1.0}),
         "{not json",
@@ -171,7 +171,7 @@ def test_jsonl_bad_lines():
         json.dumps({"card_id": ["a"], "ts": T0 + 3, "tokens_per_s": 1}),
         json.dumps({"card_id": "a", "ts": "2025-01-01T00:00:04Z", "tokens_per_s": "2.5"}),
     ]
-    r = sqlite_memory_repository()
+    r = new_repo()
     out = ingest_text(r, "\n".join(lines), "jsonl")
     assert out.stored == 2
     assert out.reasons == {"invalid-json": 1, "not-an-object": 1, "unknown-field": 1, "unparseable:tokens_per_s": 1, "unparseable:card_id": 1}
@@ -243,8 +243,8 @@ def _far_time_file(fmt: str, far: str) -> bytes:
 
 @pytest.mark.parametrize("far", FAR_TIMES)
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
-def test_a_time_far_outside_the_calendar_is_out_of_range_not_a_crash(fmt, far):
-    r = sqlite_memory_repository()
+def test_a_time_far_outside_the_calendar_is_out_of_range_not_a_crash(fmt, far, new_repo):
+    r = new_repo()
     out = ingest_parsed(r, parse_bytes(_far_time_file(fmt, far), fmt, f"far.{fmt}"), settings())
     assert (out.read, out.stored) == (4, 2)
     assert out.reasons == {"out-of-range:ts": 1, "unparseable:ts": 1}
@@ -253,7 +253,7 @@ def test_a_time_far_outside_the_calendar_is_out_of_range_not_a_crash(fmt, far):
 
 
 @pytest.mark.parametrize("unit", ["s", "ms", "us"])
-def test_parquet_timestamp_column_far_outside_the_calendar(unit):
+def test_parquet_timestamp_column_far_outside_the_calendar(unit, new_repo):
     import datetime as dt
 
     table = pa.table({
@@ -263,5 +263,5 @@ def test_parquet_timestamp_column_far_outside_the_calendar(unit):
     })
     buf = io.BytesIO()
     pq.write_table(table, buf)
-    out = ingest_parsed(sqlite_memory_repository(), parse_bytes(buf.getvalue(), "parquet", "far.parquet"), settings())
+    out = ingest_parsed(new_repo(), parse_bytes(buf.getvalue(), "parquet", "far.parquet"), settings())
     assert (out.stored, out.reasons) == (1, {"out-of-range:ts": 2})

@@ -21,11 +21,11 @@ CARDS = 1000
 NOW = 1_767_225_600
 
 
-def test_one_bad_in_a_hundred_all_valid_stored_all_bad_quarantined_and_again_nothing_new(tmp_path):
+def test_one_bad_in_a_hundred_all_valid_stored_all_bad_quarantined_and_again_nothing_new(tmp_path, store_url):
     src = tmp_path / "month.csv"
     expected_reasons = write_csv(src, SAMPLES, cards=CARDS, bad_every=100)
     n_bad = SAMPLES // 100
-    repo = open_repository(f"sqlite:///{tmp_path / 'fleet.db'}")
+    repo = open_repository(store_url)
     repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     s = IngestSettings(now_ts=NOW, default_class="flagship")
 

@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from fleet.ingest import IngestSettings, ingest_file, ingest_parsed, parse_bytes
-from storage import ClassSpec, open_repository, sqlite_memory_repository
+from storage import ClassSpec, open_repository
 from tests.storage.stored import quarantined
 
 NOW = 1_767_225_600
@@ -40,17 +40,17 @@ def block_bytes(request, monkeypatch):
     return request.param
 
 
-def test_a_quote_inside_a_field_is_part_of_it_wherever_else_the_file_quotes(block_bytes):
-    alone = sqlite_memory_repository()
+def test_a_quote_inside_a_field_is_part_of_it_wherever_else_the_file_quotes(block_bytes, new_repo):
+    alone = new_repo()
     ingest_text(alone, f'card_id,ts,tokens_per_s\ngpu7",{T0},5\n')
-    beside = sqlite_memory_repository()
+    beside = new_repo()
     ingest_text(beside, f'card_id,ts,tokens_per_s\n"gpu8",{T0},5\ngpu7",{T0},6\n')
     assert stored_cards(alone) == {'gpu7"'}
     assert stored_cards(beside) == {'gpu7"', "gpu8"}
 
 
-def test_quoted_fields_hold_commas_and_doubled_quotes(block_bytes):
-    r = sqlite_memory_repository()
+def test_quoted_fields_hold_commas_and_doubled_quotes(block_bytes, new_repo):
+    r = new_repo()
     out = ingest_text(r, f'card_id,ts,tokens_per_s,card_class\n"a,b",{T0},5,"big, fast"\n"x""y",{T0},6,plain\n')
     assert (out.stored, out.quarantined) == (2, 0)
     assert stored_cards(r) == {"a,b", 'x"y'}
@@ -74,8 +74,8 @@ LINES = [
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["LF", "CRLF", "CR"])
-def test_records_are_numbered_by_their_line_in_the_file(block_bytes, newline):
-    r = sqlite_memory_repository()
+def test_records_are_numbered_by_their_line_in_the_file(block_bytes, newline, new_repo):
+    r = new_repo()
     out = ingest_text(r, newline.join(LINES))
     q = quarantined(r.engine).sort_values("record_no")
     assert list(zip(q["record_no"], q["reason"])) == [
@@ -102,26 +102,26 @@ def _big_csv(tmp_path, lines: int, bad_at: int, bad: bytes) -> tuple:
 
 @pytest.mark.parametrize("bad, reason", [(b"gpu-\xff\xfe,%d,5\n", "unparseable:card_id"), (b"gpu-1,%d,5\x00\n", "unparseable:tokens_per_s")],
                          ids=["not-UTF-8", "NUL"])
-def test_a_fault_deep_in_a_big_file_is_a_bad_record_not_a_bad_file(tmp_path, bad, reason):
+def test_a_fault_deep_in_a_big_file_is_a_bad_record_not_a_bad_file(tmp_path, bad, reason, new_repo):
     # The first MiB is checked whole before anything is written (a file starting as binary is a bad file); a byte
     # that is not text past it is a fault of its own record.
     n = 60_000  # about 1.6 MB: the bad line is past the first MiB
     path = _big_csv(tmp_path, n, n - 10, bad % T0)
-    r = sqlite_memory_repository()
+    r = new_repo()
     out = ingest_file(r, path, settings())
     assert (out.read, out.stored, out.quarantined, out.reasons) == (n - 1, n - 2, 1, {reason: 1})
     (row,) = quarantined(r.engine).itertuples()
     assert row.record_no == n - 10 and "\ufffd" in row.raw_text and "\x00" not in row.raw_text
 
 
-def test_a_jsonl_line_not_utf8_deep_in_the_file_is_invalid_json(tmp_path):
+def test_a_jsonl_line_not_utf8_deep_in_the_file_is_invalid_json(tmp_path, new_repo):
     path = tmp_path / "big.jsonl"
     n = 20_000
     with open(path, "wb") as f:
         for i in range(1, n + 1):
             f.write(b'{"card_id": "gpu-\xff", "ts": 1, "tokens_per_s": 1}\n' if i == n - 5 else
                     json.dumps({"card_id": f"gpu-{i % 50}", "ts": T0 + 60 * (i // 50), "tokens_per_s": 100 + i % 1000}).encode() + b"\n")
-    r = sqlite_memory_repository()
+    r = new_repo()
     out = ingest_file(r, path, settings())
     assert (out.read, out.stored, out.reasons) == (n, n - 1, {"invalid-json": 1})
     assert quarantined(r.engine)["record_no"].tolist() == [n - 5]
@@ -150,10 +150,10 @@ def test_memory_does_not_grow_with_the_file(tmp_path, monkeypatch):
     assert large < 1.5 * small, (small, large)
 
 
-def test_a_byte_order_mark_past_the_header_is_data_wherever_the_block_starts(block_bytes):
+def test_a_byte_order_mark_past_the_header_is_data_wherever_the_block_starts(block_bytes, new_repo):
     # (found by the reader properties) pyarrow drops a byte-order mark at the start of what it parses, so a line
     # starting with one read differently at the head of a block
-    r = sqlite_memory_repository()
+    r = new_repo()
     out = ingest_text(r, f"card_id,ts,tokens_per_s\n\ufeff\n\ufeffgpu-1,{T0},5\n\ufeff\n")
     assert (out.stored, out.reasons) == (1, {"malformed-line": 2})
     assert stored_cards(r) == {"\ufeffgpu-1"}

@@ -9,7 +9,6 @@ import pytest
 
 from fleet.ingest import IngestSettings, drain_drop_folder
 from fleet.ingest.drop import is_half_written
-from storage import sqlite_memory_repository
 from tests.storage.stored import ingest_runs
 
 NOW = 1_767_225_600
@@ -27,28 +26,28 @@ def _settings() -> IngestSettings:
 
 
 @pytest.mark.parametrize("name", ["a.csv.part", "a.csv.PART", "a.csv.tmp", "a.jsonl.partial", ".a.csv", ".hidden.parquet"])
-def test_a_half_written_name_is_never_taken(tmp_path, name):
+def test_a_half_written_name_is_never_taken(tmp_path, name, new_repo):
     assert is_half_written(name)
     _drop(tmp_path / name, [("gpu-1", T0, 1)])
-    assert drain_drop_folder(sqlite_memory_repository(), tmp_path, _settings, settle_s=2, clock=lambda: MTIME + 10**6) == []
+    assert drain_drop_folder(new_repo(), tmp_path, _settings, settle_s=2, clock=lambda: MTIME + 10**6) == []
     assert (tmp_path / name).exists()
 
 
-def test_settling_is_judged_by_the_injected_clock(tmp_path):
-    repo = sqlite_memory_repository()
+def test_settling_is_judged_by_the_injected_clock(tmp_path, new_repo):
+    repo = new_repo()
     _drop(tmp_path / "a.csv", [("gpu-1", T0, 1)])
     assert drain_drop_folder(repo, tmp_path, _settings(), settle_s=5, clock=lambda: MTIME + 4) == []
     (taken,) = drain_drop_folder(repo, tmp_path, _settings(), settle_s=5, clock=lambda: MTIME + 5)
     assert (taken.name, taken.report.stored, taken.moved_to) == ("a.csv", 1, tmp_path / "done" / "a.csv")
 
 
-def test_errors_name_the_file_as_dropped_not_its_processing_path(tmp_path):
+def test_errors_name_the_file_as_dropped_not_its_processing_path(tmp_path, new_repo):
     drop = tmp_path / "drop"
     drop.mkdir()
     (drop / "bad.csv").write_text("card,ts\n1,2\n")
     os.utime(drop / "bad.csv", (MTIME, MTIME))
     _drop(drop / "good.csv", [("gpu-1", T0, 1)])
-    repo = sqlite_memory_repository()
+    repo = new_repo()
     results = {r.name: r for r in drain_drop_folder(repo, drop, _settings, settle_s=0, clock=lambda: MTIME)}
     bad = results["bad.csv"]
     assert bad.error.startswith(f"{str(drop / 'bad.csv')!r}: missing column") and "processing" not in bad.error
@@ -57,8 +56,8 @@ def test_errors_name_the_file_as_dropped_not_its_processing_path(tmp_path):
     assert [run.source for run in ingest_runs(repo.engine)] == [str(drop / "good.csv")]
 
 
-def test_nothing_in_done_or_failed_is_overwritten(tmp_path):
-    repo = sqlite_memory_repository()
+def test_nothing_in_done_or_failed_is_overwritten(tmp_path, new_repo):
+    repo = new_repo()
     for k in range(3):
         _drop(tmp_path / "a.csv", [("gpu-1", T0 + k, 1)])
         (tmp_path / "bad.csv").write_text(f"nope{k}\n")
@@ -71,8 +70,8 @@ def test_nothing_in_done_or_failed_is_overwritten(tmp_path):
     assert repo.sample_count() == 3
 
 
-def test_a_file_changed_while_it_was_read_goes_back_and_is_taken_again(tmp_path):
-    repo = sqlite_memory_repository()
+def test_a_file_changed_while_it_was_read_goes_back_and_is_taken_again(tmp_path, new_repo):
+    repo = new_repo()
     _drop(tmp_path / "a.csv", [("gpu-1", T0, 1)])
     calls = []
 

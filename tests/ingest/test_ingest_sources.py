@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, drain_drop_folder, ingest_prometheus
-from storage import sqlite_memory_repository
 from tests.storage.stored import ingest_runs
 
 NOW = 1_767_225_600
@@ -31,8 +30,8 @@ def _csv(path, rows, age_s=600):
     os.utime(path, (old, old))
 
 
-def test_drop_folder_takes_each_ready_file_once(tmp_path):
-    repo = sqlite_memory_repository()
+def test_drop_folder_takes_each_ready_file_once(tmp_path, new_repo):
+    repo = new_repo()
     _csv(tmp_path / "a.csv", [("gpu-1", T0, 100), ("gpu-1", T0 + 60, 200)])
     _csv(tmp_path / "b.csv.part", [("gpu-2", T0, 100)])  # still being written, by convention
     _csv(tmp_path / "c.csv", [("gpu-3", T0, 100)], age_s=0)  # just touched: not settled yet
@@ -63,8 +62,8 @@ def test_drop_folder_takes_each_ready_file_once(tmp_path):
     assert (tmp_path / "done" / "a.1.csv").is_file()
 
 
-def test_drop_folder_resumes_a_file_left_in_processing(tmp_path):
-    repo = sqlite_memory_repository()
+def test_drop_folder_resumes_a_file_left_in_processing(tmp_path, new_repo):
+    repo = new_repo()
     (tmp_path / "processing").mkdir()
     _csv(tmp_path / "processing" / "x.csv", [("gpu-1", T0, 100)], age_s=0)
     out = drain_drop_folder(repo, tmp_path, settings, settle_s=30)
@@ -72,11 +71,11 @@ def test_drop_folder_resumes_a_file_left_in_processing(tmp_path):
     assert (tmp_path / "done" / "x.csv").exists()
 
 
-def test_drop_folder_that_is_not_a_folder(tmp_path):
+def test_drop_folder_that_is_not_a_folder(tmp_path, new_repo):
     from fleet.core.scenario import ConfigError
 
     with pytest.raises(ConfigError, match="not a folder"):
-        drain_drop_folder(sqlite_memory_repository(), tmp_path / "nope", settings)
+        drain_drop_folder(new_repo(), tmp_path / "nope", settings)
 
 
 class _Prometheus(BaseHTTPRequestHandler):
@@ -123,9 +122,9 @@ MATRIX = {
 }
 
 
-def test_prometheus_range_query_is_ingested(prometheus):
+def test_prometheus_range_query_is_ingested(prometheus, new_repo):
     _Prometheus.answer = MATRIX
-    repo = sqlite_memory_repository()
+    repo = new_repo()
     out = ingest_prometheus(repo, prometheus, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
     path, params = _Prometheus.queries[0]
     assert path == "/api/v1/query_range"
@@ -138,10 +137,10 @@ def test_prometheus_range_query_is_ingested(prometheus):
     assert (again.stored, again.duplicates) == (0, 3)
 
 
-def test_prometheus_errors_name_the_source(prometheus):
+def test_prometheus_errors_name_the_source(prometheus, new_repo):
     _Prometheus.answer = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
     _Prometheus.status = 400
-    repo = sqlite_memory_repository()
+    repo = new_repo()
     with pytest.raises(BadSource, match="HTTP 400: parse error at char 5"):
         ingest_prometheus(repo, prometheus, "rate(", T0, T0 + 60, 60, settings())
     _Prometheus.status = 200
@@ -153,9 +152,9 @@ def test_prometheus_errors_name_the_source(prometheus):
     assert ingest_runs(repo.engine) == []
 
 
-def test_cli_prometheus_and_watch(prometheus, tmp_path):
+def test_cli_prometheus_and_watch(prometheus, tmp_path, store_url):
     _Prometheus.answer = MATRIX
-    db = f"sqlite:///{tmp_path / 'fleet.db'}"
+    db = store_url
     r = subprocess.run(
         [sys.executable, "-m", "fleet.cli.app", "ingest", "--prometheus", prometheus, "--start", str(T0), "--end", str(T0 + 180), "--db", db, "--json"],
         capture_output=True, text=True, timeout=120,

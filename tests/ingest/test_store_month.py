@@ -66,12 +66,12 @@ def test_stored_month_replays_to_the_presets_decisions(tmp_path, preset, fix):
     np.testing.assert_allclose(month.true_tps, drawn.measured_tps[:, scenario.warmup_hours :].mean(axis=1), rtol=1e-6)
 
 
-def test_month_from_store_after_fleet_ingest(tmp_path):
+def test_month_from_store_after_fleet_ingest(tmp_path, store_url):
     scenario = load_preset("noise-evictor").resolve()
     drawn = draw_month(scenario)
     src = tmp_path / "telemetry.csv"
     write_month_telemetry(src, drawn)
-    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    url = store_url
     pool = tmp_path / "pool.toml"
     c = scenario.classes[0]
     pool.write_text(f'default_class = "{c.name}"\n[[classes]]\nname = "{c.name}"\nrated_tps = {c.rated_tps}\nrent_usd_per_month = {c.rent_usd_per_month}\n')

@@ -14,8 +14,8 @@ from storage.models import Base
 from tests.storage.stored import ingest_runs, quarantined
 
 
-def test_models_and_migrations_do_not_drift(tmp_path):
-    url = f"sqlite:///{tmp_path / 'drift.db'}"
+def test_models_and_migrations_do_not_drift(store_url):
+    url = store_url
     engine = make_engine(url)
     upgrade(url, engine=engine)
     with engine.connect() as conn:
@@ -24,9 +24,9 @@ def test_models_and_migrations_do_not_drift(tmp_path):
     assert current_revision(engine) == head_revision()
 
 
-def test_drift_check_can_fail(tmp_path):
+def test_drift_check_can_fail(store_url):
     """The comparison above sees a missing column: a schema one revision behind differs from the models."""
-    url = f"sqlite:///{tmp_path / 'old.db'}"
+    url = store_url
     engine = make_engine(url)
     upgrade(url, "0001", engine=engine)
     with engine.connect() as conn:
@@ -82,12 +82,12 @@ def test_upgrade_from_first_revision_keeps_data(tmp_path):
     assert repo.hourly_rollups()["sample_count"].tolist() == [3]
 
 
-def test_schema_not_at_head_is_refused(tmp_path):
+def test_schema_not_at_head_is_refused(store_url):
     import pytest
 
     from storage import StoreError
 
-    url = f"sqlite:///{tmp_path / 'old.db'}"
+    url = store_url
     upgrade(url, "0001")
     with pytest.raises(StoreError, match="fleet db upgrade"):
         open_repository(url)

@@ -1,4 +1,4 @@
-"""The store on SQLite: pragmas on every connection, writers that wait for each other, and the service's side."""
+"""The store: SQLite's pragmas on every connection, writers that wait for each other, and the service's side (on both backends)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from storage import ClassSpec, Rejected, SampleBatch, make_engine, open_repository, sqlite_memory_repository
+from storage import ClassSpec, Rejected, SampleBatch, make_engine, open_repository
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
 T0 = 1_735_689_600
@@ -26,9 +26,10 @@ def test_sqlite_pragmas_on_every_connection(tmp_path):
             conn.execute(text("INSERT INTO cards (card_key, class_id, registered_ts) VALUES ('x', 999, 0)"))
 
 
-def test_two_writers_wait_for_each_other(tmp_path):
-    """The busy timeout makes a second writer wait for the first instead of failing with 'database is locked'."""
-    url = f"sqlite:///{tmp_path / 'w.db'}"
+def test_two_writers_wait_for_each_other(store_url):
+    """Writers at once wait for each other: on SQLite the busy timeout makes a second writer wait for the first
+    instead of failing with 'database is locked'."""
+    url = store_url
     open_repository(url)
     errors = []
 
@@ -57,10 +58,10 @@ def _hour(hour_ts: int) -> HourFigures:
     return HourFigures(hour_ts, T0, 6000.0, 6000.0, 6000.0, 5900.0, 1, 3.74, 0.0, 0.0, 3.74, 0, 0)
 
 
-def test_the_services_side_records_through_the_service_store():
+def test_the_services_side_records_through_the_service_store(new_repo):
     """Scores, the journal with its run-set intervals and retirements, and billed hours, through `ServiceStore`:
     the only way `fleet` writes them."""
-    repo = sqlite_memory_repository()
+    repo = new_repo()
     repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     repo.declare_cards({"gpu-1": "flagship", "gpu-2": "flagship"}, T0)
     store = ServiceStore(repo.engine)

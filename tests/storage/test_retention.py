@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import text
 
-from storage import ClassSpec, Rejected, SampleBatch, sqlite_memory_repository
+from storage import ClassSpec, Rejected, SampleBatch
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
 T0 = 1_735_689_600  # 2025-01-01T00:00Z, on the hour
@@ -32,9 +32,9 @@ def _count(repo, table: str) -> int:
         return int(conn.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
 
 
-def _store():
-    """Two cards, a sample a minute over four hours from T0; a score, a journaled hour and a billed hour beside them."""
-    repo = sqlite_memory_repository()
+def _store(repo):
+    """Two cards, a sample a minute over four hours from T0; a score, a journaled hour and a billed hour beside them,
+    in the new store `repo`."""
     repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
     _ingest(repo, _batch(["gpu-1", "gpu-2"], T0 + 60 * np.arange(240)), "d1")
     store = ServiceStore(repo.engine)
@@ -44,8 +44,8 @@ def _store():
     return repo
 
 
-def test_prune_deletes_raw_samples_of_whole_hours_before_the_cutoff_and_nothing_else():
-    repo = _store()
+def test_prune_deletes_raw_samples_of_whole_hours_before_the_cutoff_and_nothing_else(new_repo):
+    repo = _store(new_repo())
     rollups_before = repo.hourly_rollups()
     kept = {t: _count(repo, t) for t in ("hourly_rollups", "scores", "decisions", "run_set_intervals", "service_hours", "bills", "cards")}
     # The cutoff is 30 minutes into the third hour: only the first two whole hours go.
@@ -60,8 +60,8 @@ def test_prune_deletes_raw_samples_of_whole_hours_before_the_cutoff_and_nothing_
     assert (again.samples, again.cards) == (0, 0)
 
 
-def test_samples_without_a_rollup_are_kept():
-    repo = _store()
+def test_samples_without_a_rollup_are_kept(new_repo):
+    repo = _store(new_repo())
     with repo.engine.begin() as conn:  # an hour whose rollup is missing (it never happens through write_batch)
         conn.execute(text("DELETE FROM hourly_rollups WHERE hour_ts = :h"), {"h": T0})
     pruned = repo.prune_raw(T0 + 2 * H)
@@ -69,8 +69,8 @@ def test_samples_without_a_rollup_are_kept():
     assert repo.sample_count() == 2 * 240 - 2 * 60
 
 
-def test_a_sample_re_sent_for_a_pruned_hour_is_a_duplicate_and_its_rollup_stands():
-    repo = _store()
+def test_a_sample_re_sent_for_a_pruned_hour_is_a_duplicate_and_its_rollup_stands(new_repo):
+    repo = _store(new_repo())
     before = repo.hourly_rollups()
     repo.prune_raw(T0 + 2 * H)
     # The same four hours again, and a new card in a pruned hour (its hour has no rollup: it is new).
