@@ -62,12 +62,14 @@ class LeaseStore:
             r = conn.execute(_READ, {"n": name}).first()
         return None if r is None else _record(r)
 
-    def try_acquire(self, name: str, holder: str, now_ts: float, duration_s: float) -> tuple[bool, LeaseRecord | None]:
+    def try_acquire(self, name: str, holder: str, now_ts: float,
+                    duration_s: float) -> tuple[bool, LeaseRecord | None, LeaseRecord | None]:
         """Take the lease, or renew it if `holder` has it, until `now_ts + duration_s`. Returns (held, the row as it
-        stands). A lease another holder has and that has not expired is only read: no write, no write lock."""
+        stands, the row as read just before: whose lease was taken over). A lease another holder has and that has
+        not expired is only read: no write, no write lock."""
         seen = self.read(name)
         if seen is not None and seen.holder != holder and not seen.expired(now_ts):
-            return False, seen
+            return False, seen, seen
         params = {"n": name, "h": holder, "now": float(now_ts), "exp": float(now_ts) + float(duration_s)}
         with self.engine.begin() as conn:
             won = conn.execute(_TAKE, params).rowcount == 1
@@ -75,7 +77,7 @@ class LeaseStore:
                 won = conn.execute(_INSERT, params).rowcount == 1
             r = conn.execute(_READ, {"n": name}).first()
         rec = None if r is None else _record(r)
-        return won and rec is not None and rec.holder == holder, rec
+        return won and rec is not None and rec.holder == holder, rec, seen
 
     def release(self, name: str, holder: str, now_ts: float) -> bool:
         """End `holder`'s lease now, so a standby need not wait for it to expire; False if it was not held."""

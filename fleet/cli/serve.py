@@ -48,6 +48,7 @@ def serve_cmd(
     from fleet.presets import load_preset
     from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
     from fleet.service.config import load_service_config
+    from fleet.service.lease import make_keeper
     from fleet.service.service import Service
     from fleet.service.simulation import SimClock, Simulation, WallClock, simulation_config
     from storage.repository import open_repository
@@ -62,6 +63,9 @@ def serve_cmd(
     logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
+    lease_log = logging.getLogger("fleet.service.lease")
+    lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
     metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}, "metrics": metrics})
     sim = None
@@ -79,11 +83,11 @@ def serve_cmd(
     else:
         clock = WallClock()
     try:
-        service = Service(cfg, repo, clock, simulation=sim)
+        service = Service(cfg, repo, clock, simulation=sim, lease=make_keeper(cfg.lease, repo.engine))
     except KeyError as err:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
     collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
-                               quarantine_reasons=_reasons())
+                               quarantine_reasons=_reasons(), leadership=service.leadership)
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)

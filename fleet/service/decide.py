@@ -5,7 +5,8 @@ from what the hour before left, `HourLeft`); `tick` decides it; the pure
 `journal_entries` turns the `Decisions` into the journal's rows (`fleet
 explain`, `fleet status` and the snapshot read their keys, kinds and details);
 the journal writes them with the run-set changes in one transaction, and only
-then does the actuator see them.
+then does the actuator see them, under the epoch of the service's lease. What
+one leader journaled and did not act on, the next acts on first.
 """
 
 from __future__ import annotations
@@ -169,9 +170,11 @@ class DecideJob:
     demand: object
     stopping: Callable[[], bool] = lambda: False
     policy_scores: Callable[[int, PoolIndex], tuple | None] = lambda hour_ts, index: None  # the estimator's, if not a mean
+    epoch: Callable[[], int | None] = lambda: None  # the lease the service leads under, carried by every action
 
     def _act(self) -> None:
-        out = self.journal.act_pending(self.stopping)
+        # `stopping` turns true as soon as the lease is lost: no action starts after that.
+        out = self.journal.act_pending(self.stopping, epoch=self.epoch())
         if out.failed:
             raise RuntimeError(out.error)
 

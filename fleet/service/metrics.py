@@ -7,9 +7,11 @@ counts of cards, `_ratio` for a ratio from 0 to 1 (convergence can pass 1 in a
 month the ideal costs more than the real bill, which a short month can show).
 Counters end in `_total` and are month-to-date where a user graphs a rate
 (dollars, tokens, evictions); they restart with each month, which Prometheus's
-`rate()` reads as a counter reset. Labels are bounded (`part`, `window`, `job`,
-`outcome`, `reason`, `kind`) except `card`, the card id, which
-`[metrics] per_card = false` switches off for large pools. Every known label
+`rate()` reads as a counter reset. A state that is on or off is a 0/1 gauge
+named for the state (`fleet_leader`, `..._open`, `..._pass`, `..._warm`).
+Labels are bounded (`part`, `window`, `job`, `outcome`, `reason`, `kind`,
+`card_class`) except `card`, the card id, which `[metrics] per_card = false`
+switches off for large pools. Every known label
 value is emitted from the first scrape (zero until it happens), so a dashboard
 never sees a series appear from nothing.
 
@@ -35,6 +37,7 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.samples import Sample
 
 BILL_PARTS = ("rent", "churn")
 INGEST_OUTCOMES = ("stored", "duplicate", "quarantined")
@@ -95,9 +98,10 @@ class FleetCollector(Collector):
     """Reads a `fleet.service.Snapshot` and the job statistics at scrape time."""
 
     def __init__(self, snapshot: Callable[[], object], job_stats: Callable[[], dict], per_card: bool = True,
-                 quarantine_reasons: Iterable[str] = ()):
+                 quarantine_reasons: Iterable[str] = (), leadership: Callable[[], tuple[bool, int | None]] | None = None):
         self._snapshot = snapshot
         self._job_stats = job_stats
+        self._leadership = leadership  # (leads, lease epoch) read at scrape time; None: no lease, no series
         self.per_card = per_card
         self.reasons = tuple(quarantine_reasons)
         self._prefix_cache = None  # (key, prefixes of the score and tokens-per-usd lines, prefixes of the warm lines)
@@ -108,6 +112,7 @@ class FleetCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         """Every family as prometheus-client metric objects (the reference rendering; `/metrics` uses `exposition`)."""
         yield from self._jobs()
+        yield from self._lease()
         s = self._snapshot()
         if s is None:
             return
@@ -119,7 +124,7 @@ class FleetCollector(Collector):
         """The text format of every family, as `generate_latest` writes `collect()`, with the per-card families
         rendered by `card_text` from the same snapshot."""
         s = self._snapshot()
-        fleet = list(self._jobs()) + ([] if s is None else list(self._fleet(s)))
+        fleet = list(self._jobs()) + list(self._lease()) + ([] if s is None else list(self._fleet(s)))
         head = generate_latest(_Families(fleet))
         if s is None or not self.per_card:
             return head
@@ -141,6 +146,16 @@ class FleetCollector(Collector):
         yield dur
         yield runs
         yield last
+
+    def _lease(self) -> Iterable[Metric]:
+        """Whether this process leads the store now, and the lease's epoch (its own, or the leader's it waits for)."""
+        if self._leadership is None:
+            return
+        leads, epoch = self._leadership()
+        yield GaugeMetricFamily("fleet_leader", "1 if this process holds the store's lease and runs the writing jobs; "
+                                "0 on a standby.", value=1.0 if leads else 0.0)
+        yield GaugeMetricFamily("fleet_leader_epoch", "Epoch of the store's lease: this process's if it leads, else the "
+                                "leader's as last read (0: none seen).", value=float(epoch or 0))
 
     def _fleet(self, s) -> Iterable[Metric]:
         t = s.totals
@@ -209,18 +224,24 @@ class FleetCollector(Collector):
         yield q
 
     def _cards(self, s) -> Iterable[Metric]:
-        score = GaugeMetricFamily(*CARD_SCORE, labels=["card", "window"])
-        tpd = GaugeMetricFamily(*CARD_TOKENS_PER_USD, labels=["card", "window"])
+        cls = s.card_classes
+
+        def labels(card: str, **more) -> dict:
+            # A card of no known class has no card_class label (to Prometheus, the same as an empty one).
+            return {"card": card, **({"card_class": cls[card]} if cls.get(card) else {}), **more}
+
+        score = GaugeMetricFamily(*CARD_SCORE, labels=["card", "card_class", "window"])
+        tpd = GaugeMetricFamily(*CARD_TOKENS_PER_USD, labels=["card", "card_class", "window"])
         for window, cards in s.scores.items():
             for card, (v, d) in sorted(cards.items()):
-                score.add_metric([card, window], _finite(v))
-                tpd.add_metric([card, window], _finite(d))
+                score.samples.append(Sample(score.name, labels(card, window=window), _finite(v)))
+                tpd.samples.append(Sample(tpd.name, labels(card, window=window), _finite(d)))
         yield score
         yield tpd
-        warm = GaugeMetricFamily(*CARD_WARM, labels=["card"])
+        warm = GaugeMetricFamily(*CARD_WARM, labels=["card", "card_class"])
         in_set = set(s.run_set)
         for card in sorted({c for cards in s.scores.values() for c in cards} | in_set):
-            warm.add_metric([card], 1.0 if card in in_set else 0.0)
+            warm.samples.append(Sample(warm.name, labels(card), 1.0 if card in in_set else 0.0))
         yield warm
 
     def card_text(self, s) -> str:
@@ -230,15 +251,18 @@ class FleetCollector(Collector):
         ordered = {w: sorted(s.scores[w]) for w in windows}
         in_set = set(s.run_set)
         all_cards = sorted({c for w in windows for c in ordered[w]} | in_set)
-        key = (tuple(windows), tuple(all_cards), tuple(tuple(ordered[w]) for w in windows))
+        cls = s.card_classes
+        key = (tuple(windows), tuple(all_cards), tuple(tuple(ordered[w]) for w in windows),
+               tuple(cls.get(c, "") for c in all_cards))
         cached = self._prefix_cache  # one read: concurrent scrapes each see a whole cache entry
         if cached is None or cached[0] != key:
-            esc = {c: _escape_label(c) for c in all_cards}
+            esc = {c: f'card="{_escape_label(c)}"' + (f',card_class="{_escape_label(cls[c])}"' if cls.get(c) else "")
+                   for c in all_cards}
             prefixes = {
-                (name, w): [f'{name}{{card="{esc[c]}",window="{_escape_label(w)}"}} ' for c in ordered[w]]
+                (name, w): [f'{name}{{{esc[c]},window="{_escape_label(w)}"}} ' for c in ordered[w]]
                 for name in (CARD_SCORE[0], CARD_TOKENS_PER_USD[0]) for w in windows
             }
-            cached = (key, prefixes, [f'{CARD_WARM[0]}{{card="{esc[c]}"}} ' for c in all_cards])
+            cached = (key, prefixes, [f'{CARD_WARM[0]}{{{esc[c]}}} ' for c in all_cards])
             self._prefix_cache = cached
         _, prefixes, warm_prefixes = cached
         out = []

@@ -4,8 +4,10 @@ Jobs run on a BackgroundScheduler with `coalesce=True` (a stalled job runs once,
 not once per missed interval), `max_instances=1` (a job never overlaps itself)
 and a misfire grace of half its interval (a run later than that is skipped and
 counted; the next one catches up, as every job catches up on all the hours due).
-Writers take turns on one lock. Only `start` touches APScheduler, so the stats,
-the intervals and the run wrapper are plain code.
+Writers take turns on one lock, and run only while the runner's `may_run` says
+so (the service leads the store); a writer's run on a standby is skipped and not
+counted. Only `start` and `wake` touch APScheduler, so the stats, the intervals
+and the run wrapper are plain code.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ from typing import Callable, Mapping
 
 from fleet.service.calendar import HOUR_S
 
-JOBS = ("ingest", "score", "decide", "billing", "metrics")
+JOBS = ("ingest", "score", "decide", "billing", "prune", "metrics")
 READERS = ("metrics",)
 """Jobs that only read the store, and so run without the write lock."""
+
+PRUNE_EVERY_S = 3600.0
+"""Raw samples are pruned about hourly (of the service's clock): each prune deletes about an hour's worth."""
 
 log = logging.getLogger("fleet.service.scheduler")
 
@@ -49,15 +54,27 @@ def intervals(schedule, clock, simulated: bool) -> dict[str, float]:
     return {k: min(wall[k], max(floor.get(k, 0.05), clock.wall_seconds(v))) for k, v in per_clock.items()}
 
 
-class JobRunner:
-    """Runs a job by name, counting its runs and time; writers take turns on one lock."""
+def prune_every_s(clock, simulated: bool) -> float:
+    """Wall seconds between prunes: hourly, of a simulation's clock too (never more often than every 50 ms)."""
+    return max(0.05, min(PRUNE_EVERY_S, clock.wall_seconds(PRUNE_EVERY_S))) if simulated else PRUNE_EVERY_S
 
-    def __init__(self, now: Callable[[], float], names=JOBS):
+
+class JobRunner:
+    """Runs a job by name, counting its runs and time; writers take turns on one lock, and run only if
+    `may_run(name)` (a standby skips them, uncounted)."""
+
+    def __init__(self, now: Callable[[], float], names=JOBS, may_run: Callable[[str], bool] = lambda name: True):
         self.now = now
         self.stats = {name: JobStats() for name in names}
+        self.may_run = may_run
         self._write_lock = threading.Lock()
+        self._skipped: set[str] = set()  # writers whose last run was skipped: their "ok" event is not a success
 
     def run(self, name: str, fn: Callable[[], object]) -> object:
+        if name not in READERS and not self.may_run(name):
+            self._skipped.add(name)
+            return None
+        self._skipped.discard(name)
         t0 = time.perf_counter()
         try:
             if name in READERS:
@@ -73,7 +90,7 @@ class JobRunner:
     def record(self, name: str, outcome: str, error: BaseException | None = None) -> None:
         """Count one scheduler outcome of a job: `ok`, `error`, `missed` or `skipped-overlap`."""
         st = self.stats.get(name)
-        if st is None:
+        if st is None or name in self._skipped:
             return
         if outcome == "ok":
             st.last_success_ts = self.now()
@@ -124,6 +141,19 @@ class Scheduler:
                 coalesce=True, max_instances=1, misfire_grace_time=max(1, int(round(grace))), next_run_time=first,
             )
         self.scheduler.start()
+
+    def wake(self, names) -> None:
+        """Run these jobs now rather than at their next interval (a standby that has just become leader)."""
+        from datetime import datetime, timezone
+
+        if self.scheduler is None or not self.scheduler.running:
+            return
+        for name in names:
+            if name in self.jobs:
+                try:
+                    self.scheduler.modify_job(name, next_run_time=datetime.now(timezone.utc))
+                except LookupError:  # the scheduler is shutting down and has dropped it
+                    pass
 
     def shutdown(self) -> None:
         if self.scheduler is not None and self.scheduler.running:

@@ -1,6 +1,6 @@
 """`fleet serve`: the autoscaler beside a pool, its jobs around the core's hour-step, composed.
 
-Five jobs, each its own part and each runnable by hand (the tests step them on
+Six jobs, each its own part and each runnable by hand (the tests step them on
 an injected clock; `fleet serve` runs them on APScheduler, `scheduler.py`):
 
 - `ingest` (`telemetry.py`): telemetry into the store: a drop folder, a
@@ -10,7 +10,16 @@ an injected clock; `fleet serve` runs them on APScheduler, `scheduler.py`):
   with the state it leaves, then acted on;
 - `billing` (`billing.py`): every decided hour that has ended, billed through
   the core's `bill_hours`;
+- `prune`: raw samples of rolled-up hours older than `[storage] prune_raw_after_days` go;
 - `metrics` (`snapshot.py`): the snapshot `/metrics` serves.
+
+Only the leader of the store runs the writing jobs (every job but `metrics`):
+with a lease keeper (`lease.py`, as `fleet serve` gives) the service leads while
+it holds the store's lease and stands by otherwise, and every action carries the
+lease's epoch. Without one the caller vouches that nothing else writes the store
+(the tests that step the jobs by hand). The store records what it holds at the
+first serve (`storage.identity`); a service of anything else is refused before it
+writes.
 
 Each job catches up on every hour due when it runs and keeps its progress in the
 store, so a missed or failed run loses nothing and a restart resumes where the
@@ -21,8 +30,9 @@ store says. Time is the calendar's (`calendar.py`) on an injected clock
 from __future__ import annotations
 
 import threading
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
+from fleet.core.errors import ConfigError
 from fleet.service.billing import BillJob, Hindsight, SimulatedTruth
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.config import ServiceConfig
@@ -30,14 +40,20 @@ from fleet.service.decide import DecideJob
 from fleet.service.demand import MonthDemand
 from fleet.service.journal import Actuator, Command, DryRun, Journal, Webhook
 from fleet.service.pool import PoolWatch, declare_pool
-from fleet.service.scheduler import JOBS, JobRunner, Scheduler, intervals
+from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
 from fleet.service.scoring import ScoreJob
 from fleet.service.simulation import Clock, Simulation
 from fleet.service.snapshot import Snapshot, build_snapshot
 from fleet.service.telemetry import IngestJob
+from storage.identity import StoreIdentity, claim_identity, read_identity
 from storage.repository import SqlRepository
 from storage.service_store import ServiceStore
 from storage.values import ClassSpec
+
+if TYPE_CHECKING:
+    from fleet.service.lease import LeaseKeeper
+
+DAY_S = 86_400
 
 
 def make_actuator(cfg: ServiceConfig) -> Actuator:
@@ -55,6 +71,31 @@ def make_calendar(cfg: ServiceConfig, sim: Simulation | None = None) -> Calendar
     return Calendar(cfg.month.start_ts, cfg.month.hours, cfg.schedule.settle_s, sim.start_ts, sim.end_ts, sim.first_ts)
 
 
+def store_identity(sim: Simulation | None) -> StoreIdentity:
+    """What a service of `sim` (or of a real pool, None) puts in its store."""
+    if sim is None:
+        return StoreIdentity.pool()
+    return StoreIdentity.simulation(sim.scenario.name, sim.scenario.seed, sim.scenario.hours)
+
+
+def check_identity(repo: SqlRepository, wanted: StoreIdentity) -> StoreIdentity:
+    """Record `wanted` as what the store holds, or refuse (ConfigError, nothing written) a store holding another."""
+    engine = repo.engine
+
+    def refuse(held: StoreIdentity) -> ConfigError:
+        url = engine.url.render_as_string(hide_password=True)
+        return ConfigError(f"database {url!r} holds {held.describe()}; it cannot serve {wanted.describe()} "
+                           "(give another --db)")
+
+    held = read_identity(engine)
+    if held is not None and not held.matches(wanted):
+        raise refuse(held)
+    held = claim_identity(engine, wanted)  # the first claim wins, should another serve claim at the same time
+    if not held.matches(wanted):
+        raise refuse(held)
+    return held
+
+
 def policy_windows(parts) -> dict[str, int]:
     """The windows the policy reads (name -> hours): sizing first, eviction last."""
     p = parts.policy
@@ -66,7 +107,8 @@ class Service:
 
     `score_windows` (name -> hours) chooses the windows scored each hour; it must
     hold the policy's own, and the last one's scores mark an hour scored. By
-    default it is the policy's: sizing, then eviction.
+    default it is the policy's: sizing, then eviction. `lease` (a `LeaseKeeper`)
+    makes the service lead only while it holds the store's lease.
     """
 
     def __init__(
@@ -77,6 +119,7 @@ class Service:
         actuator: Actuator | None = None,
         simulation: Simulation | None = None,
         score_windows: Mapping[str, int] | None = None,
+        lease: LeaseKeeper | None = None,
     ):
         if cfg.policy is None or cfg.pool is None:
             raise ValueError("the service needs a pool and a policy")
@@ -89,6 +132,7 @@ class Service:
         for name, hours in policy_windows(self.parts).items():
             if windows.get(name) != hours:
                 raise ValueError(f"the scored windows must hold the policy's {name!r} window ({hours} hours)")
+        self.identity = check_identity(repo, store_identity(simulation))  # before anything is written
         self.repo = repo
         self.store = ServiceStore(repo.engine)
         self.clock = clock
@@ -99,6 +143,10 @@ class Service:
         self.snapshot: Snapshot | None = None
         self._scheduler: Scheduler | None = None
         self._stop = threading.Event()
+        self.lease = lease
+        if lease is not None:
+            lease.on_lead = self._on_lead
+        self.runner.may_run = lambda name: self.leading()
 
         cards = {c.card_id: c.card_class for c in cfg.pool.cards}
         if simulation is not None:
@@ -106,19 +154,54 @@ class Service:
         declare_pool(repo, [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in cfg.pool.classes], cards, clock.now())
         self.pool = PoolWatch(repo, self.store, cfg.month.hours)
         demand = MonthDemand(cfg.demand, cfg.month.hours, simulation.month.demand_tps if simulation is not None else None)
-        stopping = self._stop.is_set
+        stopping = self.stopping
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,
                                 lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts)
         self.decide = DecideJob(self.store, self.journal, self.pool, self.calendar, clock, self.parts,
                                 self.scoring.scored_through_ts, self.scoring.kept, demand, stopping,
-                                policy_scores=self.scoring.policy_scores)
+                                policy_scores=self.scoring.policy_scores, epoch=self.epoch)
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(repo, self.calendar)
         self.billing = BillJob(self.store, self.pool, self.calendar, clock, demand, truth, stopping)
 
+    # -- leading -------------------------------------------------------------------------------
+    def leading(self) -> bool:
+        """Whether this service may write the store now: it holds the lease within its renew deadline (or has
+        no lease keeper)."""
+        return self.lease is None or self.lease.leading()
+
+    def epoch(self) -> int | None:
+        """The epoch of the lease this service leads under (None without a lease keeper)."""
+        return None if self.lease is None else self.lease.elector.epoch
+
+    def leadership(self) -> tuple[bool, int | None]:
+        """(leads now, the epoch of the lease as last seen: its own when it leads, the holder's when it stands by)."""
+        if self.lease is None:
+            return True, None
+        seen = self.lease.elector.observed
+        leads = self.leading()
+        return leads, (self.lease.elector.epoch if leads else seen.epoch if seen is not None else None)
+
+    def renew_lease(self) -> bool:
+        """One attempt to take or renew the lease now (the keeper's thread does this every renew_every_s)."""
+        return True if self.lease is None else self.lease.tick()
+
+    def _on_lead(self, epoch: int) -> None:
+        """Just became leader: pick up where the store is (another leader may have moved it on), then run the
+        writing jobs at once rather than at their next interval."""
+        if self.sim is not None:
+            last = self.store.last_decided_ts(self.sim.start_ts, self.sim.end_ts)
+            if last is not None and hasattr(self.clock, "advance_to"):
+                self.clock.advance_to(last + HOUR_S)  # a simulation resumes where the journal ends, as a restart does
+            rolled = self.store.last_rollup_ts()
+            if rolled is not None and (self.ingest.fed_through_ts is None or rolled > self.ingest.fed_through_ts):
+                self.ingest.fed_through_ts = rolled
+        if self._scheduler is not None:
+            self._scheduler.wake([n for n in JOBS if n not in READERS])
+
     # -- the jobs, by hand or by the scheduler ------------------------------------------------
     def ingest_job(self) -> int:
-        return self.ingest.run()
+        return self.ingest.run() if self.leading() else 0
 
     def score_job(self) -> int:
         return self.scoring.run()
@@ -129,6 +212,13 @@ class Service:
     def billing_job(self) -> int:
         return self.billing.run()
 
+    def prune_job(self) -> int:
+        """Raw samples of rolled-up hours older than `prune_raw_after_days` go; returns the samples deleted."""
+        days = self.cfg.storage.prune_raw_after_days
+        if not days > 0 or not self.leading():
+            return 0
+        return self.repo.prune_raw(int(self.clock.now() - days * DAY_S)).samples
+
     def metrics_job(self) -> Snapshot:
         self.snapshot = build_snapshot(self.store, self.pool.current(), self.calendar, self.policy, self.scoring.windows,
                                        self.cfg.checks, self.clock.now())
@@ -136,7 +226,7 @@ class Service:
 
     def jobs(self) -> dict[str, Callable[[], object]]:
         return {"ingest": self.ingest_job, "score": self.score_job, "decide": self.decide_job,
-                "billing": self.billing_job, "metrics": self.metrics_job}
+                "billing": self.billing_job, "prune": self.prune_job, "metrics": self.metrics_job}
 
     @property
     def stats(self):
@@ -150,23 +240,31 @@ class Service:
 
     # -- running -------------------------------------------------------------------------------
     def intervals(self) -> dict[str, float]:
-        return intervals(self.cfg.schedule, self.clock, self.sim is not None)
+        simulated = self.sim is not None
+        return {**intervals(self.cfg.schedule, self.clock, simulated), "prune": prune_every_s(self.clock, simulated)}
 
     def start(self, scheduler=None) -> None:
-        """Start the jobs on a BackgroundScheduler (or the one given)."""
+        """Take the lease (or stand by), then start the jobs on a BackgroundScheduler (or the one given)."""
         jobs = self.jobs()
         self._scheduler = Scheduler(self.runner, {name: jobs[name] for name in JOBS}, self.intervals(),
                                     self.cfg.schedule.misfire_grace_s)
+        if self.lease is not None:
+            self.lease.start()
         self._scheduler.start(scheduler)
 
     def stop(self) -> None:
         self._stop.set()
 
-    @property
     def stopping(self) -> bool:
-        return self._stop.is_set()
+        """The jobs stop at their next step: the service is stopping, or it no longer leads."""
+        return self._stop.is_set() or not self.leading()
 
     def shutdown(self) -> None:
+        """Stop the jobs, kill what the actuator still runs, and only then give the lease up: a standby must not
+        take over while an action of this leader can still complete."""
         self.stop()
         if self._scheduler is not None:
             self._scheduler.shutdown()
+        self.journal.actuator.close()
+        if self.lease is not None:
+            self.lease.stop(release=True)

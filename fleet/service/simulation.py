@@ -59,6 +59,13 @@ class SimClock:
     def wall_seconds(self, clock_seconds: float) -> float:
         return clock_seconds / self.speed
 
+    def advance_to(self, ts: float) -> None:
+        """Move the clock on to `ts` if it is behind it (never back): a standby that takes over a simulation
+        resumes where the journal ends, as a restart does."""
+        behind = float(ts) - self.now()
+        if behind > 0:
+            self.start_ts += behind
+
 
 @dataclass
 class Simulation:

@@ -50,6 +50,7 @@ class Snapshot:
     quarantine: dict[str, int]
     decisions: dict[str, tuple[int, int]]
     checks: dict = field(default_factory=dict)
+    card_classes: dict[str, str] = field(default_factory=dict)  # card → its class, for the per-card series' label
 
 
 def month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
@@ -114,4 +115,5 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
         quarantine=store.quarantine_reasons(),
         decisions=store.decision_counts(m0, m1),
         checks=judge_checks(figs, marks) if hours else {},
+        card_classes=dict(zip(index.keys, map(str, index.class_names.tolist()))),
     )

@@ -22,23 +22,24 @@ def leases(store_url):
 
 
 def test_the_first_taker_gets_epoch_one_and_renewing_keeps_it(leases):
-    held, rec = leases.try_acquire("fleet", "a", T0, 15)
+    held, rec, _ = leases.try_acquire("fleet", "a", T0, 15)
     assert held and (rec.holder, rec.epoch, rec.acquired_ts, rec.expires_ts) == ("a", 1, T0, T0 + 15)
-    held, rec = leases.try_acquire("fleet", "a", T0 + 2.5, 15)
+    held, rec, _ = leases.try_acquire("fleet", "a", T0 + 2.5, 15)
     assert held and (rec.epoch, rec.acquired_ts, rec.renewed_ts, rec.expires_ts) == (1, T0, T0 + 2.5, T0 + 17.5)
 
 
 def test_a_held_lease_is_refused_until_it_expires_then_the_epoch_goes_up(leases):
     leases.try_acquire("fleet", "a", T0, 15)
-    held, rec = leases.try_acquire("fleet", "b", T0 + 14.9, 15)
+    held, rec, _ = leases.try_acquire("fleet", "b", T0 + 14.9, 15)
     assert not held and rec.holder == "a" and rec.epoch == 1
-    held, rec = leases.try_acquire("fleet", "b", T0 + 15, 15)  # expires_ts <= now: expired
+    held, rec, before = leases.try_acquire("fleet", "b", T0 + 15, 15)  # expires_ts <= now: expired
     assert held and (rec.holder, rec.epoch, rec.acquired_ts) == ("b", 2, T0 + 15)
+    assert (before.holder, before.epoch, before.expires_ts) == ("a", 1, T0 + 15)  # whose lease b took
     # The old holder comes back: the lease is b's now, and a renewal of a's is refused.
-    held, rec = leases.try_acquire("fleet", "a", T0 + 16, 15)
+    held, rec, _ = leases.try_acquire("fleet", "a", T0 + 16, 15)
     assert not held and rec.holder == "b"
     # A holder that takes the lease back after another had it gets a new epoch, not its old one.
-    held, rec = leases.try_acquire("fleet", "a", T0 + 40, 15)
+    held, rec, _ = leases.try_acquire("fleet", "a", T0 + 40, 15)
     assert held and rec.epoch == 3
 
 
@@ -46,7 +47,7 @@ def test_release_lets_a_standby_take_over_at_once(leases):
     leases.try_acquire("fleet", "a", T0, 15)
     assert not leases.release("fleet", "b", T0 + 1)  # only the holder releases
     assert leases.release("fleet", "a", T0 + 1)
-    held, rec = leases.try_acquire("fleet", "b", T0 + 1, 15)
+    held, rec, _ = leases.try_acquire("fleet", "b", T0 + 1, 15)
     assert held and rec.epoch == 2
     assert not leases.release("fleet", "a", T0 + 2)
 
@@ -72,7 +73,7 @@ def test_racing_takers_one_wins_each_time(store_url):
 
             def take(i: int) -> None:
                 barrier.wait()
-                held, _ = stores[i].try_acquire("fleet", f"h{rnd}-{i}", now, 15)  # new holders every round
+                held, _, _ = stores[i].try_acquire("fleet", f"h{rnd}-{i}", now, 15)  # new holders every round
                 if held:
                     won.append(i)
 
