@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import threading
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from fleet.core.errors import ConfigError
@@ -61,6 +64,21 @@ def _probe(address: str, timeout_s: float) -> None:
         raise ClusterUnreachable(f"--dask {address!r}: answered, but is not a Dask scheduler")
 
 
+@contextmanager
+def _workers_ignore_ctrl_c():
+    """Start local workers with Ctrl-C ignored (an ignored signal is inherited through exec), so a Ctrl-C at the
+    terminal, which reaches the whole process group, stops this process alone and it closes the cluster: no
+    worker prints its own KeyboardInterrupt traceback. A Ctrl-C during the few seconds of start-up is lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class DaskEngine:
     """A sweep engine on a Dask cluster: one task per batch, results yielded as their futures complete."""
 
@@ -76,12 +94,13 @@ class DaskEngine:
         distributed = _distributed()
         timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
         if address == LOCAL:
-            cluster = distributed.LocalCluster(
-                n_workers=jobs or DEFAULT_LOCAL_WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
-                # No dashboard; the scheduler's small HTTP server on a free port of 127.0.0.1, not on 8787.
-                dashboard_address=None, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
-                silence_logs=logging.ERROR,
-            )
+            with _workers_ignore_ctrl_c():
+                cluster = distributed.LocalCluster(
+                    n_workers=jobs or DEFAULT_LOCAL_WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    # No dashboard; the scheduler's small HTTP server on a free port of 127.0.0.1, not on 8787.
+                    dashboard_address=None, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
+                    silence_logs=logging.ERROR,
+                )
             try:
                 return cls(distributed.Client(cluster, set_as_default=False), cluster)
             except BaseException:
