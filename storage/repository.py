@@ -1,13 +1,15 @@
 """The telemetry store on SQLAlchemy: `SqlRepository`, the implementation of `storage.interfaces.TelemetryStore`.
 
 Nothing outside `storage/` writes SQL. `SqlRepository` works on any SQLAlchemy
-URL (tested on SQLite); `sqlite_memory_repository()` is the same class on a
+URL (tested on SQLite and PostgreSQL); `sqlite_memory_repository()` is the same class on a
 private SQLite database in memory (not a separate twin: the SQL it runs is the
 SQL of a file store). The values it takes and returns live in `storage.values`
 and are importable from here too.
 
 Bulk writes go through the driver's executemany with bound parameters, in key
-order, `ON CONFLICT DO NOTHING` on the (card_id, ts) key. When every sample was
+order, `ON CONFLICT DO NOTHING` on the (card_id, ts) key; on PostgreSQL the
+samples go by `COPY` into a staging table and from there in one `INSERT ...
+SELECT ... ON CONFLICT DO NOTHING` (`storage.copy`). When every sample was
 new (the common case) the batch's hourly rollups are summed in pandas and
 upserted, a few rows per card; only when some were already stored does the
 batch read back its time span to tell duplicates from conflicts. A sample for a
@@ -25,6 +27,7 @@ from sqlalchemy import Connection, Engine, text
 
 from storage.db import DEFAULT_URL, ensure_schema, make_engine
 from storage.interfaces import TelemetryStore
+from storage.copy import copy_samples
 from storage.retention import prune_raw, pruned_hours
 from storage.values import BatchOutcome, CardInfo, ClassSpec, Pruned, Rejected, SampleBatch
 
@@ -226,14 +229,17 @@ class SqlRepository:
         order = np.lexsort((s.ts, card_id))
         cid, ts, tps, busy, rec = card_id[order], s.ts[order], s.tokens_per_s[order], s.busy_fraction[order], s.record_no[order]
         has_busy = ~np.isnan(busy)
-        busy_obj = busy.astype(object)
-        busy_obj[~has_busy] = None
-        stored = self._bulk_insert(
-            conn,
-            "INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) VALUES ",
-            " ON CONFLICT (card_id, ts) DO NOTHING",
-            [cid.tolist(), ts.tolist(), tps.tolist(), busy_obj.tolist(), batch_id],
-        )
+        if conn.dialect.name == "postgresql":
+            stored = copy_samples(conn, batch_id, cid, ts, tps, busy)
+        else:
+            busy_obj = busy.astype(object)
+            busy_obj[~has_busy] = None
+            stored = self._bulk_insert(
+                conn,
+                "INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) VALUES ",
+                " ON CONFLICT (card_id, ts) DO NOTHING",
+                [cid.tolist(), ts.tolist(), tps.tolist(), busy_obj.tolist(), batch_id],
+            )
         new = np.ones(cid.size, dtype=bool)
         conflicts: list[int] = []
         if stored < cid.size:
