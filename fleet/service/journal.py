@@ -12,7 +12,11 @@ the mark) is closed by the receiver: commands and webhooks get the decision's ke
 
 Actuators: `dry-run` (the default: log only), `command` (run a program per
 decision, the decision as JSON on stdin and in environment variables) and
-`webhook` (POST the decision as JSON).
+`webhook` (POST the decision as JSON). Every action carries the epoch of the
+lease it was journaled under, so a receiver can also refuse a stale leader.
+No action outlives its call: a command's whole process group is killed on
+timeout, at exit, on `close()` and when the service dies; a webhook never
+follows a redirect.
 """
 
 from __future__ import annotations
@@ -20,13 +24,23 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
+import selectors
+import shutil
+import signal
+import ssl
 import subprocess
+import sys
+import threading
+import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
+from fleet.core.errors import ConfigError
 from fleet.credentials import Credentials
+from storage.db import hide_passwords
 from storage.service_store import JournalEntry, JournalRow, ServiceStore
 
 ACTIONS = ("evict", "release", "add")
@@ -74,15 +88,127 @@ class DryRun:
         pass
 
 
+STDERR_TAIL_BYTES = 4096
+"""How much of a failing command's stderr is kept (its end) for the error message; the rest is read and dropped."""
+
+# The program a command actuator's action runs under, in place of the action itself. It exists because the
+# parent-death signal must be set between fork and exec, and subprocess's preexec_fn is unsafe in a process with
+# threads (the service has a scheduler pool and an HTTP server). It is its process group's leader (the service starts
+# it with start_new_session), asks Linux for SIGTERM when the service dies, and on SIGTERM kills the whole group:
+# the action and anything the action started. If the service died before the signal was set, its parent is no longer
+# the service, and it ends at once. Otherwise it runs the action, waits, and exits as the action did.
+_SUPERVISOR = r"""
+import os, signal, sys
+service_pid, argv = int(sys.argv[1]), sys.argv[2:]
+signal.signal(signal.SIGTERM, lambda signum, frame: os.killpg(0, signal.SIGKILL))
+if sys.platform.startswith("linux"):
+    import ctypes
+    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
+        sys.stderr.write("cannot set the parent-death signal\n")
+        os._exit(126)
+if os.getppid() != service_pid:
+    os.killpg(0, signal.SIGKILL)
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        sys.stderr.write(f"cannot run {argv[0]!r}: {err.strerror}\n")
+    os._exit(127)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+if code < 0:
+    try:
+        signal.signal(-code, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), -code)
+    os._exit(128 - code)
+os._exit(code)
+"""
+
+
+def _exited(proc: subprocess.Popen) -> bool:
+    """Whether `proc` has exited, without reaping it where the system allows (so its group id stays reserved)."""
+    if hasattr(os, "waitid"):
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    return proc.poll() is not None
+
+
+def _exchange(proc: subprocess.Popen, payload: bytes, deadline: float) -> tuple[bytes, bool]:
+    """Write `payload` to the process's stdin and keep the end of its stderr until it exits or `deadline`
+    (time.monotonic) passes; returns (stderr tail, timed out). Memory stays bounded however much it writes."""
+    tail = bytearray()
+    sel = selectors.DefaultSelector()
+    try:
+        pidfd: int | None = os.pidfd_open(proc.pid)  # readable when it exits: no polling
+    except (AttributeError, OSError):  # not Linux, or a kernel before 5.3
+        pidfd = None
+    view, sent = memoryview(payload), 0
+    assert proc.stdin is not None and proc.stderr is not None
+    try:
+        if view:
+            sel.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
+        else:
+            proc.stdin.close()
+        sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
+        while not _exited(proc):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(tail), True
+            for key, _ in sel.select(left if pidfd is not None else min(left, 0.05)):
+                if key.data == "stdin":
+                    try:
+                        sent += os.write(proc.stdin.fileno(), view[sent : sent + select.PIPE_BUF])
+                    except BrokenPipeError:  # the program exited or closed stdin without reading it all
+                        sent = len(view)
+                    if sent >= len(view):
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                elif key.data == "stderr":
+                    chunk = os.read(proc.stderr.fileno(), 65536)
+                    if not chunk:
+                        sel.unregister(proc.stderr)
+                    tail += chunk
+                    del tail[:-STDERR_TAIL_BYTES]
+        if proc.stderr in {k.fileobj for k in sel.get_map().values()}:  # what it wrote before exiting, no more
+            os.set_blocking(proc.stderr.fileno(), False)
+            try:
+                while chunk := os.read(proc.stderr.fileno(), 65536):
+                    tail += chunk
+                    del tail[:-STDERR_TAIL_BYTES]
+            except BlockingIOError:
+                pass
+        return bytes(tail), False
+    finally:
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
+
+
 @dataclass
 class Command:
-    """Run `argv` once per decision: JSON on stdin, FLEET_DECISION_* in the environment; exit 0 means done."""
+    """Run `argv` once per decision: JSON on stdin, FLEET_DECISION_* in the environment; exit 0 means done.
+
+    Each action runs in its own process group, and nothing in that group outlives the action's call: the group is
+    killed on timeout, when the program exits (whatever it left running in the background), when `close()` is called,
+    and, on Linux, when the service dies (even by SIGKILL), through the supervisor above. Its parent-death signal
+    follows the *thread* that forked it; that thread is the one that waits for the action in `act`, and it does not
+    return before the group is killed and reaped, so a scheduler thread's exit can never fire it early or late.
+    stdout is discarded; the last STDERR_TAIL_BYTES of stderr go into the error of a failed action.
+    """
 
     argv: Sequence[str]
     timeout_s: float = 60.0
     name: str = "command"
+    _running: set = field(default_factory=set, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    _closed: bool = field(default=False, init=False, repr=False, compare=False)
 
     def act(self, row: JournalRow, epoch: int | None = None) -> None:
+        program = self.argv[0]
         env = dict(os.environ)
         env.update(
             {
@@ -94,47 +220,118 @@ class Command:
                 "FLEET_DECISION_TS": str(row.ts),
             }
         )
+        if shutil.which(program, path=env.get("PATH")) is None:
+            raise ActuatorError(f"actuator command {program!r}: not found or not executable")
+        payload = json.dumps(decision_payload(row, epoch)).encode()
+        deadline = time.monotonic() + self.timeout_s
+        with self._lock:  # so that close() either sees this process or runs before it is started
+            if self._closed:
+                raise ActuatorError(f"actuator command {program!r}: not started, the service is stopping")
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _SUPERVISOR, str(os.getpid()), *self.argv],
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                    start_new_session=True,
+                )
+            except OSError as err:
+                raise ActuatorError(f"actuator command {program!r}: cannot start ({err.strerror or err})") from None
+            self._running.add(proc)
         try:
-            done = subprocess.run(
-                list(self.argv), input=json.dumps(decision_payload(row, epoch)).encode(), env=env,
-                capture_output=True, timeout=self.timeout_s, check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise ActuatorError(f"actuator command {self.argv[0]!r}: {err}") from None
-        if done.returncode != 0:
-            tail = done.stderr.decode(errors="replace").strip()[-300:]
-            raise ActuatorError(f"actuator command {self.argv[0]!r} exited {done.returncode}: {tail}")
+            tail, timed_out = _exchange(proc, payload, deadline)
+        finally:
+            self._end(proc)
+        said = " ".join(tail.decode(errors="replace").split())
+        if timed_out:
+            raise ActuatorError(f"actuator command {program!r}: still running after {self.timeout_s:g} s, "
+                                f"its process group was killed" + (f": {said}" if said else ""))
+        code = proc.returncode
+        if code == 0:
+            return
+        if self._closed:
+            raise ActuatorError(f"actuator command {program!r}: killed, the service is stopping")
+        how = f"exited {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
+        raise ActuatorError(f"actuator command {program!r} {how}" + (f": {said}" if said else ""))
+
+    def _end(self, proc: subprocess.Popen) -> None:
+        """Kill what is left of the action's process group, then reap its leader (not before: until the leader is
+        reaped, its pid, which is the group's id, cannot be given to another process)."""
+        with self._lock:
+            _kill_group(proc)
+            self._running.discard(proc)
+        proc.wait()
+        for pipe in (proc.stdin, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def close(self) -> None:
+        """Kill every running action's process group; no action starts after this. The calls that started them
+        return an ActuatorError, so their decisions stay unacted."""
+        with self._lock:
+            self._closed = True
+            for proc in self._running:
+                _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is already empty
         pass
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: following would send the decision, its key and the credentials to an address the
+    operator did not configure, and take that address's 2xx as done. The 3xx then surfaces as an HTTPError."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 (urllib's signature)
+        return None
 
 
 @dataclass
 class Webhook:
-    """POST each decision as JSON to `url`, with its key as the Idempotency-Key header; any 2xx means done."""
+    """POST each decision as JSON to `url`, with its key as the Idempotency-Key header; any 2xx means done.
+
+    A redirect is a failure (never followed), certificates are checked (the default SSL context), and `timeout_s`
+    bounds the connection and each wait for the server. The Authorization header goes only to `url`, and no error or
+    log line carries it."""
 
     url: str
     timeout_s: float = 30.0
     auth: Credentials | None = None
     name: str = "webhook"
+    _opener: urllib.request.OpenerDirector = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._opener = urllib.request.build_opener(
+            _RefuseRedirects(), urllib.request.HTTPSHandler(context=ssl.create_default_context())
+        )
 
     def act(self, row: JournalRow, epoch: int | None = None) -> None:
+        shown = hide_passwords(self.url)
         body = json.dumps(decision_payload(row, epoch)).encode()
         headers = {"Content-Type": "application/json", "Idempotency-Key": row.key or str(row.id)}
         if epoch is not None:
             headers["Fleet-Lease-Epoch"] = str(epoch)
         if self.auth is not None:
-            headers.update(self.auth.headers())
+            try:
+                headers.update(self.auth.headers())
+            except ConfigError as err:  # a token file being rotated: retried on the next pass
+                raise ActuatorError(f"actuator webhook {shown!r}: {err}") from None
         req = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 (URL from the operator's config)
+            with self._opener.open(req, timeout=self.timeout_s) as resp:  # noqa: S310 (URL from the operator's config)
                 status = resp.status
         except urllib.error.HTTPError as err:
-            raise ActuatorError(f"actuator webhook {self.url!r}: HTTP {err.code}") from None
+            location = err.headers.get("Location") if err.headers is not None else None
+            err.close()
+            if 300 <= err.code < 400:
+                raise ActuatorError(f"actuator webhook {shown!r}: HTTP {err.code} redirect to "
+                                    f"{hide_passwords(location or '(no Location)')!r}, not followed") from None
+            raise ActuatorError(f"actuator webhook {shown!r}: HTTP {err.code}") from None
         except (urllib.error.URLError, OSError) as err:
-            raise ActuatorError(f"actuator webhook {self.url!r}: {err}") from None
+            raise ActuatorError(f"actuator webhook {shown!r}: {hide_passwords(str(err))}") from None
         if not 200 <= status < 300:
-            raise ActuatorError(f"actuator webhook {self.url!r}: HTTP {status}")
+            raise ActuatorError(f"actuator webhook {shown!r}: HTTP {status}")
 
     def close(self) -> None:
         pass
