@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -22,11 +24,27 @@ LOCAL = "local"
 """`--dask local`: start a cluster of local worker processes for this run."""
 DEFAULT_LOCAL_WORKERS = 2
 CONNECT_TIMEOUT_S = 10.0
-"""How long a scheduler has to answer, and then to have at least one worker, before the run gives up."""
+"""How long a scheduler has to answer, and then to have at least one worker, before the run gives up
+(`FLEET_DASK_CONNECT_TIMEOUT` seconds when set)."""
+CONNECT_TIMEOUT_ENV = "FLEET_DASK_CONNECT_TIMEOUT"
 
 
 class ClusterUnreachable(OSError):
     """No Dask scheduler (with a worker) answered at the address given: a run-time failure, exit status 1."""
+
+
+def connect_timeout_s() -> float:
+    """The connect timeout: `FLEET_DASK_CONNECT_TIMEOUT` seconds if set, else 10 s."""
+    raw = os.environ.get(CONNECT_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return CONNECT_TIMEOUT_S
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{CONNECT_TIMEOUT_ENV} {raw!r}: expected the connect timeout in seconds, a number above 0")
+    return seconds
 
 
 def _distributed():
@@ -88,11 +106,11 @@ class DaskEngine:
         self.slots = max(1, sum(client.nthreads().values()))
 
     @classmethod
-    def open(cls, address: str, jobs: int | None = None, connect_timeout_s: float | None = None) -> "DaskEngine":
+    def open(cls, address: str, jobs: int | None = None, timeout_s: float | None = None) -> "DaskEngine":
         """Connect to the scheduler at `address`, or with `local` start `jobs` (default 2) single-threaded worker
         processes on 127.0.0.1 with no dashboard."""
         distributed = _distributed()
-        timeout_s = CONNECT_TIMEOUT_S if connect_timeout_s is None else connect_timeout_s
+        timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
         if address == LOCAL:
             with _workers_ignore_ctrl_c():
                 cluster = distributed.LocalCluster(
