@@ -35,8 +35,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from fleet.core.errors import ConfigError
 from fleet.credentials import Credentials
@@ -283,7 +284,7 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """Never follow a redirect: following would send the decision, its key and the credentials to an address the
     operator did not configure, and take that address's 2xx as done. The 3xx then surfaces as an HTTPError."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 (urllib's signature)
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 
@@ -319,7 +320,7 @@ class Webhook:
                 raise ActuatorError(f"actuator webhook {shown!r}: {err}") from None
         req = urllib.request.Request(self.url, data=body, method="POST", headers=headers)
         try:
-            with self._opener.open(req, timeout=self.timeout_s) as resp:  # noqa: S310 (URL from the operator's config)
+            with self._opener.open(req, timeout=self.timeout_s) as resp:
                 status = resp.status
         except urllib.error.HTTPError as err:
             location = err.headers.get("Location") if err.headers is not None else None

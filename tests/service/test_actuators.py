@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -148,8 +149,9 @@ DRIVER = textwrap.dedent(
 def test_a_killed_service_takes_its_running_action_with_it(tmp_path, sleeper):
     row = {"id": 1, "key": "100:evict:a", "ts": 100, "kind": "evict", "card_key": "a", "reason": "", "detail": {},
            "acted_ts": None}
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, __import__("json").dumps(row), *sleeper],
-                              cwd=Path(__file__).resolve().parents[2], stderr=open(tmp_path / "driver.stderr", "wb"))
+    with open(tmp_path / "driver.stderr", "wb") as stderr:
+        driver = subprocess.Popen([sys.executable, "-c", DRIVER, json.dumps(row), *sleeper],
+                                  cwd=Path(__file__).resolve().parents[2], stderr=stderr)
     pids, pgid = [], -1
     try:
         pids, pgid = _started(tmp_path)
