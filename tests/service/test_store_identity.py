@@ -1,0 +1,151 @@
+"""A store knows what it holds: a serve of another simulation, seed or pool is refused in one line, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import text
+
+from fleet.presets import load_preset
+from storage import make_engine
+from storage.identity import StoreIdentity, read_identity
+from tests.service.serving import FLEET, TINY_PRESET
+
+TABLES = ("card_classes", "cards", "ingest_runs", "telemetry_samples", "decisions", "service_hours", "store_meta", "leases")
+
+POOL_CONFIG = """\
+[[pool.classes]]
+name = "flagship"
+rated_tps = 6000
+rent_usd_per_month = 2690
+[policy]
+card_class = "flagship"
+window = "2h"
+mode = "steady"
+[demand]
+avg_tps = 10000
+"""
+
+
+def counts(url: str) -> dict[str, int]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {t: int(conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar_one()) for t in TABLES}
+    finally:
+        engine.dispose()
+
+
+def serve_cli(capsys, *args) -> tuple[int, str]:
+    """`fleet serve ARGS` through `main` in this process: (exit status, stderr)."""
+    from fleet.cli.app import main
+
+    capsys.readouterr()
+    old = sys.argv
+    sys.argv = ["fleet", "serve", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as done:
+        code = done.code or 0
+    finally:
+        sys.argv = old
+    return code, capsys.readouterr().err
+
+
+@pytest.fixture
+def tiny_store(tmp_path):
+    """A store that served the tiny preset's month (jobs stepped in process)."""
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+    from fleet.service.simulation import SimClock, Simulation, simulation_config
+    from storage.repository import open_repository
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_PRESET)
+    scenario = load_preset(str(path)).resolve()
+    cfg = simulation_config(load_service_config(None), scenario)
+    url = f"sqlite:///{tmp_path / 'tiny.db'}"
+    svc = Service(cfg, open_repository(url), SimClock(cfg.month.start_ts, 1e9), simulation=Simulation.of(scenario, cfg.month.start_ts))
+    for _ in range(5):
+        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+            job()
+    assert svc.month_done()
+    return {"url": url, "preset": str(path), "tmp": tmp_path}
+
+
+def test_the_first_serve_records_what_the_store_holds(tiny_store):
+    assert read_identity(make_engine(tiny_store["url"])) == StoreIdentity.simulation("tiny-evictor", 5, 96)
+
+
+@pytest.mark.parametrize(
+    "args, wanted",
+    [
+        (["--simulate", "golden-idler"], "a simulation of golden-idler (seed"),
+        (["--simulate", "{preset}", "--seed", "6"], "a simulation of tiny-evictor (seed 6, 96 hours)"),
+    ],
+    ids=["another preset", "another seed"],
+)
+def test_another_simulation_is_refused_naming_both(tiny_store, capsys, args, wanted):
+    before = counts(tiny_store["url"])
+    args = [a.format(preset=tiny_store["preset"]) for a in args]
+    code, err = serve_cli(capsys, *args, "--speed", "1e7", "--exit-when-done", "--db", tiny_store["url"], "--metrics-port", "0")
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "holds a simulation of tiny-evictor (seed 5, 96 hours)" in err and wanted in err
+    assert counts(tiny_store["url"]) == before  # nothing written
+
+
+def test_the_same_simulation_resumes(tiny_store, capsys):
+    code, err = serve_cli(capsys, "--simulate", tiny_store["preset"], "--speed", "1e7", "--exit-when-done",
+                          "--db", tiny_store["url"], "--metrics-port", "0")
+    assert code == 0, err
+    assert "96 hours of the month" in err and "3 evictions" in err
+
+
+def test_a_store_from_before_the_identity_was_recorded_says_what_it_holds(tiny_store, capsys):
+    """No identity row (a store of an older revision, upgraded): its simulated feed's runs name the preset."""
+    engine = make_engine(tiny_store["url"])
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM store_meta"))
+    assert read_identity(engine) == StoreIdentity("simulation", "tiny-evictor")
+    code, err = serve_cli(capsys, "--simulate", "golden-idler", "--speed", "1e7", "--exit-when-done",
+                          "--db", tiny_store["url"], "--metrics-port", "0")
+    assert code == 2 and "holds a simulation of tiny-evictor;" in err
+    code, err = serve_cli(capsys, "--simulate", tiny_store["preset"], "--speed", "1e7", "--exit-when-done",
+                          "--db", tiny_store["url"], "--metrics-port", "0")
+    assert code == 0, err
+    assert read_identity(engine) == StoreIdentity.simulation("tiny-evictor", 5, 96)  # recorded in full now
+
+
+def test_a_real_pool_is_refused_on_a_simulations_store(tiny_store):
+    """A process, with a timeout: were it not refused, a real pool's serve would run until stopped."""
+    (tiny_store["tmp"] / "pool.toml").write_text(POOL_CONFIG)
+    before = counts(tiny_store["url"])
+    out = subprocess.run(FLEET + ["serve", "--config", str(tiny_store["tmp"] / "pool.toml"), "--db", tiny_store["url"],
+                                  "--metrics-port", "0"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"fleet: error: database {tiny_store['url']!r} holds a simulation of tiny-evictor (seed 5, 96 hours); "
+        "it cannot serve a real pool (give another --db)"
+    ]
+    assert counts(tiny_store["url"]) == before
+
+
+def test_a_simulation_is_refused_on_a_real_pools_store(tmp_path, capsys):
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+    from fleet.service.simulation import WallClock
+    from storage.repository import open_repository
+
+    (tmp_path / "pool.toml").write_text(POOL_CONFIG)
+    url = f"sqlite:///{tmp_path / 'pool.db'}"
+    Service(load_service_config(tmp_path / "pool.toml"), open_repository(url), WallClock())
+    assert read_identity(make_engine(url)) == StoreIdentity.pool()
+    before = counts(url)
+    code, err = serve_cli(capsys, "--simulate", "noise-evictor", "--speed", "1e7", "--exit-when-done", "--db", url,
+                          "--metrics-port", "0")
+    assert code == 2 and "holds a real pool; it cannot serve a simulation of noise-evictor (seed 56, 720 hours)" in err
+    assert counts(url) == before
