@@ -131,7 +131,7 @@ def db_upgrade_cmd(
     before = current_revision(engine)
     after = upgrade(db, revision, engine=engine)
     console.print(f"{shown_url(db)}: schema {before or 'empty'} -> {after}" if before != after else f"{shown_url(db)}: schema already at {after}",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 def db_current_cmd(db: DbOption = DEFAULT_URL) -> None:
