@@ -13,7 +13,7 @@ the mark) is closed by the receiver: commands and webhooks get the decision's ke
 Actuators: `dry-run` (the default: log only), `command` (run a program per
 decision, the decision as JSON on stdin and in environment variables) and
 `webhook` (POST the decision as JSON). Every action carries the epoch of the
-lease it was journaled under, so a receiver can also refuse a stale leader.
+leader's lease it is acted under, so a receiver can also refuse a stale leader.
 No action outlives its call: a command's whole process group is killed on
 timeout, at exit, on `close()` and when the service dies; a webhook never
 follows a redirect.
