@@ -197,3 +197,15 @@ def test_no_secret_in_errors_or_names(server, monkeypatch):
     with pytest.raises(BadSource) as err:
         fetch_prometheus("http://127.0.0.1:9", "up", T0, T0 + 60, 60, auth=Credentials(bearer_token_env="PROM_TOKEN"))
     assert "cannot reach" in str(err.value) and SECRET not in str(err.value)
+
+
+@pytest.mark.xfail(strict=True, reason="the busy-fraction floor of scoring (0.05) is read in storage (hourly_rollups, "
+                                       "rollup_means); remove this mark once it is there")
+def test_a_card_busy_one_percent_of_an_hour_is_not_scored_as_a_giant():
+    """60 tok/s on average from a card busy 1% of the hour would be 6,000 tok/s per busy second; a share that small
+    is measured too coarsely to trust, so it counts as the floor's 5%: 1,200 tok/s, never above its true busy rate."""
+    rate = matrix({"metric": {"instance": "a"}, "values": [[T0 + 60 * m, "60"] for m in range(60)]})
+    busy = matrix({"metric": {"instance": "a"}, "values": [[T0 + 60 * m, "0.01"] for m in range(60)]})
+    repo = sqlite_memory_repository()
+    ingest_parsed(repo, parse_prometheus(rate, "prom", "instance", busy), IngestSettings(now_ts=NOW))
+    assert repo.hourly_rollups()["busy_tps"].tolist() == [pytest.approx(60 / 0.05)]
