@@ -121,13 +121,13 @@ def pid_of(holder: str) -> int:
     return int(holder.split("#")[0].rsplit(":", 1)[1])
 
 
-def run_takeovers(tmp_path: Path, preset: str, speed: float, hold_at: list[int]) -> dict:
+def run_takeovers(tmp_path: Path, preset: str, speed: float, hold_at: list[int], url: str | None = None) -> dict:
     work = tmp_path
     script = work / "act.sh"
     script.write_text(ACTUATOR.format(dir=work))
     script.chmod(0o755)
     (work / "fleet.toml").write_text(CONFIG.format(script=script))
-    url = f"sqlite:///{work / 'fleet.db'}"
+    url = url or f"sqlite:///{work / 'fleet.db'}"
     args = ["--config", str(work / "fleet.toml"), "--simulate", preset, "--speed", str(speed), "--exit-when-done",
             "--db", url, "--metrics-port", "0"]
     launched = {}
@@ -271,6 +271,19 @@ def test_the_leader_killed_twice_mid_action(tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY_PRESET)
     run = run_takeovers(tmp_path, str(tmp_path / "tiny.toml"), 36000, [8, 25])
     check_month({**run, "evictions": 3})
+
+
+def test_the_leader_killed_twice_mid_action_on_postgresql(tmp_path, pg_server):
+    """The same on PostgreSQL, when the session has a server (FLEET_TEST_PG_URL or --pg-url)."""
+    if pg_server is None:
+        pytest.skip("PostgreSQL: no server (FLEET_TEST_PG_URL or --pg-url)")
+    (tmp_path / "tiny.toml").write_text(TINY_PRESET)
+    url = pg_server.create(with_schema=True)
+    try:
+        run = run_takeovers(tmp_path, str(tmp_path / "tiny.toml"), 36000, [8, 25], url)
+        check_month({**run, "evictions": 3})
+    finally:
+        pg_server.drop(url)
 
 
 @pytest.mark.slow
