@@ -202,7 +202,7 @@ def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
     """Every 3xx surfaces as an HTTPError: nothing is sent on to the `Location`."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ARG002 (urllib's signature)
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         return None
 
 

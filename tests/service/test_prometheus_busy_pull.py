@@ -20,8 +20,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from fleet.ingest import (
-    DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, busy_query, fetch_prometheus, ingest_prometheus, pull_prometheus,
-    rate_query,
+    DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, busy_query, fetch_prometheus, ingest_prometheus, rate_query,
 )
 from fleet.service.config import load_service_config
 from storage import sqlite_memory_repository
