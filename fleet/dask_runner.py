@@ -17,6 +17,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
+from fleet.cli.memory import keep_freed_memory
 from fleet.core.errors import ConfigError
 
 INSTALL_HINT = "pip install 'fleet[dask]'"
@@ -97,6 +98,14 @@ def _workers_ignore_ctrl_c():
         signal.signal(signal.SIGINT, previous)
 
 
+def _on_worker(fn: Callable, *args: Any) -> Any:
+    """`fn(*args)` with glibc told to keep freed memory, as `fleet` tells itself (and so its forked processes): a
+    Dask worker is a process of its own, started with Dask's small malloc trim threshold, under which each
+    replay's large temporaries are mapped and faulted in afresh."""
+    keep_freed_memory()
+    return fn(*args)
+
+
 class DaskEngine:
     """A sweep engine on a Dask cluster: one task per batch, results yielded as their futures complete."""
 
@@ -141,7 +150,7 @@ class DaskEngine:
 
         # The common argument (a stored month) goes to every worker once, not once per task.
         extra = () if common is None else (self.client.scatter(common, broadcast=True, hash=False),)
-        futures = [self.client.submit(fn, item, *extra, pure=False) for item in work]
+        futures = [self.client.submit(_on_worker, fn, item, *extra, pure=False) for item in work]
         index = {f.key: i for i, f in enumerate(futures)}
         try:
             for f in as_completed(futures, loop=self.client.loop):
