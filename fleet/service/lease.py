@@ -25,6 +25,7 @@ import time
 from datetime import datetime, timezone
 from typing import Callable, Protocol
 
+from storage.db import hide_passwords
 from storage.lease import LeaseRecord
 
 LEASE_NAME = "fleet"
@@ -119,7 +120,7 @@ class LeaseKeeper:
         try:
             held = e.try_acquire_or_renew(now)
         except Exception as err:  # noqa: BLE001 - any store failure means "not renewed"; the deadline does the rest
-            reason = " ".join(str(err).split())[:300]
+            reason = hide_passwords(" ".join(str(err).split()))[:300]
             if reason != self._error:
                 log.warning("lease: cannot renew (%s)%s", reason, "; leading until the renew deadline" if self._leading else "")
             self._error = reason
@@ -170,7 +171,7 @@ class LeaseKeeper:
                 if self.elector.release(self.wall()):
                     log.info("leader: released the store's lease (epoch %s)", self.elector.epoch)
             except Exception as err:  # noqa: BLE001 - the lease then expires on its own
-                log.warning("lease: cannot release (%s); it expires in %.0f s", " ".join(str(err).split())[:300],
+                log.warning("lease: cannot release (%s); it expires in %.0f s", hide_passwords(" ".join(str(err).split()))[:300],
                             self.elector.duration_s)
         self._leading = False
 

@@ -214,3 +214,25 @@ def test_a_standby_runs_no_writing_job_and_counts_none(tmp_path):
     counted = {name for name, st in b.stats.items() if st.runs or st.last_success_ts}
     assert counted == {"metrics"}
     assert b.leadership() == (False, 1) and a.leadership() == (True, 1)
+
+
+def test_the_keeper_of_a_leader_whose_store_fails_leads_until_the_deadline_and_says_so_once(leases, caplog):
+    wall = Wall(T0)
+    keeper = LeaseKeeper(elector(leases, "a", 3, 2), 0.5, wall.now)
+    assert keeper.tick()
+
+    class Broken:
+        def try_acquire(self, *args):
+            raise OSError("database is locked (postgresql://fleet:hunter2@db/fleet)")
+
+    keeper.elector.leases = Broken()
+    with caplog.at_level(logging.INFO, logger="fleet.service.lease"):
+        leading = []
+        for _ in range(6):
+            wall.t += 0.5
+            leading.append(keeper.tick() and keeper.leading())
+    assert leading == [True, True, True, False, False, False]  # renewed at T0, deadline T0 + 2
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum(m.startswith("lease: cannot renew") for m in lines) == 1
+    assert sum(m.startswith("leader: lost the store's lease (epoch 1): not renewed within 2.0 s") for m in lines) == 1
+    assert not any("hunter2" in m for m in lines)
