@@ -19,7 +19,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from fleet.core.errors import ConfigError
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
-from fleet.ingest.prometheus import DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
+from fleet.ingest.drop import DEFAULT_SETTLE_S
+from fleet.ingest.prometheus import DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
 from fleet.presets import read_toml
 
 DEFAULT_METRICS_PORT = 9108
@@ -113,8 +114,10 @@ class Ingest(Strict):
     folder: str | None = None
     prometheus_url: str | None = None
     query: str = DEFAULT_PROMETHEUS_QUERY
-    card_label: str = DEFAULT_CARD_LABEL
+    busy_query: str = DEFAULT_BUSY_QUERY  # the share of each step a card was serving; "" for none
+    card_label: str | tuple[str, ...] = DEFAULT_CARD_LABEL  # several labels name a card joined with "/"
     auth: Credentials | None = None  # for the Prometheus pull
+    settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0)  # a dropped file unchanged this long is taken
     step_s: int = Field(default=60, ge=1)
     strict: bool = False
     default_class: str | None = None

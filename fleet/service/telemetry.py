@@ -74,9 +74,9 @@ class IngestJob:
         A file is settled once its mtime is `settle_s` behind the service's clock (the wall clock of a real pool;
         a drop folder is not read under `--simulate`). A bad file goes to failed/ with NAME.error.txt and the others are taken all the same; a store failure
         raises and leaves its file in processing/, taken first next time."""
-        from fleet.ingest import DEFAULT_SETTLE_S, drain_drop_folder
+        from fleet.ingest import drain_drop_folder
 
-        settle_s = getattr(self.cfg.ingest, "settle_s", DEFAULT_SETTLE_S)
+        settle_s = self.cfg.ingest.settle_s
         read = 0
         for result in drain_drop_folder(self.repo, folder, self.settings, settle_s=settle_s, clock=self.clock.now):
             if result.report is not None:
@@ -87,12 +87,12 @@ class IngestJob:
 
     def _prometheus(self, settings) -> int:
         """Pull the rate and busy queries since the last rolled-up hour (at most 6 hours back, an hour at first)."""
-        from fleet.ingest import DEFAULT_BUSY_QUERY, ingest_prometheus
+        from fleet.ingest import ingest_prometheus
 
         ing = self.cfg.ingest
         end = int(self.clock.now()) // ing.step_s * ing.step_s
         last = self.store.last_rollup_ts()
         start = min(max(end - 6 * HOUR_S, last if last is not None else end - HOUR_S), end - ing.step_s)
         report = ingest_prometheus(self.repo, ing.prometheus_url, ing.query, start, end, ing.step_s, settings, ing.card_label,
-                                   busy_query=getattr(ing, "busy_query", DEFAULT_BUSY_QUERY), auth=ing.auth)
+                                   busy_query=ing.busy_query, auth=ing.auth)
         return report.read

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 import subprocess
 import sys
@@ -334,6 +335,8 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     (drop / "part-1.csv").write_text("\n".join(rows) + "\n")
     (drop / ".part-2.csv").write_text("card_id,ts\n")  # still being written: not taken
     (drop / "broken.csv").write_text("no,such,columns\n1,2,3\n")
+    for p in drop.iterdir():
+        os.utime(p, (t0, t0))  # written before the clock's time: settled
     clock = SteppedClock(t0 + 4 * HOUR_S + 301)
     svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 'p.db'}"), clock)
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
