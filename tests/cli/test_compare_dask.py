@@ -58,6 +58,13 @@ def test_the_cluster_gives_the_local_json(cluster):
     assert [r["window"] for r in local] == ["hour", "week"] and local[0]["months"] == 6
 
 
+def test_the_recommend_search_on_the_cluster_gives_the_local_json(cluster):
+    args = ["-p", str(SMALL), "--recommend", "--class", "flagship", "--score", "mean", "--months", "4"]
+    local = _compare(*args, "--jobs", "1")
+    assert _compare(*args, "--dask", cluster.scheduler_address) == local
+    assert len(local) > 1 and len({r["headroom"] for r in local}) > 1  # headrooms searched, not one given
+
+
 class Counting:
     """An engine that counts the items it is given and the order results come back in, then defers to another."""
 
