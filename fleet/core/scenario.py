@@ -30,12 +30,60 @@ class Strict(BaseModel):
 
 
 
+class Serving(Strict):
+    """A card's rated rate from decode arithmetic, for a class that gives `[classes.serving]` instead of `rated_tps`.
+
+    Decode is bandwidth-bound: every step reads the model's weights from card memory once, whatever the batch, and
+    each stream in the batch its own KV cache, then emits one token per stream. So a step takes
+    (weight_gb + batch × kv_cache_gb_per_stream) / memory bandwidth: one stream gets bandwidth / weight bytes tokens
+    a second, and a batch multiplies the aggregate until its cache reads crowd the step (with no cache given, the
+    weights alone: 3.35 TB/s over 70 GB is about 48 tokens/s, and a batch of 16 about 766 tokens/s in aggregate).
+    """
+
+    memory_bandwidth_tb_s: float = Field(gt=0, le=1000)  # decimal TB (1,000 GB) a second
+    weight_gb: float = Field(gt=0)  # the model's weights as stored on the card, decimal GB
+    batch: int = Field(default=1, ge=1, le=1_000_000)  # streams decoded together in each step
+    kv_cache_gb_per_stream: float = Field(default=0.0, ge=0)  # KV cache each stream's step reads (0: weights alone)
+
+    @property
+    def step_s(self) -> float:
+        """Seconds of one decode step: the bytes it reads over the bandwidth."""
+        return (self.weight_gb + self.batch * self.kv_cache_gb_per_stream) / (self.memory_bandwidth_tb_s * 1000.0)
+
+    @property
+    def stream_tps(self) -> float:
+        """Tokens a second one user sees: one token a step."""
+        return 1.0 / self.step_s
+
+    @property
+    def aggregate_tps(self) -> float:
+        """Tokens a second the card emits: one a step for every stream of the batch (the class's rated rate)."""
+        return self.batch / self.step_s
+
+
 class CardClass(Strict):
-    """One class of card: its rated rate and its rent. Presets, the service config and pool files all use it."""
+    """One class of card: its rated rate and its rent. Presets, the service config and pool files all use it.
+
+    The rated rate is a number (`rated_tps`) or follows from a `[classes.serving]` table (`Serving`): its
+    aggregate tokens/s at its batch."""
 
     name: str = Field(min_length=1)
     rated_tps: float = Field(gt=0)
     rent_usd_per_month: float = Field(gt=0)
+    serving: Serving | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rated_from_serving(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("serving") is None:
+            return data
+        if data.get("rated_tps") is not None:
+            raise ValueError("give rated_tps or a [classes.serving] table, not both")
+        try:
+            rated = Serving.model_validate(data["serving"]).aggregate_tps
+        except ValidationError:
+            rated = 1.0  # a stand-in, never used: the `serving` field's own validation reports what is wrong
+        return {**data, "rated_tps": rated}
 
 
 class MarketClass(CardClass):
