@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from storage.busy import BUSY_FRACTION_FLOOR
 from storage.values import BatchOutcome, CardInfo, ClassSpec, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class JournalStore(Protocol):
 
     def card_class(self, card_key: str) -> str | None: ...
 
-    def rollup_means(self, since_ts: int, until_ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def rollup_means(self, since_ts: int, until_ts: int, busy_floor: float = BUSY_FRACTION_FLOOR) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
     def last_rollup_ts(self) -> int | None: ...
 

@@ -18,6 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from sqlalchemy import Engine, text
 
+from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.values import HourFigures, JournalEntry, JournalRow
 
 __all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
@@ -282,8 +283,9 @@ class ServiceStore:
             ).all()
         return {r[0]: float(r[1]) for r in rows}
 
-    def rollup_means(self, since_ts: int, until_ts: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(card id, hour ts, mean tok/s) of every hourly rollup in [since_ts, until_ts), as arrays.
+    def rollup_means(self, since_ts: int, until_ts: int, busy_floor: float = BUSY_FRACTION_FLOOR) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(card id, hour ts, measured tok/s) of every hourly rollup in [since_ts, until_ts), as arrays: tokens per
+        busy second where the hour's samples carry a busy fraction (`busy_rate_tps`), else the mean tok/s.
 
         Reads card by card along the rollups' (card, hour) key, so a few hours of a large pool cost
         a few rows per card rather than a pass over the table; no frame, no row objects kept.
@@ -291,17 +293,20 @@ class ServiceStore:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 text(
-                    "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum FROM cards c "
+                    "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum, r.busy_count, r.busy_fraction_sum, "
+                    "r.busy_tokens_per_s_sum FROM cards c "
                     "CROSS JOIN hourly_rollups r WHERE r.card_id = c.id AND r.hour_ts >= :lo AND r.hour_ts < :hi"
                 ),
                 {"lo": int(since_ts), "hi": int(until_ts)},
             ).all()
         if not rows:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
-        card_id, hour_ts, count, tps_sum = zip(*rows)
+        card_id, hour_ts, count, tps_sum, busy_n, busy_sum, busy_tps_sum = zip(*rows)
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.array(tps_sum, dtype=np.float64) / np.array(count, dtype=np.float64)
-        return np.array(card_id, dtype=np.int64), np.array(hour_ts, dtype=np.int64), mean
+        busy = busy_rate_tps(np.array(busy_sum, dtype=np.float64), np.array(busy_n, dtype=np.float64),
+                             np.array(busy_tps_sum, dtype=np.float64), busy_floor)
+        return np.array(card_id, dtype=np.int64), np.array(hour_ts, dtype=np.int64), np.where(np.isnan(busy), mean, busy)
 
     def card_count(self) -> int:
         """Cards in the pool with a class (what `SqlRepository.cards` lists), without reading them."""

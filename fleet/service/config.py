@@ -20,6 +20,7 @@ from fleet.core.errors import ConfigError
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
 from fleet.ingest.drop import DEFAULT_SETTLE_S
+from storage.busy import BUSY_FRACTION_FLOOR
 from fleet.ingest.prometheus import DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
 from fleet.presets import read_toml
 
@@ -118,6 +119,7 @@ class Ingest(Strict):
     card_label: str | tuple[str, ...] = DEFAULT_CARD_LABEL  # several labels name a card joined with "/"
     auth: Credentials | None = None  # for the Prometheus pull
     settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0)  # a dropped file unchanged this long is taken
+    busy_floor: float = Field(default=BUSY_FRACTION_FLOOR, ge=0, le=1)  # least busy fraction a card's tokens are divided by
     step_s: int = Field(default=60, ge=1)
     strict: bool = False
     default_class: str | None = None

@@ -22,6 +22,7 @@ from fleet.core.greedy import tokens_per_dollar
 from fleet.core.scores import windowed_scores
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
+from storage.busy import BUSY_FRACTION_FLOOR
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore
@@ -58,7 +59,8 @@ class ScoreJob:
     """Score every settled hour through each window; the last window's scores mark an hour scored."""
 
     def __init__(self, store: JournalStore, pool: PoolWatch, calendar: Calendar, clock, windows: Mapping[str, int],
-                 watermark_ts: Callable[[float], int], stopping: Callable[[], bool] = lambda: False, parts=None):
+                 watermark_ts: Callable[[float], int], stopping: Callable[[], bool] = lambda: False, parts=None,
+                 busy_floor: float = BUSY_FRACTION_FLOOR):
         if not windows:
             raise ValueError("the score job needs at least one window")
         self.parts = parts  # the policy, resolved: its estimator scores beside the window means unless it is one
@@ -70,6 +72,7 @@ class ScoreJob:
         self.windows = dict(windows)  # window name -> hours, in the order they are written
         self.watermark_ts = watermark_ts
         self.stopping = stopping
+        self.busy_floor = busy_floor  # the least busy fraction an hour's tokens are divided by
         self._marker_hours = list(self.windows.values())[-1]
         self._longest_hours = max(self.windows.values())
         if self.estimates:
@@ -190,7 +193,7 @@ class ScoreJob:
             mat[:, :kept] = c.tps[:, a:a + kept]
             read_from = c.until_ts
         if read_from < until_ts:
-            card_id, hour_ts, mean_tps = self.store.rollup_means(read_from, until_ts)
+            card_id, hour_ts, mean_tps = self.store.rollup_means(read_from, until_ts, self.busy_floor)
             pos = index.positions_of_ids(card_id)
             ok = pos >= 0
             mat[pos[ok], (hour_ts[ok] - since_ts) // HOUR_S] = mean_tps[ok]

@@ -157,7 +157,8 @@ class Service:
         stopping = self.stopping
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,
-                                lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts)
+                                lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts,
+                                busy_floor=cfg.ingest.busy_floor)
         self.decide = DecideJob(self.store, self.journal, self.pool, self.calendar, clock, self.parts,
                                 self.scoring.scored_through_ts, self.scoring.kept, demand, stopping,
                                 policy_scores=self.scoring.policy_scores, epoch=self.epoch)

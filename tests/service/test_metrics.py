@@ -37,8 +37,9 @@ def stats():
             "ingest": JobStats()}
 
 
-def families(per_card=True, snap=None):
-    coll = FleetCollector(lambda: snap or snapshot(), stats, per_card=per_card, quarantine_reasons=("unknown-card",))
+def families(per_card=True, snap=None, leadership=lambda: (True, 1)):
+    coll = FleetCollector(lambda: snap or snapshot(), stats, per_card=per_card, quarantine_reasons=("unknown-card",),
+                          leadership=leadership)
     text = generate_latest(make_registry(coll)).decode()
     return {f.name: f for f in text_string_to_metric_families(text)}, text
 
@@ -97,9 +98,11 @@ def test_names_follow_the_rule():
              "_records", "_runs", "_decisions", "_acted", "_evictions", "_warm", "_tokens_per_usd")
     for name, fam in fams.items():
         assert name.startswith("fleet_")
-        assert name.endswith(units) or name in ("fleet_evictions", "fleet_wrong_evictions", "fleet_decisions"), name
+        assert name.endswith(units) or name in ("fleet_evictions", "fleet_wrong_evictions", "fleet_decisions",
+                                                "fleet_leader", "fleet_leader_epoch"), name
         if fam.type == "counter":
             assert all(s.name.endswith("_total") for s in fam.samples), name
+    assert {"fleet_leader", "fleet_leader_epoch"} <= set(fams)
     ratios = [f for n, f in fams.items() if n.endswith("_ratio")]
     assert ratios and all(0 <= s.value <= 1 for f in ratios for s in f.samples)
 

@@ -146,8 +146,6 @@ def test_the_service_pulls_rate_and_busy_with_its_token_and_logs_no_secret(tmp_p
     assert [path for path, _, _ in _Canned.seen][-1] == "/api/v1/query_range"  # the Location was never asked
 
 
-@pytest.mark.xfail(strict=True, reason="the service scores hourly mean tok/s (storage/service_store.py rollup_means "
-                                       "ignores the busy sums); remove this mark once it reads tokens per busy second")
 def test_a_pulled_half_idle_card_scores_its_busy_rate_in_the_service(tmp_path, canned, monkeypatch):
     from fleet.service.service import Service
 

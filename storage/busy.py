@@ -1,0 +1,17 @@
+"""Tokens per busy second of hourly rollups, one rule for every reader (the service's scores, a stored month)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+BUSY_FRACTION_FLOOR = 0.05
+"""The least busy fraction an hour's tokens are divided by: a card busy 1% of an hour (a few requests, their share
+measured coarsely) scores at most 20x its mean tok/s, never as a giant."""
+
+
+def busy_rate_tps(busy_sum: np.ndarray, busy_n: np.ndarray, busy_tps_sum: np.ndarray, floor: float = BUSY_FRACTION_FLOOR) -> np.ndarray:
+    """The tok/s of the samples carrying a busy fraction over their summed busy fraction, taken at least
+    `floor` x their count; NaN for an hour never busy or without busy data (the reader falls back to the mean)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = busy_tps_sum / np.maximum(busy_sum, floor * busy_n)
+    return np.where(busy_sum > 0, rate, np.nan)
