@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -21,19 +22,43 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
+DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FLEET_DB", show_envvar=True,
+                                                  help="Database URL (beats the config's storage url; FLEET_DB gives it too).")]
+
+
+def percent(value: float, none: str = "n/a until the first billed hour") -> str:
+    """A share as a percentage, or what stands for it while there is nothing to divide (no hour billed)."""
+    return none if value != value else f"{value:.1%}"
+
+
+def times(n: int, what: str = "time", plural: str | None = None) -> str:
+    """`1 time`, `0 times`, `2 eviction passes`: a count with its noun in the number it takes."""
+    return f"{n} {what}" if n == 1 else f"{n} {plural or what + 's'}"
+
+
+_BARE_NUMBER = re.compile(r"(?<![\w.,:/\-])(\d{4,})(?![\w.,:/%\-])")
+
+
+def grouped(text: str) -> str:
+    """`text` with its bare whole numbers of four digits or more grouped by thousands (`2867` -> `2,867`), so a
+    journaled reason reads in the same number format as the lines around it; times, ids and decimals are left."""
+    return _BARE_NUMBER.sub(lambda m: f"{int(m.group(1)):,}", text)
+
+
 def _open_store(db: str | None, config: str | None):
+    """The config and the store it names, for reading: a store that is not there is an error, never created."""
     from fleet.service.config import load_service_config
-    from storage.repository import open_repository
+    from storage.existing import existing_repository
     from storage.service_store import ServiceStore
 
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
-    repo = open_repository(cfg.storage.url)
+    repo = existing_repository(cfg.storage.url)
     return cfg, repo, ServiceStore(repo.engine)
 
 
 def serve_cmd(
     config: Annotated[Optional[str], typer.Option("--config", help="Service config (TOML): pool, policy, schedule, storage, metrics, actuator.")] = None,
-    db: Annotated[Optional[str], typer.Option("--db", help="Database URL (overrides the config's storage url).")] = None,
+    db: DbOption = None,
     metrics_host: Annotated[Optional[str], typer.Option("--metrics-host", help="Address /metrics listens on (default 127.0.0.1).")] = None,
     metrics_port: Annotated[Optional[int], typer.Option("--metrics-port", help="Port of /metrics (default 9108; 0 picks a free one).")] = None,
     simulate: Annotated[Optional[str], typer.Option("--simulate", help="Play a preset's month (name or TOML path) as the pool's telemetry.")] = None,
@@ -41,6 +66,7 @@ def serve_cmd(
     seed: Annotated[Optional[int], typer.Option("--seed", help="With --simulate: draw the preset's month with this seed.")] = None,
     exit_when_done: Annotated[bool, typer.Option("--exit-when-done", help="With --simulate: stop once the month is billed.")] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="Logging level (info logs every dry-run action).")] = "warning",
+    check: Annotated[bool, typer.Option("--check", help="Check the config, the store (read only) and the Prometheus URL, one line each, and exit: 0 all pass, 1 one fails, 2 a bad config.")] = False,
 ) -> None:
     """Run the autoscaler beside a pool (or a simulated one) until SIGTERM: score, size, evict, journal, act, bill, export metrics."""
     from fleet.cli.app import UsageError
@@ -68,6 +94,10 @@ def serve_cmd(
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
     metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}, "metrics": metrics})
+    if check:
+        from fleet.cli.plan import check_service
+
+        raise typer.Exit(check_service(cfg, config, simulate, seed))
     sim = None
     if simulate is not None:
         preset = load_preset(simulate)
@@ -111,7 +141,7 @@ def serve_cmd(
     t = s.totals
     print(
         f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
-        f"{s.evictions} evictions, convergence {t['convergence']:.1%}", file=sys.stderr, flush=True,
+        f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
     )
 
 
@@ -124,18 +154,65 @@ def _reasons() -> tuple[str, ...]:
 
 
 def status_cmd(
-    db: Annotated[Optional[str], typer.Option("--db", help="Database URL.")] = None,
+    db: DbOption = None,
     config: Annotated[Optional[str], typer.Option("--config", help="Service config, for the checks' pass marks.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C: in place on a terminal, once an interval when piped.")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="With --watch: seconds between refreshes.", min=0.1)] = 5.0,
 ) -> None:
     """The run set, scores, budget left, the month-to-date bill by part and the three checks so far."""
-    from rich.console import Console
-    from rich.table import Table
+    import time
 
-    from fleet.service.snapshot import month_totals
-    from fleet.core.verdict import checks, json_safe
+    from rich.console import Console, Group
 
     cfg, repo, store = _open_store(db, config)
+    if not watch:
+        out, shown = _status(cfg, repo, store)
+        if as_json:
+            typer.echo(json.dumps(out, indent=2))
+        else:
+            _print(Console(), shown)
+        return
+    con = Console()
+    if not con.is_terminal:  # piped: one whole status an interval, each after a line saying when it was read
+        while True:
+            out, shown = _status(cfg, repo, store)
+            if as_json:
+                typer.echo(json.dumps(out))
+            else:
+                _print(con, [f"-- status at {_iso(time.time())} (every {interval:g} s; Ctrl-C stops)", *shown])
+            sys.stdout.flush()
+            time.sleep(interval)
+    from rich.live import Live
+
+    with Live(console=con, auto_refresh=False, screen=False) as live:
+        while True:
+            _out, shown = _status(cfg, repo, store)
+            live.update(Group(f"status at {_iso(time.time())}, every {interval:g} s; Ctrl-C stops", *shown), refresh=True)
+            time.sleep(interval)
+
+
+def _print(con, shown: list) -> None:
+    """Lines as they are (a pipe gets them unwrapped), tables at the console's width."""
+    for item in shown:
+        if isinstance(item, str):
+            con.print(item, soft_wrap=True, markup=False, highlight=False)
+        else:
+            con.print(item)
+
+
+CHECK_UNITS = {"capacity": lambda v: f"unmet {v:.2%} of demand", "convergence": lambda v: f"convergence {percent(v)}",
+               "eviction": lambda v: times(int(v), "wrong eviction")}
+
+
+def _status(cfg, repo, store) -> tuple[dict, list]:
+    """The status as a JSON object and as lines and tables to print."""
+    from rich.table import Table
+
+    from fleet.core.verdict import checks, json_safe
+    from fleet.service.scoring import IN_DIP_KEY, POLICY_SCORE_KEY
+    from fleet.service.snapshot import month_totals
+
     last_billed = store.last_billed_ts()
     if last_billed is None:
         from fleet.cli.app import UsageError
@@ -150,45 +227,64 @@ def status_cmd(
     run_set = sorted(store.run_set_at(last_dec))
     scores = store.scores_by_window(last_dec)
     parts = store.bill_by_part(m0, last_billed + HOUR_S)
+    evicted = {k: ts for ts, k in store.eviction_hours(m0, last_dec + HOUR_S)}
     figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
     chk = checks(figs, cfg.checks)
-    out = {
+    out = json_safe({
         "month_start": _iso(m0), "hours_billed": len(hours), "hour_decided": _iso(last_dec),
         "run_set": run_set, "run_set_cards": len(run_set), "demand_tps": detail.get("demand_tps"),
         "target_tps": detail.get("target_tps"), "scored_capacity_tps": detail.get("scored_capacity_tps"),
         "budget_left": detail.get("budget_left"), "evictions": int(totals["evictions"]),
+        "evicted": {k: _iso(ts) for k, ts in evicted.items()},
         "bill_by_part_usd": parts, **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         "scores": {("policy" if w == 0 else "in_dip" if w == -1 else str(w)): s for w, s in scores.items()}, "checks": chk,
-    }
-    if as_json:
-        typer.echo(json.dumps(json_safe(out), indent=2))
-        return
-    con = Console()
-    con.print(f"month from {out['month_start']}: {len(hours)} hours billed, decided through {out['hour_decided']}")
-    con.print(f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
-              f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})")
-    con.print(f"evictions: {out['evictions']}, budget left {out['budget_left']}")
-    con.print(f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f}); "
-              f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {totals['convergence']:.1%}")
+    })
+    shown: list = [
+        f"month from {out['month_start']}: {len(hours)} hours billed, decided through {out['hour_decided']}",
+        f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
+        f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})",
+        f"evictions: {out['evictions']}, budget left {out['budget_left']}",
+        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f}); "
+        f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
+    ]
     for name, c in chk.items():
-        con.print(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {c['value']:.4g})")
-    from fleet.service.scoring import IN_DIP_KEY, POLICY_SCORE_KEY
-
+        shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
     in_dip = scores.pop(IN_DIP_KEY, {})
     windows = sorted(scores)
     heads = ["policy score" if w == POLICY_SCORE_KEY else f"score {w}h" for w in windows]
+    # The sizing reads the policy's score where there is one, else its window's: the order shown is that one's.
+    size_w = POLICY_SCORE_KEY if POLICY_SCORE_KEY in scores else _window_hours(detail.get("window"), windows)
+    key_head = heads[windows.index(size_w)] if size_w in windows else None
     classes = {k: c.class_name for k, c in repo.cards().items()}
-    table = Table("card", "class", *heads, "warm", *(["in dip"] if in_dip else []), box=None)
-    cards = sorted({k for s in scores.values() for k in s}, key=lambda k: -max(s.get(k, 0) for s in scores.values()))
-    for k in cards:
+    scored = {k for s in scores.values() for k in s}
+    order = lambda k: (-scores[size_w].get(k, float("-inf")), k) if key_head else (k,)  # noqa: E731
+    table = Table("card", "class", *heads, "state", *(["in dip"] if in_dip else []), box=None)
+    for k in sorted(scored - set(evicted), key=order):
         table.add_row(k, classes.get(k, ""), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows],
-                      "yes" if k in run_set else "", *(["yes" if k in in_dip else ""] if in_dip else []))
-    con.print(table)
+                      "warm" if k in run_set else "spare", *(["yes" if k in in_dip else ""] if in_dip else []))
+    shown.append(f"cards ({len(scored - set(evicted))}), sorted by {key_head or 'card id'}"
+                 f"{', highest first' if key_head else ''}; scores in tok/s; warm: in the run set, spare: in the pool, not warm")
+    shown.append(table)
+    if evicted:
+        gone = Table("card", "class", "evicted at", *heads, box=None)
+        for k in sorted(evicted, key=lambda k: evicted[k]):
+            gone.add_row(k, classes.get(k, ""), _iso(evicted[k]), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows])
+        shown.append(f"evicted this month ({len(evicted)}): out of the pool until the month ends")
+        shown.append(gone)
+    return out, shown
+
+
+def _window_hours(name, windows: list[int]) -> int | None:
+    if name is None:
+        return windows[0] if windows else None
+    from policies import window_hours
+
+    return window_hours(str(name))
 
 
 def explain_cmd(
     card: Annotated[str, typer.Argument(help="The card id, as its telemetry names it.")],
-    db: Annotated[Optional[str], typer.Option("--db", help="Database URL.")] = None,
+    db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Why a card was or was not evicted, and why it was or was not kept warm, from the decision journal."""
@@ -225,9 +321,9 @@ def explain_cmd(
                        "budget_left_before": d.get("budget_left_before"), "pass_reason": p.reason})
     if evicted:
         e = evicted[-1]
-        lines.append(f"{card} ({cls}) was evicted at {_iso(e.ts)} (hour {e.detail.get('hour')}): {e.reason}")
+        lines.append(f"{card} ({cls}) was evicted at {_iso(e.ts)} (hour {e.detail.get('hour')}): {grouped(e.reason)}")
     else:
-        lines.append(f"{card} ({cls}) was not evicted" + (f"; judged in {len(judged)} eviction passes" if judged else
+        lines.append(f"{card} ({cls}) was not evicted" + (f"; judged in {times(len(judged), 'eviction pass', 'eviction passes')}" if judged else
                                                           "; no eviction pass judged it (it was never in the run set at one)"))
     for j in judged:
         lines.append(f"  {_iso(j['ts'])} hour {j['hour']}: scored {j['score_tps']:,.0f} tok/s through the {j['window']} window, "
@@ -236,8 +332,8 @@ def explain_cmd(
     last_dec = store.last_decided_ts(0, 2**62) or 0
     run_set = store.run_set_at(last_dec)
     now_warm = card in run_set
-    lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set {sum(r.kind == 'add' for r in warm)} "
-                 f"times and left it {sum(r.kind == 'release' for r in warm)} times")
+    lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set "
+                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {times(sum(r.kind == 'release' for r in warm))}")
     # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
     ranking = None
     size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
@@ -254,7 +350,7 @@ def explain_cmd(
                          f"{ranking['rank']} of {len(order)} scored cards; the run set held {len(run_set)} for a target of "
                          f"{ranking['target_tps']:,.0f} tok/s")
     for r in warm[-5:]:
-        lines.append(f"  {_iso(r.ts)} {r.kind}: {r.reason}")
+        lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
     unacted = [r for r in own if r.acted_ts is None and r.kind in ("add", "release", "evict")]
     if unacted:
         lines.append(f"  {len(unacted)} of its decisions are journaled and not yet acted on")
@@ -272,3 +368,6 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.command("status")(status_cmd)
     app.command("explain")(explain_cmd)
+    from fleet.cli import plan  # after this module is whole: plan reads its option and formats
+
+    plan.register(app)

@@ -1,0 +1,287 @@
+"""`fleet plan` and `fleet serve --check`: what the service would do, without doing it.
+
+`fleet plan` decides the coming hour on the stored pool through the service's
+own decide job (`fleet.service.decide.DecideJob.decide_hour`, which runs the
+core's `tick` on the state it reads from the store), so the plan and the
+service cannot disagree: the same code reads the same inputs. What it would
+write goes elsewhere. The job gets a journal that keeps the hour's rows in
+memory instead of writing them, and a view of the store that reads and keeps
+any score it works out in memory. The view lets through only the reads the
+jobs make, so a write can never reach the store. An hour the service has not
+scored yet is scored the way its score job would, on the telemetry stored so
+far.
+
+`fleet serve --check` validates the config and reaches what the service
+would use: the store (read only) and the Prometheus server, each within a
+bounded time. It prints one line for each check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Annotated, Callable, Optional
+
+import typer
+
+from fleet.cli.serve import DbOption, _iso, grouped, times
+from fleet.core.errors import ConfigError
+from storage.db import StoreError, shown_url
+
+HOUR_S = 3600
+CHECK_TIMEOUT_S = 5.0
+READS = frozenset({
+    "last_decided_ts", "eviction_hours", "run_set_at", "decisions", "scores_at", "last_scored_ts", "rollup_means",
+    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class",
+})
+
+
+class ReadOnlyStore:
+    """The service store seen by a plan: its reads pass through; the scores a plan works out are kept in memory."""
+
+    def __init__(self, store):
+        self._store = store
+        self.scored: list = []
+
+    def record_scores(self, hour_scores) -> None:
+        self.scored.extend(hour_scores)
+
+    def __getattr__(self, name: str):
+        if name not in READS:
+            raise AttributeError(f"a plan reads the store and never writes it (asked for {name!r})")
+        return getattr(self._store, name)
+
+
+class KeptJournal:
+    """Stands where the decide job's journal does: the hour's rows and run-set changes are kept, not written."""
+
+    def __init__(self):
+        self.written: list[tuple] = []
+
+    def write(self, hour_ts, entries, open_cards, close_cards, retire_cards) -> None:
+        self.written.append((hour_ts, list(entries), dict(open_cards), list(close_cards), list(retire_cards)))
+
+
+class _StillClock:
+    def __init__(self, now_ts: float):
+        self._now = float(now_ts)
+
+    def now(self) -> float:
+        return self._now
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        return clock_seconds
+
+
+def _simulation_of(cfg, engine, simulate: str | None, seed: int | None):
+    """(config, simulation) for a store a simulation wrote: its preset from --simulate or from the store's identity."""
+    from fleet.presets import load_preset
+    from fleet.service.service import store_identity
+    from fleet.service.simulation import Simulation, simulation_config
+    from storage.identity import read_identity
+
+    held = read_identity(engine)
+    if simulate is None and (held is None or held.kind != "simulation"):
+        return cfg, None
+    name = simulate or held.preset
+    try:
+        preset = load_preset(name)
+    except ConfigError as err:
+        raise ConfigError(f"database {shown_url(str(engine.url))!r} holds {held.describe()}: give --simulate PRESET "
+                          f"(its name or file) to plan it ({err})") from None
+    scenario = preset.resolve(seed=seed if seed is not None else (held.seed if held is not None else None))
+    cfg = simulation_config(cfg, scenario)
+    sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
+    if held is not None and not held.matches(store_identity(sim)):
+        raise ConfigError(f"database {shown_url(str(engine.url))!r} holds {held.describe()}, not {store_identity(sim).describe()}")
+    return cfg, sim
+
+
+def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
+    """The decisions the service would journal for the hour after the last one decided, as a JSON-ready dict."""
+    import policies
+    from fleet.service.decide import DecideJob
+    from fleet.service.demand import MonthDemand
+    from fleet.service.pool import PoolWatch
+    from fleet.service.scoring import ScoreJob
+    from fleet.service.service import make_calendar, policy_windows
+    from storage.service_store import ServiceStore
+
+    parts = policies.resolve(cfg.policy)
+    store = ReadOnlyStore(ServiceStore(repo.engine))
+    cal = make_calendar(cfg, sim)
+    now = time.time() if now_ts is None else now_ts
+    last = store.last_decided_ts(cal.start_ts, 2**62)
+    hour_ts = cal.next_hour(last, now)
+    if hour_ts > cal.last_hour_ts:
+        raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
+    clock = _StillClock(max(now, hour_ts))
+    pool = PoolWatch(repo, store, cfg.month.hours)
+    windows = policy_windows(parts)
+    scoring = ScoreJob(store, pool, cal, clock, windows, lambda _now: hour_ts, parts=parts, busy_floor=cfg.ingest.busy_floor)
+    marker = list(windows.values())[-1]
+    scored_by = "the service"
+    if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
+        scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
+        scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
+    demand = MonthDemand(cfg.demand, cfg.month.hours, sim.month.demand_tps if sim is not None else None)
+    journal = KeptJournal()
+    job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
+                    policy_scores=scoring.policy_scores)
+    index = pool.current()
+    job.decide_hour(hour_ts, index)
+    _, entries, opened, closed, retired = journal.written[0]
+    by_kind = lambda k: [e for e in entries if e.kind == k]  # noqa: E731
+    size = by_kind("size")[0]
+    passes = by_kind("eviction-pass")
+    run_set = sorted((store.run_set_at(hour_ts - HOUR_S) - set(closed)) | set(opened))
+    return {
+        "hour": _iso(hour_ts), "hour_ts": hour_ts, "month_hour": size.detail["hour"], "scored_by": scored_by,
+        "database": shown_url(cfg.storage.url), "run_set": run_set, "run_set_cards": len(run_set),
+        "size": {"reason": size.reason, **size.detail},
+        "add": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("add")],
+        "release": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("release")],
+        "evict": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("evict")],
+        "eviction_pass": None if not passes else {"reason": passes[0].reason, **passes[0].detail},
+        "entries": [{"key": e.key, "kind": e.kind, "card": e.card_key, "reason": e.reason} for e in entries],
+    }
+
+
+def _render(p: dict) -> list[str]:
+    s = p["size"]
+    lines = [
+        f"plan for {p['hour']} (month hour {p['month_hour']}) on {p['database']}; nothing journaled or acted",
+        f"  scored by {p['scored_by']}",
+        f"run set: {times(p['run_set_cards'], 'card')} for {s['demand_tps']:,.0f} tok/s demand (target {s['target_tps']:,.0f}, "
+        f"scored capacity {s['scored_capacity_tps']:,.0f}); eviction budget left {s['budget_left']}",
+    ]
+    ev = p["eviction_pass"]
+    if ev is None:
+        lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")
+    else:
+        lines.append(f"eviction pass ({ev['rule']}, {ev['window']} window): judged {times(ev['judged'], 'card')}, threshold "
+                     f"{ev['threshold_tps']:,.0f} tok/s ({ev['fraction']:.0%} of the median {ev['median_score_tps']:,.0f}); "
+                     f"budget {ev['budget_left_before']} -> {ev['budget_left_after']}: {grouped(ev['reason'])}")
+        for k in ev["candidates"]:
+            what = "evict" if k in ev["evicted"] else "held back"
+            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s -> {what}")
+    for kind in ("evict", "release", "add"):
+        for d in p[kind]:
+            lines.append(f"{kind} {d['card']}: {grouped(d['reason'])}")
+    if not (p["add"] or p["release"] or p["evict"]):
+        lines.append("no card to add, release or evict")
+    return lines
+
+
+def plan_cmd(
+    db: DbOption = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="Service config (TOML): the pool's policy, demand and month.")] = None,
+    simulate: Annotated[Optional[str], typer.Option("--simulate", help="The preset a simulated store plays (default: the one its identity names).")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="With --simulate: the seed the month was drawn with (default: the store's).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """What the service would decide for the coming hour on the stored pool (run set, cards to add and release, the eviction pass), without journaling or acting."""
+    from fleet.core.verdict import json_safe
+    from fleet.service.config import load_service_config
+    from storage.existing import existing_repository
+
+    cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
+    repo = existing_repository(cfg.storage.url)
+    cfg, sim = _simulation_of(cfg, repo.engine, simulate, seed)
+    if sim is None:
+        cfg.require_pool(f"config file {config!r}" if config else "the service config (give --config FILE)")
+    p = plan_hour(cfg, repo, sim)
+    if as_json:
+        typer.echo(json.dumps(json_safe(p), indent=2))
+        return
+    typer.echo("\n".join(_render(p)))
+
+
+# -- fleet serve --check ---------------------------------------------------------------------------------------------
+
+def _bounded(fn: Callable[[], str], timeout_s: float) -> tuple[bool, str]:
+    """(passed, what it found) of `fn` run for at most `timeout_s`: a store or server that does not answer fails."""
+    got: list = []
+
+    def run() -> None:
+        try:
+            got.append((True, fn()))
+        except Exception as err:  # noqa: BLE001 - every failure of a check is its line
+            got.append((False, " ".join(str(err).split()) or type(err).__name__))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return got[0] if got else (False, f"no answer within {timeout_s:g} s")
+
+
+def _store_check(url: str) -> str:
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    from storage.db import head_revision
+    from storage.existing import existing_revision
+
+    try:
+        revision = existing_revision(url)
+    except StoreError as err:
+        parsed = make_url(url)
+        path = parsed.database if parsed.get_backend_name() == "sqlite" else None
+        if path and not Path(path).exists() and Path(path).resolve().parent.is_dir():
+            return f"{shown_url(url)}: no store yet; `fleet serve` creates it at schema {head_revision()}"
+        raise
+    if revision != head_revision():
+        raise StoreError(f"{shown_url(url)} is at schema revision {revision}, this fleet needs {head_revision()}: "
+                         f"run `fleet db upgrade --db {shown_url(url)}`")
+    return f"{shown_url(url)}: a fleet store at schema {revision} (read only)"
+
+
+def _prometheus_check(cfg) -> str:
+    from fleet.ingest.prometheus import _shown, fetch_prometheus
+
+    now = time.time()
+    fetch_prometheus(cfg.ingest.prometheus_url, "vector(1)", now - 60, now, 60, CHECK_TIMEOUT_S, cfg.ingest.auth)
+    return f"{_shown(cfg.ingest.prometheus_url)} answers a range query"
+
+
+def check_service(cfg, config: str | None, simulate: str | None, seed: int | None) -> int:
+    """`fleet serve --check`: one line a check; returns the exit status (0 every check passed, 1 one failed).
+    A bad config is a `ConfigError` (status 2) before any check runs. Nothing is served or written."""
+    import shutil
+
+    source = f"config file {config!r}" if config else "the service config (defaults)"
+    if simulate is not None:
+        from fleet.presets import load_preset
+
+        scenario = load_preset(simulate).resolve(seed=seed)
+        what = f"{source} with the simulated pool of {scenario.name}"
+    else:
+        cfg.require_pool(source)
+        what = f"{source}: {times(len(cfg.pool.classes), 'card class', 'card classes')}, policy {cfg.policy.mode} mode"
+    checks: list[tuple[str, bool, str]] = [("config", True, what)]
+    checks.append(("store", *_bounded(lambda: _store_check(cfg.storage.url), CHECK_TIMEOUT_S)))
+    if cfg.ingest.prometheus_url and simulate is None:
+        checks.append(("prometheus", *_bounded(lambda: _prometheus_check(cfg), CHECK_TIMEOUT_S + 1)))
+    if cfg.ingest.folder and simulate is None:
+        from pathlib import Path
+
+        folder = Path(cfg.ingest.folder)
+        checks.append(("drop folder", folder.is_dir(), f"{folder}: {'a folder' if folder.is_dir() else 'no such folder'}"))
+    if cfg.actuator.kind == "command":
+        prog = cfg.actuator.command[0]
+        found = shutil.which(prog)
+        checks.append(("actuator", found is not None, f"command {prog!r}: {found or 'not found on PATH'}"))
+    else:
+        checks.append(("actuator", True, f"{cfg.actuator.kind}" + (f" to {shown_url(cfg.actuator.url)}" if cfg.actuator.url else "")))
+    for name, ok, line in checks:
+        typer.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {line}")
+    failed = sum(not ok for _, ok, _ in checks)
+    print(f"fleet serve --check: {times(len(checks), 'check')}, {failed} failed; nothing served or written", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_cmd)
