@@ -19,18 +19,48 @@ bounded time. It prints one line for each check.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from typing import Annotated, Callable, Optional
 
 import typer
 
-from fleet.cli.serve import DbOption, _iso, grouped, times
 from fleet.core.errors import ConfigError
 from storage.db import StoreError, shown_url
 
 HOUR_S = 3600
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FLEET_DB", show_envvar=True,
+                                                  help="Database URL (beats the config's storage url; FLEET_DB gives it too).")]
+
+
+def percent(value: float, none: str = "n/a until the first billed hour") -> str:
+    """A share as a percentage, or what stands for it while there is nothing to divide (no hour billed)."""
+    return none if value != value else f"{value:.1%}"
+
+
+def times(n: int, what: str = "time", plural: str | None = None) -> str:
+    """`1 time`, `0 times`, `2 eviction passes`: a count with its noun in the number it takes."""
+    return f"{n} {what}" if n == 1 else f"{n} {plural or what + 's'}"
+
+
+_BARE_NUMBER = re.compile(r"(?<![\w.,:/\-])(\d{4,})(?![\w.,:/%\-])")
+
+
+def grouped(text: str) -> str:
+    """`text` with its bare whole numbers of four digits or more grouped by thousands (`2867` -> `2,867`), so a
+    journaled reason reads in the same number format as the lines around it; times, ids and decimals are left."""
+    return _BARE_NUMBER.sub(lambda m: f"{int(m.group(1)):,}", text)
+
+
 CHECK_TIMEOUT_S = 5.0
 READS = frozenset({
     "last_decided_ts", "eviction_hours", "run_set_at", "decisions", "scores_at", "last_scored_ts", "rollup_means",
@@ -132,7 +162,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
                     policy_scores=scoring.policy_scores)
     index = pool.current()
     job.decide_hour(hour_ts, index)
-    _, entries, opened, closed, retired = journal.written[0]
+    _, entries, opened, closed, _retired = journal.written[0]
     by_kind = lambda k: [e for e in entries if e.kind == k]  # noqa: E731
     size = by_kind("size")[0]
     passes = by_kind("eviction-pass")
@@ -227,7 +257,7 @@ def _store_check(url: str) -> str:
 
     try:
         revision = existing_revision(url)
-    except StoreError as err:
+    except StoreError:
         parsed = make_url(url)
         path = parsed.database if parsed.get_backend_name() == "sqlite" else None
         if path and not Path(path).exists() and Path(path).resolve().parent.is_dir():

@@ -4,45 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import signal
 import sys
 import threading
-from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import typer
 
+from fleet.cli.plan import DbOption, _iso, grouped, percent, times
 from storage.db import shown_url
 
 HOUR_S = 3600
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
-
-
-DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FLEET_DB", show_envvar=True,
-                                                  help="Database URL (beats the config's storage url; FLEET_DB gives it too).")]
-
-
-def percent(value: float, none: str = "n/a until the first billed hour") -> str:
-    """A share as a percentage, or what stands for it while there is nothing to divide (no hour billed)."""
-    return none if value != value else f"{value:.1%}"
-
-
-def times(n: int, what: str = "time", plural: str | None = None) -> str:
-    """`1 time`, `0 times`, `2 eviction passes`: a count with its noun in the number it takes."""
-    return f"{n} {what}" if n == 1 else f"{n} {plural or what + 's'}"
-
-
-_BARE_NUMBER = re.compile(r"(?<![\w.,:/\-])(\d{4,})(?![\w.,:/%\-])")
-
-
-def grouped(text: str) -> str:
-    """`text` with its bare whole numbers of four digits or more grouped by thousands (`2867` -> `2,867`), so a
-    journaled reason reads in the same number format as the lines around it; times, ids and decimals are left."""
-    return _BARE_NUMBER.sub(lambda m: f"{int(m.group(1)):,}", text)
 
 
 def _open_store(db: str | None, config: str | None):
@@ -368,6 +340,6 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve_cmd)
     app.command("status")(status_cmd)
     app.command("explain")(explain_cmd)
-    from fleet.cli import plan  # after this module is whole: plan reads its option and formats
+    from fleet.cli import plan
 
     plan.register(app)
