@@ -6,15 +6,18 @@ CSV and resolving a policy's plug-ins by name happen here, once, before the core
 
 from __future__ import annotations
 
+import copy
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import ValidationError
 
 from fleet.core.errors import ConfigError
 from fleet.core.month import Month, draw_month
 from fleet.core.replay import MonthResult, replay
-from fleet.core.scenario import Preset, Scenario
+from fleet.core.scenario import Preset, Scenario, apply_override, deep_merge
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 
@@ -47,6 +50,8 @@ def load_preset(name_or_path: str) -> Preset:
         if not path.exists():
             known = ", ".join(preset_names()) or "none"
             raise ConfigError(f"unknown preset {name_or_path!r} (known: {known})")
+    if path.is_dir():
+        raise ConfigError(f"preset file {str(path)!r}: is a directory, not a TOML file")
     if not path.is_file():
         raise ConfigError(f"preset file {str(path)!r}: not found")
     where = f"preset file {str(path)!r}"
@@ -103,3 +108,89 @@ def replay_scenario(scenario: Scenario, month: Month | None = None, base_dir: Pa
     """Resolve the scenario's policy, draw its month unless given, and replay it."""
     parts = resolve_policy(scenario)
     return replay(scenario, parts, month if month is not None else draw(scenario, base_dir), ideal_usd=ideal_usd)
+
+
+def resolve_scenario(preset: Preset, fix: bool = False, overrides: list[str] | None = None, seed: int | None = None) -> Scenario:
+    """The scenario to replay (`Preset.resolve`); when an override makes it invalid, the error names that `--set`
+    and what is wrong with its value, not the preset file."""
+    overrides = list(overrides or [])
+    try:
+        scenario = preset.resolve(fix=fix, overrides=overrides, seed=seed)
+    except ConfigError as whole:
+        if not overrides:
+            raise
+        raw = deep_merge(preset.raw, preset.fix_raw) if fix else copy.deepcopy(preset.raw)
+        for assignment in overrides:  # the first override after which the scenario no longer holds
+            raw = apply_override(raw, assignment)
+            try:
+                Scenario.model_validate(raw)
+            except ValidationError as err:
+                raise ConfigError(f"--set {assignment}: {_refusal(err)}") from None
+        raise whole
+    if overrides:  # a name the policy's plug-ins do not know (a window, a mode) is blamed on the --set too
+        try:
+            resolve_policy(scenario)
+        except ConfigError as err:
+            for i, assignment in enumerate(overrides):
+                try:
+                    resolve_policy(preset.resolve(fix=fix, overrides=overrides[: i + 1], seed=seed))
+                except ConfigError:
+                    raise ConfigError(f"--set {assignment}: {err}") from None
+            raise
+    return scenario
+
+
+def _refusal(err: ValidationError) -> str:
+    """What pydantic found wrong, once: an error on a table because an item inside it failed is left out."""
+    found = err.errors()
+    locs = [tuple(e["loc"]) for e in found]
+    kept = [e for e, loc in zip(found, locs) if not any(len(o) > len(loc) and o[: len(loc)] == loc for o in locs)]
+    parts = []
+    for e in kept:
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] not in ("value_error", "extra_forbidden") and isinstance(e.get("input"), (str, int, float, bool)):
+            msg += f", got {e['input']!r}"
+        parts.append(msg)
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class StoredSpan:
+    """How a stored month's hours are split between warm-up and the month replayed."""
+
+    stored_hours: int | None  # hours from the first stored hour to the last (None: not measured, the store held enough)
+    warmup_hours: int
+    hours: int
+    asked_warmup_hours: int  # what the scenario asks
+    asked_hours: int
+
+    @property
+    def is_short(self) -> bool:
+        return self.stored_hours is not None and self.stored_hours < self.asked_warmup_hours + self.asked_hours
+
+    def describe(self) -> str:
+        if not self.is_short:
+            return f"{self.hours} hours after a warm-up of {self.warmup_hours}"
+        return (f"{self.hours} hours after a warm-up of {self.warmup_hours}, all the store holds "
+                f"({self.stored_hours} hours; the preset asks {self.asked_warmup_hours} + {self.asked_hours})")
+
+
+def fit_stored_span(scenario: Scenario, stored_hours: int) -> tuple[Scenario, StoredSpan]:
+    """The scenario cut to a stored month shorter than its warm-up + hours: every stored hour is replayed but the
+    warm-up, which takes what is there beyond a full month, and never less than the longest history the policy's
+    scores read (so every score is whole at the first hour)."""
+    W, H = scenario.warmup_hours, scenario.hours
+    if stored_hours >= W + H:
+        return scenario, StoredSpan(stored_hours, W, H, W, H)
+    parts = resolve_policy(scenario)
+    needed = parts.score.history_hours(parts.size_window_hours)
+    if parts.evicts:
+        needed = max(needed, parts.evict_window_hours)
+    if stored_hours <= needed:
+        raise ConfigError(
+            f"stored telemetry covers {max(stored_hours, 0)} hours; the policy's scores read {needed} hours of history "
+            f"before the first hour replayed, so at least {needed + 1} are needed"
+        )
+    warmup = min(W, max(needed, stored_hours - H))
+    fitted = scenario.model_copy(update={"warmup_hours": warmup, "hours": stored_hours - warmup})
+    return fitted, StoredSpan(stored_hours, warmup, stored_hours - warmup, W, H)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -13,11 +14,14 @@ from rich.console import Console
 from fleet.core.scenario import ConfigError
 from fleet.presets import load_preset, preset_names
 
+HELP_OPTION_NAMES = ["-h", "--help"]
+
 app = typer.Typer(
     help="Autoscaler and eviction-policy service for rented GPU pools serving LLM tokens.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion for bash, zsh, fish, PowerShell
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
 console = Console(width=None if sys.stdout.isatty() else 120)
 err_console = Console(stderr=True)
@@ -25,6 +29,45 @@ err_console = Console(stderr=True)
 
 class UsageError(Exception):
     """A bad input named by the message; exits with status 2 and no traceback."""
+
+
+def _hide_flag_types() -> None:
+    """A flag takes no value, so help shows no `<bool>` beside it; options that take one keep their type.
+
+    Typer prints every option's type in the help's second column and offers no setting to leave it out for flags:
+    the one place that column is drawn is wrapped here, for every command at once."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "hides_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) and not getattr(self, "count", False) else shown(self, ctx)
+
+    display_type_rich.hides_flags = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_hide_flag_types()
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"fleet {version('fleet')}")
+        except PackageNotFoundError:
+            typer.echo("fleet (not installed: no version)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[bool, typer.Option("--version", "-V", help="Print fleet's version and exit.", callback=_version, is_eager=True)] = False,
+) -> None:
+    """Autoscaler and eviction-policy service for rented GPU pools serving LLM tokens."""
 
 
 @app.command("presets")
@@ -43,24 +86,20 @@ def presets_cmd() -> None:
 def replay_cmd(
     preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")] = None,
     all_presets: Annotated[bool, typer.Option("--all", help="Replay every preset and its fix.")] = False,
-    fix: Annotated[bool, typer.Option("--fix", help="Replay the preset's fix instead.")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Replay the preset's fix instead (with --all: every preset's fix only).")] = False,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter, KEY=VALUE (repeatable), e.g. policy.window=day.")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Redraw the month with this seed.")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Redraw the month with this seed (0 or more).")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Replay this many seeds (seed, seed+1, ...) and print the spread of each figure.", min=1)] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (a list with --all or --seeds).")] = False,
-    export: Annotated[Optional[Path], typer.Option("--export", help="Write cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json to this folder.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (a list with --all or --seeds); dollars to the cent.")] = False,
+    export: Annotated[Optional[Path], typer.Option("--export", help="Write cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json to this folder (with --seeds: one folder a seed, seed-N/, and spread.json).")] = None,
     db: Annotated[Optional[str], typer.Option("--db", help="Replay the month stored at this database URL (the preset gives market, demand and policy).")] = None,
     telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Replay the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
 ) -> None:
     """Replay a month of a pool under a policy and give its verdict with every figure.
 
-    The month is drawn from the preset's seed, or, with --db or --telemetry, read from a real
-    pool's telemetry: the preset then gives the market, demand and policy, and the ideal operator
-    uses hindsight (each card's whole-month mean rate as its true rate).
+    The month is drawn from the preset's seed, or, with --db or --telemetry, read from a real pool's telemetry: the preset then gives the market, demand and policy, and the ideal operator uses hindsight (each card's whole-month mean rate as its true rate). A stored month shorter than the preset's warm-up + hours replays every hour it holds after a shorter warm-up.
     """
-    from fleet.report.verdict import render_spread, render_verdict, spread
-    from fleet.presets import replay_scenario
-    from fleet.report.export import export_month
+    from fleet.presets import resolve_scenario
 
     if all_presets == (preset is not None):
         raise UsageError("give one of --preset NAME or --all")
@@ -70,56 +109,142 @@ def replay_cmd(
         raise UsageError("give one of --db URL or --telemetry FILE")
     if (db or telemetry) and seeds > 1:
         raise UsageError("--seeds redraws a simulated month; a stored month has one draw")
+    if seed is not None and seed < 0:
+        raise UsageError(f"--seed {seed}: a seed is a whole number, 0 or more")
+    if export is not None:
+        from fleet.report.export import export_folder_problem
+
+        problem = export_folder_problem(export)
+        if problem:
+            raise UsageError(f"--export {export}: {problem}")
     names = preset_names() if all_presets else [preset]
-    runs = [(n, f) for n in names for f in ((False, True) if all_presets else (fix,))]
+    runs = [(n, f) for n in names for f in (((True,) if fix else (False, True)) if all_presets else (fix,))]
     out = []
     for name, f in runs:
         p = load_preset(name)
-        scenario = p.resolve(fix=f, overrides=set_ or [], seed=seed)
-        base_dir = p.path.parent if p.path else None
+        scenario = resolve_scenario(p, fix=f, overrides=set_ or [], seed=seed)
         if seeds > 1:
-            rows = []
-            from rich.progress import track
-
-            for s in track(range(scenario.seed, scenario.seed + seeds), description=f"{p.name} seeds", console=err_console, transient=True):
-                r = replay_scenario(scenario.model_copy(update={"seed": s}), base_dir=base_dir)
-                r.figures["fix"] = f
-                rows.append(r.figures)
-            summary = spread(rows)
-            if as_json:
-                out.append({"preset": p.name, "fix": f, "seeds": [scenario.seed, scenario.seed + seeds - 1], "spread": summary})
-            else:
-                render_spread(console, p, f, seeds, scenario.seed, summary)
-            continue
-        month = None
-        if db or telemetry:
-            from fleet.ingest.stored_month import month_from_store, month_from_telemetry_file
-
-            month = month_from_store(db, scenario, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, scenario, base_dir=base_dir)
-        r = replay_scenario(scenario, month=month, base_dir=base_dir)
-        r.figures["fix"] = f
-        if db or telemetry:
-            from storage.db import shown_url
-
-            r.figures["source"] = shown_url(db) if db else str(telemetry)  # never a password
-        if export:
-            export_month(r, export)
-        if as_json:
-            out.append(r.figures)
+            _replay_seeds(p, f, scenario, seeds, as_json, export, out)
         else:
-            render_verdict(console, p, f, r)
+            _replay_one(p, f, scenario, set_ or [], as_json, export, db, telemetry, out)
     if as_json:
         from fleet.core.verdict import json_safe
+        from fleet.report.export import cents
 
         payload = out[0] if len(out) == 1 else out
-        typer.echo(json.dumps(json_safe(payload), indent=2))
+        typer.echo(json.dumps(cents(json_safe(payload)), indent=2))
+
+
+def _replay_seeds(p, fix: bool, scenario, seeds: int, as_json: bool, export: Path | None, out: list) -> None:
+    """`--seeds N`: the spread of every figure over N draws; with `--export`, each draw's files and the spread."""
+    from rich.progress import track
+
+    from fleet.presets import replay_scenario
+    from fleet.report.export import export_month
+    from fleet.report.verdict import render_spread, spread
+
+    rows = []
+    first = scenario.seed
+    for s in track(range(first, first + seeds), description=f"{p.name} seeds", console=err_console, transient=True):
+        r = replay_scenario(scenario.model_copy(update={"seed": s}), base_dir=p.base_dir)
+        r.figures["fix"] = fix
+        if export is not None:
+            export_month(r, export / f"seed-{s}")
+        rows.append(r.figures)
+    summary = spread(rows)
+    got = {"preset": p.name, "fix": fix, "seeds": [first, first + seeds - 1], "spread": summary}
+    if export is not None:
+        from fleet.core.verdict import json_safe
+
+        (export / "spread.json").write_text(json.dumps(json_safe(got), indent=2) + "\n")
+    if as_json:
+        out.append(got)
+    else:
+        render_spread(console, p, fix, seeds, first, summary)
+
+
+def _replay_one(p, fix: bool, scenario, overrides: list[str], as_json: bool, export: Path | None, db, telemetry, out: list) -> None:
+    from fleet.presets import replay_scenario
+    from fleet.report.export import export_month
+    from fleet.report.verdict import render_verdict
+
+    month = span = None
+    if db or telemetry:
+        month, scenario, span = _stored_month(scenario, db, telemetry, p.base_dir)
+    r = replay_scenario(scenario, month=month, base_dir=p.base_dir)
+    r.figures["fix"] = fix
+    if db or telemetry:
+        from storage.db import shown_url
+
+        r.figures["source"] = shown_url(db) if db else str(telemetry)  # never a password
+        r.figures["warmup_hours"] = span.warmup_hours
+        if span.stored_hours is not None:
+            r.figures["stored_hours"] = span.stored_hours
+        if span.is_short and as_json:  # the text verdict says it in its policy line
+            err_console.print(f"fleet: note: {r.figures['source']}: {span.describe()}", markup=False, highlight=False, soft_wrap=True)
+    if export:
+        export_month(r, export)
+    if as_json:
+        out.append(r.figures)
+    else:
+        render_verdict(console, p, fix, r, overrides, span)
+
+
+def _stored_month(scenario, db: str | None, telemetry: Path | None, base_dir: Path | None):
+    """The month in a store or a telemetry file, its span fitted to the hours stored: (month, scenario, span)."""
+    from fleet.ingest import stored_month
+    from fleet.presets import StoredSpan, fit_stored_span
+
+    full = StoredSpan(None, scenario.warmup_hours, scenario.hours, scenario.warmup_hours, scenario.hours)
+    if db:
+        from fleet.cli.journal import existing_store, refuse_missing_sqlite_file
+        from storage.repository import SqlRepository
+
+        refuse_missing_sqlite_file(db)  # a read: a mistyped path is an error, never a new empty store
+        try:
+            return stored_month.month_from_store(db, scenario, base_dir=base_dir), scenario, full
+        except ConfigError as err:  # too short, maybe: then every stored hour is replayed after a shorter warm-up
+            rollups = SqlRepository(existing_store(db)).hourly_rollups()
+            if _hours_held(rollups) >= scenario.warmup_hours + scenario.hours:
+                raise err from None
+    else:
+        rollups = _telemetry_rollups(telemetry, scenario)
+    if rollups.empty:
+        raise ConfigError(f"{_shown_source(db, telemetry)}: no stored telemetry to replay")
+    scenario, span = fit_stored_span(scenario, _hours_held(rollups))
+    return stored_month.month_from_rollups(rollups, scenario, base_dir=base_dir), scenario, span
+
+
+def _hours_held(rollups) -> int:
+    """Hours from the first stored hour to the last, both counted."""
+    if rollups.empty:
+        return 0
+    return (int(rollups["hour_ts"].max()) - int(rollups["hour_ts"].min())) // 3600 + 1
+
+
+def _shown_source(db: str | None, telemetry: Path | None) -> str:
+    from storage.db import shown_url
+
+    return f"database {shown_url(db)!r}" if db else f"telemetry file {str(telemetry)!r}"
+
+
+def _telemetry_rollups(path: Path, scenario):
+    """The hourly rollups of a telemetry file, through a private in-memory store, as
+    `fleet.ingest.stored_month.load_telemetry_file` makes them (the same ingest, quarantine and rollups)."""
+    from fleet.ingest import IngestSettings, ingest_parsed, read_file
+    from fleet.ingest.stored_month import FAR_FUTURE_TS
+    from storage import ClassSpec, sqlite_memory_repository
+
+    parsed = read_file(path)
+    repo = sqlite_memory_repository()
+    repo.declare_classes([ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in scenario.classes])
+    ingest_parsed(repo, parsed, IngestSettings(now_ts=FAR_FUTURE_TS, default_class=scenario.policy.card_class))
+    return repo.hourly_rollups()
 
 
 def _register_extensions() -> None:
     """Command groups that live in their own modules."""
-    import importlib
-
-    for module in ("fleet.cli.store", "fleet.cli.compare", "fleet.cli.serve"):
+    for module in ("fleet.cli.store", "fleet.cli.compare", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -130,6 +255,18 @@ def _register_extensions() -> None:
 
 
 _register_extensions()
+
+
+def _click_exceptions() -> tuple[type, ...]:
+    """Click's usage-error class, from typer's own copy of click and from click itself where either is installed:
+    a typer that carries its own copy raises that one's, even when click is installed beside it."""
+    found: list[type] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(module).ClickException)
+        except (ModuleNotFoundError, AttributeError):
+            continue
+    return tuple(found)
 
 
 def _exit(message: str, status: int) -> None:
@@ -160,7 +297,7 @@ def main() -> None:
     keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
     try:
         # Not standalone, so errors come here to be told as one line; a command's exit status comes back as the value.
-        status = app(standalone_mode=False)
+        status = app(standalone_mode=False, prog_name="fleet")
     except (ConfigError, UsageError) as err:
         _exit(f"fleet: error: {err}", 2)
     except typer.Abort as err:  # click's own Ctrl-C, in typers that turn KeyboardInterrupt into Abort
@@ -168,12 +305,7 @@ def main() -> None:
     except KeyboardInterrupt:
         _exit("fleet: interrupted", 130)
     except Exception as err:  # click's own usage errors (typer >= 0.2x carries its own copy of click)
-        try:
-            from click import ClickException
-        except ModuleNotFoundError:
-            from typer._click.exceptions import ClickException
-
-        if isinstance(err, ClickException):
+        if isinstance(err, _click_exceptions()):
             err.show()
             sys.exit(err.exit_code)
         reason = _run_time_failure(err)
@@ -187,4 +319,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m fleet.cli.app` runs this file as `__main__`, a second copy of the module: run the one the command
+    # modules import (`fleet.cli.app`), so the errors they raise are the ones `main` knows.
+    from fleet.cli.app import main as _main
+
+    _main()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +12,41 @@ import pandas as pd
 
 from fleet.core.billing import churn_fee_usd
 from fleet.core.verdict import json_safe
+
+
+def cents(obj, dollars: bool = False):
+    """Figures as printed: every dollar figure (a key ending in `_usd`, and everything under one) rounded to the
+    cent, so JSON shows 28840.0, not the sum's float noise 28839.999999999993. Only output is rounded: the figures
+    the checks and tests read are the sums as computed."""
+    if isinstance(obj, dict):
+        return {k: cents(v, dollars or _is_dollars(k)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [cents(v, dollars) for v in obj]
+    if dollars and isinstance(obj, float) and not isinstance(obj, bool):
+        return round(obj, 2)
+    return obj
+
+
+def _is_dollars(key) -> bool:
+    """A figure in dollars: its name ends in `_usd` (`tokens_per_usd` is tokens, not dollars)."""
+    return isinstance(key, str) and key.endswith("_usd") and not key.endswith("_per_usd")
+
+
+def export_folder_problem(folder: Path) -> str | None:
+    """Why files cannot be written into `folder` (made here if missing), or None: asked before a replay starts,
+    so a bad `--export` is one line at once, not a traceback after the work."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        return "is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".fleet-probe-"):
+            pass
+    except OSError as err:
+        return f"cannot write files there ({err.strerror or err})"
+    if not os.access(folder, os.W_OK):
+        return "cannot write files there (permission denied)"
+    return None
 
 
 def run_set_intervals(warm: np.ndarray, evicted_at: dict[int, int]) -> pd.DataFrame:
@@ -80,4 +117,5 @@ def export_month(r, folder: Path) -> None:
         rows,
         columns=["hour", "card_id", "card_class", "score_tps", "median_score_tps", "threshold_tps", "true_tps", "median_true_tps", "wrong", "churn_fee_usd", "reason"],
     ).to_csv(folder / "evictions.csv", index=False)
+    # The files keep the sums as computed, so every figure follows from the CSVs exactly; `--json` prints them to the cent.
     (folder / "summary.json").write_text(json.dumps(json_safe(r.figures), indent=2) + "\n")

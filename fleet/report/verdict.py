@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 SPREAD_FIGURES = (
@@ -32,13 +33,43 @@ def _mark(ok: bool) -> str:
     return "[green]PASS[/green]" if ok else "[red]FAIL[/red]"
 
 
-def render_verdict(console: Console, preset, fix: bool, r) -> None:
+def describe_policy(f: dict) -> str:
+    """The policy replayed, in the words of a preset's story: the cards and the window they are judged through."""
+    cards = f"{f['pool_cards']} {f['card_class']} cards"
+    if f["eviction_rule"] == "none" or f["eviction_share"] <= 0:
+        return f"{cards} sized through the {f['window']} window in {f['mode']} mode, no eviction"
+    return (f"{cards} judged through the {f['eviction_window']} window ({f['eviction_rule']} eviction, share "
+            f"{f['eviction_share']:g}), sized through the {f['window']} window in {f['mode']} mode")
+
+
+def headline(preset, fix: bool, r, overrides=(), source: str | None = None) -> str:
+    """The verdict's first line. The preset's story tells of its own month and policy, so it heads the verdict only
+    when that is what was replayed (another seed is the same story); after a `--set` that changes the scenario, or on
+    a stored month, the headline says what was replayed instead."""
+    name = f"{preset.name}{' (fix)' if fix else ''}"
+    told = preset.resolve(fix=fix)
+    same = {"seed": told.seed}
+    if source is not None:  # a stored month replays the hours it holds: its span is the store's, not a change
+        same.update(hours=told.hours, warmup_hours=told.warmup_hours)
+    as_told = r.scenario.model_copy(update=same) == told
+    if as_told and source is None:
+        return f"{name}: {preset.scenario.fix_story if fix else preset.scenario.story}"
+    what = [] if as_told else ["with --set " + " --set ".join(overrides) if overrides else "changed"]
+    if source is not None:
+        what.append(f"on the month stored at {source}")
+    return f"{name} {', '.join(what)}: {describe_policy(r.figures)}"
+
+
+def render_verdict(console: Console, preset, fix: bool, r, overrides=(), span=None) -> None:
+    """The verdict of one replayed month; `span` (a `fleet.presets.StoredSpan`) for a stored month, whose line then
+    names the store and the hours replayed, not a seed."""
     f = r.figures
-    title = f"{preset.name}{' (fix)' if fix else ''}: {preset.scenario.fix_story if fix else preset.scenario.story}"
-    console.print(f"[bold]{title}[/bold]", highlight=False)
+    source = f.get("source")
+    console.print(f"[bold]{escape(headline(preset, fix, r, overrides, source))}[/bold]", highlight=False)
+    where = f"seed {f['seed']}" if source is None else f"store {source}: {span.describe() if span else str(f['hours']) + ' hours'}"
     console.print(
         f"  policy: {f['card_class']} cards, {f['window']} window, {f['mode']} mode, headroom {f['headroom']:g}, "
-        f"eviction {f['eviction_rule']} through the {f['eviction_window']} window (share {f['eviction_share']:g}, budget {f['eviction_budget']} of {f['pool_cards']}), seed {f['seed']}",
+        f"eviction {f['eviction_rule']} through the {f['eviction_window']} window (share {f['eviction_share']:g}, budget {f['eviction_budget']} of {f['pool_cards']}), {where}",
         highlight=False,
     )
     t = Table(box=None, show_header=False, padding=(0, 2))

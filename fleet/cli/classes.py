@@ -1,0 +1,86 @@
+"""`fleet classes`: each card class on the market with its rated rate, rent and tokens per dollar at that rate."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import numpy as np
+import typer
+
+MONTH_HOURS = 720  # a pool file names no month: its rent is read over 720 hours, the scenarios' default month
+
+
+def class_rows(classes, month_hours: int) -> list[dict]:
+    """One row a class: rated rate (and how it was found), monthly and hourly rent, tokens per dollar at the rated
+    rate, as the greedy ranks cards (`fleet.core.greedy.tokens_per_dollar`)."""
+    from fleet.core.greedy import tokens_per_dollar
+
+    rows = []
+    for c in classes:
+        rent_h = c.rent_usd_per_month / month_hours
+        row = {
+            "class": c.name,
+            "rated_tps": c.rated_tps,
+            "rent_usd_per_month": c.rent_usd_per_month,
+            "rent_usd_per_hour": rent_h,
+            "tokens_per_usd": float(tokens_per_dollar(np.array([c.rated_tps]), np.array([rent_h]))[0]),
+        }
+        if getattr(c, "pool_cards", None) is not None:
+            row["pool_cards"] = c.pool_cards
+        s = c.serving
+        if s is not None:
+            row["serving"] = {**s.model_dump(), "stream_tps": s.stream_tps, "aggregate_tps": s.aggregate_tps}
+        rows.append(row)
+    return rows
+
+
+def _basis(row: dict) -> str:
+    s = row.get("serving")
+    if s is None:
+        return "rated_tps as given"
+    cache = f" + {s['batch']} × {s['kv_cache_gb_per_stream']:g} GB of cache" if s["kv_cache_gb_per_stream"] else ""
+    return (f"{s['memory_bandwidth_tb_s']:g} TB/s over {s['weight_gb']:g} GB{cache}: {s['stream_tps']:,.1f} tok/s a stream, "
+            f"× batch {s['batch']}")
+
+
+def classes_cmd(
+    preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")] = None,
+    pool: Annotated[Optional[str], typer.Option("--pool", help="A pool file (as `fleet ingest --pool` takes).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the classes as a JSON list.")] = False,
+) -> None:
+    """Each card class on the market with its rated rate, rent, and tokens per dollar at the rated rate. A class may give its rated rate as a number (rated_tps) or from serving arithmetic (a serving table under the class: memory_bandwidth_tb_s, weight_gb, batch)."""
+    from fleet.cli.app import UsageError, console
+    from fleet.report.export import cents
+
+    if (preset is None) == (pool is None):
+        raise UsageError("give one of --preset NAME or --pool FILE")
+    if preset is not None:
+        from fleet.presets import load_preset
+
+        scenario = load_preset(preset).scenario
+        classes, month_hours, where = scenario.classes, scenario.hours, f"preset {scenario.name}"
+    else:
+        from fleet.ingest.pool import load_pool
+
+        classes, month_hours, where = load_pool(pool).classes, MONTH_HOURS, f"pool file {pool}"
+    rows = class_rows(classes, month_hours)
+    if as_json:
+        typer.echo(json.dumps(cents(rows), indent=2))
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    market = any("pool_cards" in r for r in rows)
+    t = Table("class", "rated tok/s", "rent $/month", "tokens per $", *(("on offer",) if market else ()), "rated rate from", box=None, padding=(0, 1))
+    t.columns[-1].overflow = "fold"
+    for r in rows:
+        t.add_row(Text(r["class"]), f"{r['rated_tps']:,.0f}", f"{r['rent_usd_per_month']:,.0f}", f"{r['tokens_per_usd']:,.0f}",
+                  *((str(r.get("pool_cards", "")),) if market else ()), _basis(r))
+    console.print(t)
+    console.print(f"  {where}: rent per hour is the monthly rent over {month_hours} hours; tokens per $ = rated tok/s × 3600 / rent per hour",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("classes")(classes_cmd)

@@ -1,0 +1,153 @@
+"""`fleet journal`: the service's decisions as events, newest first, each with its reason and whether it was acted.
+
+Also the one way the read-only commands open a store: `existing_store` refuses a
+store that is not there (naming its URL, password masked) instead of creating an
+empty one on a mistyped path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from storage import DEFAULT_URL
+
+KINDS = ("evict", "add", "release", "size", "eviction-pass")
+ACTION_KINDS = ("evict", "add", "release")  # what an actuator carries out; `size` and `eviction-pass` are records
+_AGO = re.compile(r"^(\d+)\s*([hd])$")
+
+
+def refuse_missing_sqlite_file(url: str) -> None:
+    """A SQLite store named by a path that holds no file is a `StoreError` naming the URL (password masked), found
+    without connecting, so nothing is created; other databases are left to their server to refuse."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from storage.db import StoreError, shown_url
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # make_engine says what is wrong with it
+    if parsed.get_backend_name() != "sqlite":
+        return
+    path = parsed.database
+    if path in (None, "", ":memory:"):
+        raise StoreError(f"database {shown_url(url)!r}: an in-memory database holds no store to read")
+    if not Path(path).is_file():
+        where = "is a directory" if Path(path).is_dir() else "no such file"
+        raise StoreError(f"database {shown_url(url)!r}: {where}; no store there (nothing was created)")
+
+
+def existing_store(url: str):
+    """An engine on the fleet store at `url`, for reading. A store that is not there, or holds no fleet schema, or an
+    older one, is a `StoreError` naming the URL with its password masked; nothing is created or changed."""
+    from storage.db import StoreError, current_revision, head_revision, make_engine, shown_url
+
+    refuse_missing_sqlite_file(url)
+    engine = make_engine(url)
+    shown = shown_url(url)
+    revision = current_revision(engine)
+    if revision is None:
+        raise StoreError(f"database {shown!r}: not a fleet store (no schema revision)")
+    if revision != head_revision():
+        raise StoreError(f"database {shown!r} is at schema revision {revision}, this fleet needs {head_revision()}: "
+                         f"run `fleet db upgrade --db {shown}`")
+    return engine
+
+
+def parse_since(text: str, now_ts: float) -> int:
+    """`--since`: an ISO 8601 time (UTC unless it says otherwise), Unix seconds, or a span ago (`24h`, `7d`)."""
+    from fleet.core.errors import ConfigError
+
+    t = text.strip()
+    ago = _AGO.match(t)
+    if ago:
+        return int(now_ts) - int(ago.group(1)) * (3600 if ago.group(2) == "h" else 86400)
+    if t.isdigit():
+        return int(t)
+    try:
+        when = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: expected an ISO 8601 time (2026-11-02T06:00), Unix seconds, or a span ago (24h, 7d)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp())
+
+
+def iso(ts: int | None) -> str:
+    return "" if ts is None else datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
+def event(row) -> dict:
+    """One journal row as an event: when, what, which card, why, and whether (and when) it was carried out."""
+    return {
+        "id": row.id,
+        "ts": row.ts,
+        "time": iso(row.ts),
+        "kind": row.kind,
+        "card": row.card_key,
+        "reason": row.reason,
+        "acted": row.acted_ts is not None,
+        "acted_ts": row.acted_ts,
+        "detail": row.detail,
+    }
+
+
+def journal_cmd(
+    db: Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="Database URL of the service's store.")] = DEFAULT_URL,
+    card: Annotated[Optional[str], typer.Option("--card", help="Only this card's decisions.")] = None,
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Only decisions of this kind (repeatable): evict, add, release; also size, eviction-pass. Default: evict, add and release.")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only decisions at or after this time: ISO 8601 (UTC), Unix seconds, or a span ago (24h, 7d).")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Show at most this many, the newest.", min=1)] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the events as a JSON list, newest first.")] = False,
+) -> None:
+    """The service's decisions as events, newest first (as `kubectl get events`), each with its reason and whether it was acted."""
+    import time
+
+    from rich.console import Console
+
+    from fleet.core.errors import ConfigError
+    from storage.service_store import ServiceStore
+
+    console = Console(width=None if sys.stdout.isatty() else 120)  # as the other commands print (fleet.cli.app)
+
+    kinds = list(dict.fromkeys(kind)) if kind else list(ACTION_KINDS)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ConfigError(f"--kind {unknown[0]}: not a decision kind (one of {', '.join(KINDS)})")
+    since_ts = parse_since(since, time.time()) if since is not None else None
+    store = ServiceStore(existing_store(db))
+    rows = store.decisions(card_key=card, kinds=kinds, since_ts=since_ts, limit=2**62)
+    events = [event(r) for r in reversed(rows[-limit:])]
+    if as_json:
+        typer.echo(json.dumps(events, indent=2))
+        return
+    if not events:
+        console.print("no decisions journaled" + (f" for card {card}" if card else "") + (f" since {iso(since_ts)}" if since_ts is not None else ""), highlight=False, markup=False, soft_wrap=True)
+        return
+    _print_events(console, events, len(rows))
+
+
+def _print_events(console, events: list[dict], matched: int) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table("time", "kind", "card", "acted", "reason", box=None, padding=(0, 1))
+    t.columns[-1].overflow = "fold"  # a long reason wraps; the figures in it are never cut
+    for e in events:
+        acted = iso(e["acted_ts"]) if e["acted"] else "not yet"
+        t.add_row(e["time"], e["kind"], Text(e["card"] or "-"), acted, Text(e["reason"]))  # as written, never markup
+    console.print(t)
+    if matched > len(events):
+        console.print(f"  the newest {len(events)} of {matched} decisions; --limit shows more", highlight=False, markup=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("journal")(journal_cmd)
