@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,6 +17,7 @@ from fleet.core.compare import (
     AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, ComboSummary, Recommendation, combo_of,
     csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
+from fleet.cli.tables import Columns, piped_text, print_table, wide_console
 from fleet.sweep import SCREEN_MONTHS, Engine, LocalEngine, Sweep, combo_scenarios, search
 
 HELP = (
@@ -84,7 +87,8 @@ def _floats(option: str, text: str | None, lo: float, hi: float) -> list[float] 
 
 
 def _out_path(option: str, path: Path | None, suffixes: tuple[str, ...]) -> Path | None:
-    """Check an output file can be written before a long grid runs."""
+    """Check an output file can be written before a long grid runs: by opening it, so the answer is the system's
+    (a missing folder, a folder given as the file, a read-only or virtual file system such as /proc)."""
     if path is None:
         return None
     if path.suffix.lower() not in suffixes:
@@ -94,6 +98,14 @@ def _out_path(option: str, path: Path | None, suffixes: tuple[str, ...]) -> Path
         raise _usage(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist")
     if path.is_dir():
         raise _usage(f"{option} {str(path)!r}: is a folder")
+    existed = path.exists()
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as err:
+        raise _usage(f"{option} {str(path)!r}: cannot be written ({err.strerror or err})") from None
+    if not existed:
+        path.unlink(missing_ok=True)  # the probe leaves nothing behind when the run fails before writing
     return path
 
 
@@ -105,6 +117,11 @@ def _usd(v: float) -> str:
     return f"${v / 1000:,.1f}k" if abs(v) >= 10_000 else f"${v:,.0f}"
 
 
+def _count(v: float) -> str:
+    """A count of events as a whole number: a percentile between two months' counts is rounded half up."""
+    return f"{math.floor(v + 0.5):,d}"
+
+
 def _fig(key: str, q: dict) -> str:
     """A figure's median with its 90% interval in brackets, in the figure's unit."""
     if key == "convergence":
@@ -112,8 +129,18 @@ def _fig(key: str, q: dict) -> str:
     if key in ("bill_usd", "idle_usd"):
         return f"{_usd(q['median'])} ({_usd(q['p05']).lstrip('$')}–{_usd(q['p95']).lstrip('$')})"
     if key in ("wrong_evictions", "evictions"):
-        return f"{q['median']:g} ({q['p05']:g}–{q['p95']:g})"
+        return f"{_count(q['median'])} ({_count(q['p05'])}–{_count(q['p95'])})"
     return f"{q['median']:,.0f} ({q['p05']:,.0f}–{q['p95']:,.0f})"
+
+
+def _cents(value, usd: bool = False):
+    """Dollar figures (keys naming `usd`, and what they hold) to the cent: sums of hourly rent carry float noise
+    (28839.999999999993)."""
+    if isinstance(value, dict):
+        return {k: _cents(v, usd or "usd" in k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cents(v, usd) for v in value]
+    return round(value, 2) if usd and isinstance(value, float) else value
 
 
 FIGURE_HEADERS = {
@@ -161,32 +188,26 @@ def _describe(s: ComboSummary, evicting: bool = True) -> str:
 def render_table(
     console, title: str, summaries: list[ComboSummary], rec: Recommendation | None, ideal: dict, marks, evicting: bool = True
 ) -> None:
-    from rich.table import Table
-
     varying = [a for a in AXES if len({getattr(s.combo, a) for s in summaries}) > 1]
     fixed = [a for a in AXES if a not in varying]
     console.print(f"[bold]{escape(title)}[/bold]", highlight=False)
     if fixed:
         console.print("  every row: " + escape(_label(summaries[0], fixed, evicting)), highlight=False)
     console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
-    t = Table(box=None, padding=(0, 1), header_style="bold")
-    if rec is not None:
-        t.add_column("")
-    for a in varying:
-        t.add_column(AXIS_HEADERS[a])
-    for k in FIGURE_HEADERS.values():
-        t.add_column(k, justify="right")
-    for c in CHECKS:
-        t.add_column(f"pass {CHECK_HEADERS[c]}", justify="right")
+    cols = Columns(
+        headers=([""] if rec is not None else []) + [AXIS_HEADERS[a] for a in varying] + list(FIGURE_HEADERS.values())
+        + [f"pass {CHECK_HEADERS[c]}" for c in CHECKS],
+        figures=([False] if rec is not None else []) + [False] * len(varying) + [True] * (len(FIGURE_HEADERS) + len(CHECKS)),
+    )
     for s in summaries:
         row = []
         if rec is not None:
             row.append({1: "best", 2: "2nd"}.get(rank_of(rec, s) or 0, ""))
-        row += [escape(_axis_value(s, a)) for a in varying]
+        row += [_axis_value(s, a) for a in varying]
         row += [_fig(k, s.figures[k]) for k in FIGURE_HEADERS]
         row += [_pct(s.pass_rate[c]) for c in CHECKS]
-        t.add_row(*row)
-    console.print(t)
+        cols.add_row(*row)
+    print_table(console, cols)
     console.print(
         f"  pass marks: unmet demand <= {marks.max_unmet_share:.1%} of demand; ideal / real bill >= {marks.min_convergence:.0%}; "
         f"wrong evictions <= {marks.max_wrong_evictions}",
@@ -288,7 +309,15 @@ def compare_cmd(
         grid = default_grid_axes(base, resolve_policy(base).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
         for k, v in grid.items():
             axes[k] = axes[k] or list(v)
+    _check_classes(base, axes["card_class"])
     combos = distinct(expand_grid(base, **axes))
+    if plot:
+        from fleet.report.plot import plot_axes
+
+        try:
+            plot_axes(combos)
+        except ValueError as err:
+            raise _usage(f"--plot {str(plot)!r}: {err}") from None
     scenarios = combo_scenarios(p, combos, fix=fix, overrides=overrides)
     first = base.seed if seed is None else seed
     seeds = range(first, first + months)
@@ -352,28 +381,43 @@ def compare_cmd(
         )
     if as_json:
         payload = [s.as_dict(ideal=ideal, rank=rank_of(rec, s) if rec else None) for s in summaries]
-        typer.echo(json.dumps(json_safe(payload), indent=2))
+        typer.echo(json.dumps(_cents(json_safe(payload)), indent=2))
         return
-    if not console.is_terminal:
-        # Piped or redirected: a width that fits the table rather than 80 columns.
-        from rich.console import Console
-
-        console = Console(width=240, highlight=False)
     source = f"the stored month {db or telemetry}" if stored else f"{months} months (seeds {first}–{first + months - 1})"
     title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {source}"
     evicting = any(resolve_policy(s).evicts for s in scenarios)
-    render_table(console, title, summaries, rec, ideal, base.checks, evicting)
-    if searching:
-        console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to "
-                      f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
-                      + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
-                      + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
-                      highlight=False)
-    if rec is not None:
-        render_recommendation(console, rec, evicting)
-    for label, path in (("plot", plot), ("csv", csv_path)):
-        if path:
-            console.print(f"  wrote {label}: {path}", highlight=False)
+
+    def show(console) -> None:
+        render_table(console, title, summaries, rec, ideal, base.checks, evicting)
+        if searching:
+            console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to "
+                          f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
+                          + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
+                          + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
+                          highlight=False)
+        if rec is not None:
+            render_recommendation(console, rec, evicting)
+        for label, path in (("plot", plot), ("csv", csv_path)):
+            if path:
+                console.print(f"  wrote {label}: {path}", highlight=False)
+
+    if console.is_terminal:
+        show(console)
+        return
+    # Piped or redirected: the table at its natural width, text never hard-wrapped, no trailing spaces.
+    wide = wide_console()
+    with wide.capture() as captured:
+        show(wide)
+    sys.stdout.write(piped_text(captured.get()))
+
+
+def _check_classes(base, wanted: list[str] | None) -> None:
+    """`--class` names classes of the preset's market (or 'any'): say so against the option, not the preset file."""
+    names = [c.name for c in base.classes]
+    for v in wanted or []:
+        if base.policy.model_copy(update={"card_class": v}).unknown_classes(names):
+            raise _usage(f"--class {','.join(wanted)!r}: policy.card_class {v!r} is not one of the classes {names} "
+                         f"(or 'any') of preset {base.name!r}")
 
 
 def _engine(dask: str | None, jobs: int | None) -> Engine:

@@ -1,4 +1,5 @@
-"""The comparison drawn: convergence and wrong evictions against the window, one line per eviction share.
+"""The comparison drawn: convergence and wrong evictions against an axis the grid varies (the window first), one
+line per value of a second (the eviction share first).
 
 The 90% interval over the months is a band around each median line, the
 pass marks are drawn across, and the preset's and the fix's own policies are
@@ -29,30 +30,82 @@ def window_label(window: str) -> str:
 
 
 def anchor_label(held: dict) -> str:
+    """The axes held fixed, in words; with eviction off (share 0) its window is left out (it changes nothing)."""
     names = {
         "window": "{} eviction window",
         "size_window": "{} sizing window",
+        "share": "eviction share {:.0%}",
         "mode": "{} mode",
         "headroom": "headroom {:g}",
         "card_class": "{} cards",
         "score": "{} score",
     }
-    return ", ".join(names[k].format(v) for k, v in held.items())
+    if held.get("share") == 0:
+        held = {k: v for k, v in held.items() if k not in ("window", "share")} | {"eviction": "off"}
+        names["eviction"] = "eviction {}"
+    return ", ".join(names[k].format(v if k != "card_class" or isinstance(v, str) else "+".join(v)) for k, v in held.items())
+
+
+# The axes the plot can run along, in the order it prefers them; the windows sort by their hours.
+X_AXES = ("window", "size_window", "headroom", "mode", "card_class", "score", "share")
+AXIS_TITLES = {
+    "window": "eviction window (scores the rule judges)",
+    "size_window": "sizing window (scores the greedy sizes on)",
+    "share": "eviction share",
+    "mode": "sizing mode",
+    "headroom": "headroom",
+    "card_class": "card class",
+    "score": "score estimator",
+}
+AXIS_OPTIONS = {"window": "--window", "size_window": "--size-window", "share": "--share", "mode": "--mode",
+                "headroom": "--headroom", "card_class": "--class", "score": "--score"}
+
+
+def _varying(combos: Sequence[Combo]) -> list[str]:
+    return [a for a in X_AXES if len({getattr(c, a) for c in combos}) > 1]
+
+
+def plot_axes(combos: Sequence[Combo]) -> tuple[str, str | None]:
+    """The axis along x (the first the grid varies, in X_AXES order) and the one drawn as lines: the eviction share
+    when it varies too, else None (one line); other axes are held at the anchor's. Raises ValueError when nothing
+    varies."""
+    varying = _varying(combos)
+    if not varying:
+        raise ValueError("the grid has one combination, nothing to draw; give two or more values to one of "
+                         + ", ".join(AXIS_OPTIONS[a] for a in X_AXES))
+    x_axis = varying[0]
+    return x_axis, "share" if "share" in varying[1:] else None
 
 
 def x_axis_of(summaries: Sequence[ComboSummary]) -> str:
-    """The window the plot runs along: the eviction window, or the sizing window when only it varies."""
-    if len({s.combo.window for s in summaries}) == 1 and len({s.combo.size_window for s in summaries}) > 1:
-        return "size_window"
-    return "window"
+    """The axis the plot runs along: the first the grid varies (the eviction window before the sizing window)."""
+    return plot_axes([s.combo for s in summaries])[0]
+
+
+def _order(axis: str, values) -> list:
+    if axis in ("window", "size_window"):
+        return sorted(values, key=window_hours)
+    if axis in ("share", "headroom"):
+        return sorted(values)
+    return sorted(values, key=str)
+
+
+def _value_label(axis: str, v) -> str:
+    if axis in ("window", "size_window"):
+        return window_label(v)
+    if axis == "share":
+        return f"{v:.0%}"
+    if axis == "card_class":
+        return v if isinstance(v, str) else "+".join(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def plot_slice(summaries: Sequence[ComboSummary], anchor: Combo | None) -> tuple[list[ComboSummary], str, dict]:
-    """The summaries drawn: every window along the x axis and every share, with the other axes held at
+    """The summaries drawn: every value of the x axis and of the line axis, with the other axes held at
     the anchor's (the recommended combination's, or the first's). Returns them, the x axis and the held values."""
-    x_axis = x_axis_of(summaries)
+    x_axis, line_axis = plot_axes([s.combo for s in summaries])
     anchor = anchor or summaries[0].combo
-    held = {a: getattr(anchor, a) for a in AXES if a not in (x_axis, "share")}
+    held = {a: getattr(anchor, a) for a in AXES if a not in (x_axis, line_axis or "share")}
     chosen = [s for s in summaries if all(getattr(s.combo, k) == v for k, v in held.items())]
     return chosen, x_axis, held
 
@@ -68,25 +121,29 @@ def plot_compare(
 ) -> Path:
     """Write the two-panel figure to `path` (PNG, SVG or PDF by its suffix)."""
     chosen, x_axis, held = plot_slice(summaries, anchor)
+    _, line_axis = plot_axes([s.combo for s in summaries])
 
-    def xw(s: ComboSummary) -> str:
+    def xw(s: ComboSummary):
         return getattr(s.combo, x_axis)
 
-    windows = sorted({xw(s) for s in chosen}, key=window_hours)
-    shares = sorted({s.combo.share for s in chosen})
+    def lw(s: ComboSummary):
+        return getattr(s.combo, line_axis) if line_axis else None
+
+    windows = _order(x_axis, {xw(s) for s in chosen})
+    shares = _order(line_axis, {lw(s) for s in chosen}) if line_axis else [None]
     x_of = {w: i for i, w in enumerate(windows)}
     fig, (ax_c, ax_w) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110, constrained_layout=True)
     colors = plt.get_cmap("viridis")([0.15 + 0.7 * i / max(1, len(shares) - 1) for i in range(len(shares))])
     short: list[ComboSummary] = []
     for color, share in zip(colors, shares):
-        line = sorted((s for s in chosen if s.combo.share == share), key=lambda s: window_hours(xw(s)))
+        line = sorted((s for s in chosen if lw(s) == share), key=lambda s: x_of[xw(s)])
         xs = [x_of[xw(s)] for s in line]
         for ax, key in ((ax_c, "convergence"), (ax_w, "wrong_evictions")):
             med = [s.figures[key]["median"] for s in line]
             lo = [s.figures[key]["p05"] for s in line]
             hi = [s.figures[key]["p95"] for s in line]
             ax.fill_between(xs, lo, hi, color=color, alpha=0.18, linewidth=0)
-            ax.plot(xs, med, "o-", color=color, linewidth=2.2, markersize=6, label=f"{share:.0%}")
+            ax.plot(xs, med, "o-", color=color, linewidth=2.2, markersize=6, label=_value_label(line_axis, share) if line_axis else None)
         short += [s for s in line if s.pass_rate["capacity"] < 0.5]
     if short:
         # A month short of demand bills less than the ideal can: ring such points so a high
@@ -118,11 +175,12 @@ def plot_compare(
     ax_w.set_ylim(min(-0.3, ax_w.get_ylim()[0]), max(1.0, ax_w.get_ylim()[1]))
     ax_w.yaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in (ax_c, ax_w):
-        ax.set_xticks(range(len(windows)), [window_label(w) for w in windows])
-        ax.set_xlabel("eviction window (scores the rule judges)" if x_axis == "window" else "sizing window (scores the greedy sizes on)")
+        ax.set_xticks(range(len(windows)), [_value_label(x_axis, w) for w in windows])
+        ax.set_xlabel(AXIS_TITLES[x_axis])
         ax.set_xlim(-0.3, len(windows) - 0.7)
         ax.grid(True, alpha=0.3)
-    ax_c.legend(title="eviction share", loc="best", fontsize=9)
+    if line_axis or short:
+        ax_c.legend(title=AXIS_TITLES[line_axis] if line_axis else None, loc="best", fontsize=9)
     held_text = anchor_label(held)
     fig.suptitle(f"{title}\nlines: median; bands: 90% of months; {held_text}", fontsize=11)
     path = Path(path)
