@@ -55,7 +55,8 @@ class TelemetryStore(Protocol):
     def finish_run(self, run_id: int, now_ts: int) -> None: ...
 
     # -- reading ----------------------------------------------------------------------
-    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame:
+    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None,
+                       busy_floor: float = BUSY_FRACTION_FLOOR) -> pd.DataFrame:
         """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps, busy_fraction, busy_tps."""
 
     def sample_count(self) -> int: ...

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, Engine, text
 from storage.db import DEFAULT_URL, ensure_schema, make_engine
 from storage.interfaces import TelemetryStore
 from storage.copy import copy_samples
+from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.retention import prune_raw, pruned_hours
 from storage.values import BatchOutcome, CardInfo, ClassSpec, Pruned, Rejected, SampleBatch
 
@@ -334,7 +335,8 @@ class SqlRepository:
         never rollups, scores, the journal or bills. A sample sent later for a pruned hour is a duplicate."""
         return prune_raw(self.engine, older_than_ts)
 
-    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None) -> pd.DataFrame:
+    def hourly_rollups(self, start_ts: int | None = None, end_ts: int | None = None,
+                       busy_floor: float = BUSY_FRACTION_FLOOR) -> pd.DataFrame:
         """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps,
         busy_fraction (mean, NaN without busy data) and busy_tps (tokens per busy second, NaN without busy data)."""
         lo = -(2**62) if start_ts is None else int(start_ts)
@@ -361,7 +363,7 @@ class SqlRepository:
             busy_n = f["busy_count"].astype(float).to_numpy()
             busy_sum = f["busy_sum"].astype(float).to_numpy()
             out["busy_fraction"] = np.where(busy_n > 0, busy_sum / busy_n, np.nan)
-            out["busy_tps"] = np.where(busy_sum > 0, f["busy_tps_sum"].astype(float).to_numpy() / busy_sum, np.nan)
+            out["busy_tps"] = busy_rate_tps(busy_sum, busy_n, f["busy_tps_sum"].astype(float).to_numpy(), busy_floor)
         return out
 
 def _sample_text(s: SampleBatch, record_nos: list[int]) -> list[str]:

@@ -199,8 +199,6 @@ def test_no_secret_in_errors_or_names(server, monkeypatch):
     assert "cannot reach" in str(err.value) and SECRET not in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="the busy-fraction floor of scoring (0.05) is read in storage (hourly_rollups, "
-                                       "rollup_means); remove this mark once it is there")
 def test_a_card_busy_one_percent_of_an_hour_is_not_scored_as_a_giant():
     """60 tok/s on average from a card busy 1% of the hour would be 6,000 tok/s per busy second; a share that small
     is measured too coarsely to trust, so it counts as the floor's 5%: 1,200 tok/s, never above its true busy rate."""
