@@ -181,7 +181,9 @@ def plot_compare(
         ax.grid(True, alpha=0.3)
     if line_axis or short:
         ax_c.legend(title=AXIS_TITLES[line_axis] if line_axis else None, loc="best", fontsize=9)
-    held_text = anchor_label(held)
+    # The share held too when it is not drawn, so a grid with eviction off says "eviction off", not its window.
+    anchor_share = {"share": chosen[0].combo.share} if chosen and "share" not in (x_axis, line_axis) else {}
+    held_text = anchor_label(held | anchor_share)
     fig.suptitle(f"{title}\nlines: median; bands: 90% of months; {held_text}", fontsize=11)
     path = Path(path)
     fig.savefig(path, format=path.suffix.lstrip(".").lower())
