@@ -247,7 +247,7 @@ def _bounded(fn: Callable[[], str], timeout_s: float) -> tuple[bool, str]:
     return got[0] if got else (False, f"no answer within {timeout_s:g} s")
 
 
-def _store_check(url: str) -> str:
+def _store_check(url: str, wanted) -> str:
     from pathlib import Path
 
     from sqlalchemy.engine import make_url
@@ -266,7 +266,17 @@ def _store_check(url: str) -> str:
     if revision != head_revision():
         raise StoreError(f"{shown_url(url)} is at schema revision {revision}, this fleet needs {head_revision()}: "
                          f"run `fleet db upgrade --db {shown_url(url)}`")
-    return f"{shown_url(url)}: a fleet store at schema {revision} (read only)"
+    from storage.existing import open_existing
+    from storage.identity import read_identity
+
+    engine = open_existing(url)
+    try:
+        held = read_identity(engine)
+    finally:
+        engine.dispose()
+    if held is not None and not held.matches(wanted):
+        raise StoreError(f"{shown_url(url)} holds {held.describe()}; it cannot serve {wanted.describe()}")
+    return f"{shown_url(url)}: a fleet store at schema {revision}, holding {held.describe() if held else 'nothing yet'} (read only)"
 
 
 def _prometheus_check(cfg) -> str:
@@ -282,17 +292,21 @@ def check_service(cfg, config: str | None, simulate: str | None, seed: int | Non
     A bad config is a `ConfigError` (status 2) before any check runs. Nothing is served or written."""
     import shutil
 
+    from storage.identity import StoreIdentity
+
     source = f"config file {config!r}" if config else "the service config (defaults)"
+    wanted = StoreIdentity.pool()
     if simulate is not None:
         from fleet.presets import load_preset
 
         scenario = load_preset(simulate).resolve(seed=seed)
+        wanted = StoreIdentity.simulation(scenario.name, scenario.seed, scenario.hours)
         what = f"{source} with the simulated pool of {scenario.name}"
     else:
         cfg.require_pool(source)
         what = f"{source}: {times(len(cfg.pool.classes), 'card class', 'card classes')}, policy {cfg.policy.mode} mode"
     checks: list[tuple[str, bool, str]] = [("config", True, what)]
-    checks.append(("store", *_bounded(lambda: _store_check(cfg.storage.url), CHECK_TIMEOUT_S)))
+    checks.append(("store", *_bounded(lambda: _store_check(cfg.storage.url, wanted), CHECK_TIMEOUT_S)))
     if cfg.ingest.prometheus_url and simulate is None:
         checks.append(("prometheus", *_bounded(lambda: _prometheus_check(cfg), CHECK_TIMEOUT_S + 1)))
     if cfg.ingest.folder and simulate is None:

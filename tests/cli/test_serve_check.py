@@ -124,3 +124,17 @@ def test_a_bad_config_is_status_2_before_any_check(tmp_path):
 def test_a_real_pool_without_a_pool_table_is_status_2(tmp_path):
     got = fleet("serve", "--check", "--db", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert got.returncode == 2 and "[pool] is missing" in got.stderr
+
+
+def test_a_store_of_a_simulation_fails_the_check_of_a_real_pool(tmp_path):
+    from storage.identity import StoreIdentity, claim_identity
+    from storage.repository import open_repository
+
+    url = f"sqlite:///{tmp_path / 'sim.db'}"
+    engine = open_repository(url).engine
+    claim_identity(engine, StoreIdentity.simulation("noise-evictor", 56, 720))
+    engine.dispose()
+    got = fleet("serve", "--check", "--config", str(config(tmp_path, None, url)), cwd=tmp_path)
+    assert got.returncode == 1
+    line = next(line for line in got.stdout.splitlines() if line[5:].startswith("store:"))
+    assert line.startswith("FAIL store: ") and "holds a simulation of noise-evictor" in line and "cannot serve a real pool" in line
