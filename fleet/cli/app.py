@@ -211,8 +211,12 @@ def _stored_month(scenario, db: str | None, telemetry: Path | None, base_dir: Pa
         rollups = _telemetry_rollups(telemetry, scenario)
     if rollups.empty:
         raise ConfigError(f"{_shown_source(db, telemetry)}: no stored telemetry to replay")
+    from dataclasses import replace
+
+    month_hours = scenario.hours  # a monthly rent pays for these, however few of them the store holds
     scenario, span = fit_stored_span(scenario, _hours_held(rollups))
-    return stored_month.month_from_rollups(rollups, scenario, base_dir=base_dir), scenario, span
+    month = stored_month.month_from_rollups(rollups, scenario, base_dir=base_dir)
+    return replace(month, rent_hours=month_hours), scenario, span
 
 
 def _hours_held(rollups) -> int:

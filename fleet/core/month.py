@@ -34,6 +34,7 @@ class Month:
     true_rate_tps: np.ndarray  # true rate with dips, (cards, warmup + hours) float32
     measured_tps: np.ndarray  # telemetry, (cards, warmup + hours) float32
     demand_tps: np.ndarray  # (hours,)
+    rent_hours: int | None = None  # the hours a month's rent pays for; None: `hours` (a stored month may be shorter)
 
     @property
     def n_cards(self) -> int:
@@ -41,7 +42,7 @@ class Month:
 
     @property
     def rent_usd_per_hour(self) -> np.ndarray:
-        return self.rent_usd_per_month / self.hours
+        return self.rent_usd_per_month / (self.rent_hours or self.hours)
 
 
 def stream(seed: int, label: str) -> np.random.Generator:

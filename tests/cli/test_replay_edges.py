@@ -173,3 +173,14 @@ def test_replay_of_a_store_that_is_not_there_creates_nothing(tmp_path):
     assert p.returncode == 2
     assert first_line(p.stderr) == f"fleet: error: database 'sqlite:///{tmp_path / 'typo.db'}': no such file; no store there (nothing was created)"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_short_stored_month_bills_its_hours_share_of_the_rent(short_month):
+    # A monthly rent pays for the preset's 720 hours: 476 replayed hours bill 476/720 of a month per warm card,
+    # not a whole month's rent spread over them.
+    d, _ = short_month
+    p = fleet("replay", "-p", "noise-evictor", "--telemetry", str(d / "short.csv"), "--json")
+    assert p.returncode == 0, p.stderr
+    f = json.loads(p.stdout)
+    warm_card_hours = f["cards_warm_avg"] * f["hours"]
+    assert f["bill_warm_usd"] == pytest.approx(warm_card_hours * 2690 / 720, rel=1e-6, abs=0.01)
