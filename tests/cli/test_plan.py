@@ -42,7 +42,10 @@ def digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("served.db*"))}
 
 
-def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...]):
+DIP_AWARE = TINY_PRESET.replace('mode = "steady"\n', 'mode = "steady"\nscore = "dip-aware"\n')
+
+
+def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...], preset: str = TINY_PRESET):
     """A service of the tiny preset whose clock is just past the start of month hour `hour`, with every hour before
     it decided; then only `jobs` run at that time (say, ingest alone: hour `hour` is fed and not yet scored)."""
     from fleet.service.config import load_service_config
@@ -50,7 +53,7 @@ def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...]):
     from fleet.service.simulation import Simulation, simulation_config
     from storage.repository import open_repository
 
-    (tmp_path / "tiny.toml").write_text(TINY_PRESET)
+    (tmp_path / "tiny.toml").write_text(preset)
     scenario = load_preset(str(tmp_path / "tiny.toml")).resolve()
     cfg = simulation_config(load_service_config(None), scenario)
     url = f"sqlite:///{tmp_path / 'served.db'}"
@@ -74,10 +77,13 @@ def plan_of(plan: dict) -> list[tuple]:
     return sorted((e["kind"], e["card"] or "", e["reason"]) for e in plan["entries"])
 
 
-@pytest.mark.parametrize("hour,jobs", [(48, ("ingest",)), (48, ("ingest", "score")), (37, ("ingest",))],
-                         ids=["eviction-hour-unscored", "eviction-hour-scored", "sizing-hour"])
-def test_plan_is_what_the_service_then_decides_and_writes_nothing(tmp_path, hour, jobs):
-    svc, url, hour_ts = serve_until(tmp_path, hour, jobs)
+@pytest.mark.parametrize("hour,jobs,preset", [(48, ("ingest",), TINY_PRESET), (48, ("ingest", "score"), TINY_PRESET),
+                                              (37, ("ingest",), TINY_PRESET), (48, ("ingest",), DIP_AWARE),
+                                              (48, ("ingest", "score"), DIP_AWARE)],
+                         ids=["eviction-hour-unscored", "eviction-hour-scored", "sizing-hour", "dip-aware-unscored", "dip-aware-scored"])
+def test_plan_is_what_the_service_then_decides_and_writes_nothing(tmp_path, hour, jobs, preset):
+    assert preset == TINY_PRESET or 'score = "dip-aware"' in preset
+    svc, url, hour_ts = serve_until(tmp_path, hour, jobs, preset)
     svc.repo.engine.dispose()  # the service's connections closed: its WAL is checkpointed into the file
     before = digest(tmp_path)
     got = fleet("plan", "--db", url, "--simulate", str(tmp_path / "tiny.toml"), "--json")
