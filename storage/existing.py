@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from storage.db import StoreError, current_revision, head_revision, make_engine, shown_url
+from storage.db import StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, shown_url
 
 
 def _sqlite_path(url: str) -> str | None:
@@ -61,7 +61,9 @@ def _sqlite_revision(url: str, path: str) -> str | None:
 
 
 def existing_revision(url: str) -> str:
-    """The schema revision of the store at `url`; a `StoreError` if there is no store there (nothing is created)."""
+    """The schema revision of the store at `url`; a `StoreError` if there is no store there (nothing is created).
+    A bad `FLEET_DB_BUSY_TIMEOUT` is said first, as opening any store would say it."""
+    configured_busy_timeout_ms()
     shown = shown_url(url)
     path = _sqlite_path(url)
     if path is not None:
