@@ -15,3 +15,9 @@ def busy_rate_tps(busy_sum: np.ndarray, busy_n: np.ndarray, busy_tps_sum: np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = busy_tps_sum / np.maximum(busy_sum, floor * busy_n)
     return np.where(busy_sum > 0, rate, np.nan)
+
+
+def measured_tps(rollups) -> np.ndarray:
+    """Each hourly rollup's measured rate: tokens per busy second where its samples carry a busy fraction, else the
+    mean tok/s (a frame from `hourly_rollups`)."""
+    return np.where(rollups["busy_tps"].notna(), rollups["busy_tps"], rollups["mean_tps"]).astype(np.float64)

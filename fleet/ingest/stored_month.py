@@ -26,6 +26,7 @@ import pandas as pd
 from fleet.core.scenario import ConfigError, Scenario
 from fleet.core.month import Month, demand_series, stream
 from fleet.presets import demand_file_tps
+from storage.busy import measured_tps
 
 HOUR_S = 3600
 FAR_FUTURE_TS = 4_102_444_800  # 2100-01-01: a telemetry file replayed without a clock has no future bound worth keeping
@@ -59,7 +60,7 @@ def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int 
     if cards.empty:
         raise ConfigError("no stored telemetry in the scenario's span")
     row = pd.Series(np.arange(len(cards)), index=cards["card_key"].to_numpy())
-    rate = np.where(span["busy_tps"].notna(), span["busy_tps"], span["mean_tps"]).astype(np.float64)
+    rate = measured_tps(span)
     measured = np.full((len(cards), total), np.nan)
     measured[row[span["card_key"]].to_numpy(), ((span["hour_ts"] - first) // HOUR_S).to_numpy()] = rate
     measured = _fill_gaps(measured)

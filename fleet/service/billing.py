@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
+import pandas as pd
 
 from fleet.core.billing import bill_hours, churn_fee_usd
 from fleet.core.verdict import wrong_evictions
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
+from storage.busy import measured_tps
 from storage.values import HourFigures
 
 if TYPE_CHECKING:
@@ -52,21 +54,38 @@ class SimulatedTruth:
 
 
 class Hindsight:
-    """A real pool's truth, in hindsight: each card's mean measured rate over the month so far, every hour."""
+    """A real pool's truth, in hindsight: each card's mean measured rate over the month so far, every hour.
+
+    The month's sums are kept between runs and only the hours not yet read are read, so a run costs the hours it
+    bills, not the month so far (reading the whole month each time grew a 1,000-card pool's daily billing from 0.8 s
+    to 18 s over a month). A sample that arrives for an hour already read is in the store but not in these sums.
+    """
 
     def __init__(self, repo: TelemetryStore, calendar: Calendar):
         self.repo = repo
         self.calendar = calendar
+        self._month_ts: int | None = None
+        self._through_ts = 0
+        self._sum: dict[str, float] = {}
+        self._count: dict[str, int] = {}
 
     def rates(self, first_ts: int, k: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray]:
         m0 = self.calendar.month_of(first_ts)[0]
-        roll = self.repo.hourly_rollups(m0, first_ts + k * HOUR_S)
+        end_ts = first_ts + k * HOUR_S
+        if self._month_ts != m0 or end_ts < self._through_ts:
+            self._month_ts, self._through_ts, self._sum, self._count = m0, m0, {}, {}
+        if end_ts > self._through_ts:
+            roll = self.repo.hourly_rollups(self._through_ts, end_ts)
+            if len(roll):
+                g = pd.DataFrame({"card": roll["card_key"].to_numpy(), "tps": measured_tps(roll)}).groupby("card")["tps"]
+                for key, total, n in zip(g.sum().index, g.sum().to_numpy(), g.count().to_numpy()):
+                    self._sum[key] = self._sum.get(key, 0.0) + float(total)
+                    self._count[key] = self._count.get(key, 0) + int(n)
+            self._through_ts = end_ts
         mean = np.zeros(len(index))
-        if len(roll):
-            g = roll.groupby("card_key")["mean_tps"].mean()
-            for key, v in g.items():
-                if key in index.pos:
-                    mean[index.pos[key]] = float(v)
+        for key, n in self._count.items():
+            if n and key in index.pos:
+                mean[index.pos[key]] = self._sum[key] / n
         return np.repeat(mean[:, None], k, axis=1), mean
 
 
