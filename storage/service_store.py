@@ -139,12 +139,10 @@ class ServiceStore:
             rows = conn.execute(text(self._ROW_SQL + " WHERE d.acted_ts IS NULL ORDER BY d.id")).all()
         return [self._row(r) for r in rows]
 
-    def decisions(
-        self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
-        until_ts: int | None = None, limit: int = 10_000,
-    ) -> list[JournalRow]:
-        """Journal rows, oldest first, filtered by card, kind and time."""
-        where, params = [], {"n": int(limit)}
+    @staticmethod
+    def _decision_filter(card_key, kinds, since_ts, until_ts) -> tuple[list[str], dict]:
+        """The WHERE terms and bound values of a journal read, written once for the rows and their count."""
+        where, params = [], {}
         if card_key is not None:
             where.append("c.card_key = :card")
             params["card"] = card_key
@@ -159,10 +157,27 @@ class ServiceStore:
         if until_ts is not None:
             where.append("d.ts < :hi")
             params["hi"] = int(until_ts)
-        sql = self._ROW_SQL + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY d.id LIMIT :n"
+        return where, params
+
+    def decisions(
+        self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
+        until_ts: int | None = None, limit: int = 10_000, newest_first: bool = False,
+    ) -> list[JournalRow]:
+        """Journal rows filtered by card, kind and time: the oldest `limit` first, or with `newest_first` the newest
+        `limit`, newest first (`fleet journal`'s order, without reading the whole journal to keep its tail)."""
+        where, params = self._decision_filter(card_key, kinds, since_ts, until_ts)
+        params["n"] = int(limit)
+        sql = self._ROW_SQL + (" WHERE " + " AND ".join(where) if where else "") + (" ORDER BY d.id DESC LIMIT :n" if newest_first else " ORDER BY d.id LIMIT :n")
         with self.engine.connect() as conn:
             rows = conn.execute(text(sql), params).all()
         return [self._row(r) for r in rows]
+
+    def decision_total(self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None) -> int:
+        """How many journal rows match, so a reader shown the newest few can say of how many."""
+        where, params = self._decision_filter(card_key, kinds, since_ts, None)
+        sql = "SELECT COUNT(*) FROM decisions d LEFT JOIN cards c ON c.id = d.card_id" + (" WHERE " + " AND ".join(where) if where else "")
+        with self.engine.connect() as conn:
+            return int(conn.execute(text(sql), params).scalar_one())
 
     def decision_counts(self, since_ts: int, until_ts: int) -> dict[str, tuple[int, int]]:
         """Per kind: (journaled, acted) in [since_ts, until_ts)."""
@@ -332,6 +347,28 @@ class ServiceStore:
         with self.engine.connect() as conn:
             return {r[0]: int(r[1]) for r in conn.execute(text("SELECT reason, COUNT(*) FROM quarantined_input GROUP BY reason")).all()}
 
+    def quarantined(self, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]:
+        """Quarantined records by file then line (at most `limit`), and how many match in all, for `fleet quarantine`.
+
+        `reason` matches a reason or its family (`unparseable` matches `unparseable:tokens_per_s`); `source` a file
+        as the ingest named it, or by its last parts (`m.csv` matches `drop/m.csv`). Values are bound, and LIKE
+        patterns escaped, so a `%` or `_` in a name matches only itself."""
+        where, params = [], {"n": int(limit)}
+        if reason is not None:
+            where.append("(reason = :reason OR reason LIKE :reason_family ESCAPE '\\')")
+            params.update(reason=reason, reason_family=_like_literal(reason) + ":%")
+        if source is not None:
+            where.append("(source = :source OR source LIKE :source_tail ESCAPE '\\')")
+            params.update(source=source, source_tail="%/" + _like_literal(source.lstrip("./")))
+        cond = " WHERE " + " AND ".join(where) if where else ""
+        with self.engine.connect() as conn:
+            total = int(conn.execute(text("SELECT COUNT(*) FROM quarantined_input" + cond), params).scalar_one())
+            rows = conn.execute(
+                text("SELECT source, record_no, reason, raw_text FROM quarantined_input" + cond + " ORDER BY source, record_no, id LIMIT :n"),
+                params,
+            ).all()
+        return [{"source": r[0], "line": int(r[1]), "reason": r[2], "raw_text": r[3]} for r in rows], total
+
     def scores_by_window(self, hour_ts: int) -> dict[int, dict[str, float]]:
         """Every score recorded at `hour_ts`: window hours → card key → score (tok/s)."""
         with self.engine.connect() as conn:
@@ -355,3 +392,8 @@ class ServiceStore:
         with self.engine.connect() as conn:
             got = conn.execute(text("SELECT month_start_ts FROM service_hours WHERE hour_ts = :h"), {"h": int(hour_ts)}).scalar()
         return None if got is None else int(got)
+
+
+def _like_literal(text_: str) -> str:
+    """`text_` as a LIKE pattern that matches only itself (with ESCAPE '\\')."""
+    return text_.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,8 +1,8 @@
 """`fleet journal`: the service's decisions as events, newest first, each with its reason and whether it was acted.
 
-Also the one way the read-only commands open a store: `existing_store` refuses a
-store that is not there (naming its URL, password masked) instead of creating an
-empty one on a mistyped path.
+The store is opened with `storage.existing.open_existing` (`existing_store` here is
+that, for callers that import it from this module): a mistyped path is an error,
+never a new empty store.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import json
 import re
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -24,42 +23,27 @@ _AGO = re.compile(r"^(\d+)\s*([hd])$")
 
 
 def refuse_missing_sqlite_file(url: str) -> None:
-    """A SQLite store named by a path that holds no file is a `StoreError` naming the URL (password masked), found
-    without connecting, so nothing is created; other databases are left to their server to refuse."""
+    """A SQLite URL with no fleet store there is a `StoreError` naming it (password masked), found without writing
+    anything (`storage.existing`'s rule); other databases are left to their server to refuse, when first used."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from storage.db import StoreError, shown_url
+    from storage.existing import existing_revision
 
     try:
-        parsed = make_url(url)
+        backend = make_url(url).get_backend_name()
     except ArgumentError:
         return  # make_engine says what is wrong with it
-    if parsed.get_backend_name() != "sqlite":
-        return
-    path = parsed.database
-    if path in (None, "", ":memory:"):
-        raise StoreError(f"database {shown_url(url)!r}: an in-memory database holds no store to read")
-    if not Path(path).is_file():
-        where = "is a directory" if Path(path).is_dir() else "no such file"
-        raise StoreError(f"database {shown_url(url)!r}: {where}; no store there (nothing was created)")
+    if backend == "sqlite":
+        existing_revision(url)
 
 
 def existing_store(url: str):
-    """An engine on the fleet store at `url`, for reading. A store that is not there, or holds no fleet schema, or an
-    older one, is a `StoreError` naming the URL with its password masked; nothing is created or changed."""
-    from storage.db import StoreError, current_revision, head_revision, make_engine, shown_url
+    """An engine on the fleet store at `url`, for reading: `storage.existing.open_existing`, which refuses a store
+    that is not there, holds no fleet schema or an older one, creating and changing nothing."""
+    from storage.existing import open_existing
 
-    refuse_missing_sqlite_file(url)
-    engine = make_engine(url)
-    shown = shown_url(url)
-    revision = current_revision(engine)
-    if revision is None:
-        raise StoreError(f"database {shown!r}: not a fleet store (no schema revision)")
-    if revision != head_revision():
-        raise StoreError(f"database {shown!r} is at schema revision {revision}, this fleet needs {head_revision()}: "
-                         f"run `fleet db upgrade --db {shown}`")
-    return engine
+    return open_existing(url)
 
 
 def parse_since(text: str, now_ts: float) -> int:
@@ -124,15 +108,15 @@ def journal_cmd(
         raise ConfigError(f"--kind {unknown[0]}: not a decision kind (one of {', '.join(KINDS)})")
     since_ts = parse_since(since, time.time()) if since is not None else None
     store = ServiceStore(existing_store(db))
-    rows = store.decisions(card_key=card, kinds=kinds, since_ts=since_ts, limit=2**62)
-    events = [event(r) for r in reversed(rows[-limit:])]
+    events = [event(r) for r in store.decisions(card_key=card, kinds=kinds, since_ts=since_ts, limit=limit, newest_first=True)]
     if as_json:
         typer.echo(json.dumps(events, indent=2))
         return
     if not events:
         console.print("no decisions journaled" + (f" for card {card}" if card else "") + (f" since {iso(since_ts)}" if since_ts is not None else ""), highlight=False, markup=False, soft_wrap=True)
         return
-    _print_events(console, events, len(rows))
+    matched = len(events) if len(events) < limit else store.decision_total(card_key=card, kinds=kinds, since_ts=since_ts)
+    _print_events(console, events, matched)
 
 
 def _print_events(console, events: list[dict], matched: int) -> None:

@@ -10,34 +10,6 @@ import typer
 from storage import DEFAULT_URL
 
 
-def quarantined_records(engine, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]:
-    """Quarantined records, by file then line, and how many match in all. `reason` matches a reason or its family
-    (`unparseable` matches `unparseable:tokens_per_s`); `source` a file as the ingest named it, or by its last parts.
-
-    This reads the store's `quarantined_input` table through its model (SQLAlchemy binds every value); it belongs
-    beside `ServiceStore.quarantine_reasons`, the store's other reader of that table."""
-    from sqlalchemy import func, or_, select
-
-    from storage.models import QuarantinedInput as Q
-
-    where = []
-    if reason is not None:
-        where.append(or_(Q.reason == reason, Q.reason.like(_escaped(reason) + ":%", escape="\\")))
-    if source is not None:
-        where.append(or_(Q.source == source, Q.source.like("%/" + _escaped(source.lstrip("./")), escape="\\")))
-    with engine.connect() as conn:
-        total = int(conn.execute(select(func.count()).select_from(Q).where(*where)).scalar_one())
-        rows = conn.execute(
-            select(Q.source, Q.record_no, Q.reason, Q.raw_text).where(*where).order_by(Q.source, Q.record_no, Q.id).limit(int(limit))
-        ).all()
-    return [{"source": r[0], "line": int(r[1]), "reason": r[2], "raw_text": r[3]} for r in rows], total
-
-
-def _escaped(text: str) -> str:
-    """`text` as a LIKE pattern that matches only itself."""
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def quarantine_cmd(
     db: Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="Database URL of the store.")] = DEFAULT_URL,
     reason: Annotated[Optional[str], typer.Option("--reason", help="Only records quarantined for this reason (or family: unparseable).")] = None,
@@ -47,9 +19,10 @@ def quarantine_cmd(
 ) -> None:
     """The bad records an ingest quarantined, with file, line (row in Parquet), reason and raw text."""
     from fleet.cli.app import console
-    from fleet.cli.journal import existing_store
+    from storage.existing import open_existing
+    from storage.service_store import ServiceStore
 
-    records, total = quarantined_records(existing_store(db), reason, source, limit)
+    records, total = ServiceStore(open_existing(db)).quarantined(reason, source, limit)
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return

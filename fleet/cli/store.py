@@ -50,24 +50,42 @@ def ingest_cmd(
     plausible_factor: Annotated[float, typer.Option("--plausible-factor", help="Quarantine rates above this × the class's rated rate.")] = 5.0,
     watch: Annotated[Optional[Path], typer.Option("--watch", help="Drop folder: take each ready file once, move it to done/ or failed/.")] = None,
     once: Annotated[bool, typer.Option("--once", help="With --watch: take what is ready now, then stop.")] = False,
-    settle: Annotated[float, typer.Option("--settle", help="With --watch: seconds a file must be untouched before it is taken.", min=0)] = 2.0,
+    settle: Annotated[Optional[float], typer.Option("--settle", help="With --watch: seconds a file must be untouched before it is taken (default: 2).", min=0)] = None,
     interval: Annotated[float, typer.Option("--interval", help="With --watch: seconds between scans.", min=0.05)] = 5.0,
     prometheus: Annotated[Optional[str], typer.Option("--prometheus", help="Prometheus base URL to pull a range query from.")] = None,
     query: Annotated[Optional[str], typer.Option("--query", help="PromQL giving tokens/s per card (default: vLLM's generation rate by instance).")] = None,
     start: Annotated[Optional[float], typer.Option("--start", help="With --prometheus: range start, epoch seconds (default: an hour ago).")] = None,
     end: Annotated[Optional[float], typer.Option("--end", help="With --prometheus: range end, epoch seconds (default: now).")] = None,
     step: Annotated[float, typer.Option("--step", help="With --prometheus: seconds between points.", min=1)] = 60.0,
-    card_label: Annotated[str, typer.Option("--card-label", help="With --prometheus: the series label naming the card.")] = "instance",
+    card_label: Annotated[Optional[list[str]], typer.Option("--card-label", help="With --prometheus: the series label naming the card (repeat for several, e.g. a DCGM exporter's Hostname and gpu; default: instance).")] = None,
+    busy_query: Annotated[Optional[str], typer.Option("--busy-query", help="With --prometheus: PromQL giving each card's busy fraction (default: the share of the step vLLM had a request running; \"\" for none).")] = None,
+    bearer_token_file: Annotated[Optional[Path], typer.Option("--bearer-token-file", help="With --prometheus: a file holding a bearer token.")] = None,
+    bearer_token_env: Annotated[Optional[str], typer.Option("--bearer-token-env", metavar="VAR", help="With --prometheus: an environment variable holding a bearer token.")] = None,
+    username: Annotated[Optional[str], typer.Option("--username", help="With --prometheus: basic auth's user (with --password-file or --password-env).")] = None,
+    password_file: Annotated[Optional[Path], typer.Option("--password-file", help="With --prometheus: a file holding basic auth's password.")] = None,
+    password_env: Annotated[Optional[str], typer.Option("--password-env", metavar="VAR", help="With --prometheus: an environment variable holding basic auth's password.")] = None,
 ) -> None:
-    """Put telemetry into the store: every record stored, a duplicate, or quarantined with its reason."""
+    """Put telemetry into the store: every record stored, a duplicate, or quarantined with its reason.
+
+    Exit status: 0 every record stored (or already there), 3 some quarantined, 1 nothing stored because every
+    record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
+    went to failed/)."""
     from fleet.cli.app import UsageError
-    from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, ingest_prometheus, load_pool, read_file
+    from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, ingest_prometheus, load_pool, read_file
 
     sources = sum(x is not None for x in (file, watch, prometheus))
     if sources != 1:
         raise UsageError("give one of FILE, --watch DIR or --prometheus URL")
-    if query is not None and prometheus is None:
-        raise UsageError("--query goes with --prometheus")
+    pull_flags = {"--query": query, "--busy-query": busy_query, "--card-label": card_label, "--bearer-token-file": bearer_token_file,
+                  "--bearer-token-env": bearer_token_env, "--username": username, "--password-file": password_file, "--password-env": password_env}
+    given = [flag for flag, value in pull_flags.items() if value is not None]
+    if given and prometheus is None:
+        raise UsageError(f"{given[0]} goes with --prometheus")
+    if settle is not None and watch is None:
+        raise UsageError("--settle goes with --watch")
+    auth = _credentials(bearer_token_file, bearer_token_env, username, password_file, password_env)
+    if auth is not None:
+        auth.authorization()  # an unreadable secret is an error now, before the store is opened (never shown)
     pool_decl = load_pool(pool) if pool else None
 
     def settings() -> IngestSettings:
@@ -92,32 +110,79 @@ def ingest_cmd(
             task = bar.add_task(f"ingest {file.name}", total=n)
             report = ingest_parsed(repo, parsed, settings(), progress=lambda k: bar.advance(task, k))
         _print_report(report.as_json(), as_json)
-        return
+        raise typer.Exit(ingest_status([report]))
 
     if prometheus is not None:
+        from fleet.ingest.prometheus import busy_query as default_busy_query, card_labels, rate_query
+
+        labels = card_labels(card_label or ["instance"])  # a bad label is a ConfigError naming it
+        label = labels[0] if len(labels) == 1 else labels
         now = time.time()
         t_end = end if end is not None else now
         t_start = start if start is not None else t_end - 3600
-        report = ingest_prometheus(repo, prometheus, query or DEFAULT_PROMETHEUS_QUERY, t_start, t_end, step, settings(), card_label)
+        busy = default_busy_query(label) if busy_query is None else (busy_query or None)
+        report = ingest_prometheus(repo, prometheus, query or rate_query(label), t_start, t_end, step, settings(), label,
+                                   busy_query=busy, auth=auth)
         _print_report(report.as_json(), as_json)
-        return
+        raise typer.Exit(ingest_status([report]))
 
     failed = 0
+    reports = []
     while True:
-        for result in drain_drop_folder(repo, watch, settings, settle_s=settle):
+        for result in drain_drop_folder(repo, watch, settings, settle_s=DEFAULT_SETTLE_S if settle is None else settle):
             if result.report is not None:
+                reports.append(result.report)
                 _print_report(result.report.as_json(), as_json)
                 continue
             failed += 1
             if as_json:
-                typer.echo(json.dumps({"source": str(watch / result.name), "error": result.error}))
+                typer.echo(json.dumps({"source": result.source or str(watch / result.name), "error": result.error}))
             else:
-                err_console.print(f"fleet: {result.error} (moved to failed/)", markup=False, highlight=False, soft_wrap=True)
+                err_console.print(f"fleet: error: {result.error} (moved to failed/)", markup=False, highlight=False, soft_wrap=True)
         if once:
             if failed:
                 raise typer.Exit(2)  # a bad file, told above, moved to failed/
-            return
+            raise typer.Exit(ingest_status(reports))
         time.sleep(interval)
+
+
+INGEST_SOME_QUARANTINED = 3
+"""`fleet ingest`'s status when some records were quarantined and the rest stored: not a failure, but a script
+must be able to tell it from a clean ingest without parsing the report."""
+
+
+def ingest_status(reports) -> int:
+    """0 when no record was quarantined, 3 when some were, 1 when records were read and every one was quarantined
+    (nothing stored, none already there): the ingest then did nothing a caller asked for."""
+    quarantined = sum(r.quarantined for r in reports)
+    kept = sum(r.stored + r.duplicates for r in reports)
+    if not quarantined:
+        return 0
+    if kept:
+        return INGEST_SOME_QUARANTINED
+    names = ", ".join(r.source for r in reports)
+    err_console.print(f"fleet: error: {names}: every record was quarantined ({quarantined:,}); nothing stored",
+                      markup=False, highlight=False, soft_wrap=True)
+    return 1
+
+
+def _credentials(bearer_token_file, bearer_token_env, username, password_file, password_env):
+    """The pull's `Credentials` from the flags, or None when none is given; a bad combination is its ConfigError."""
+    from pydantic import ValidationError
+
+    from fleet.core.errors import ConfigError
+    from fleet.credentials import Credentials
+
+    fields = {"bearer_token_file": bearer_token_file, "bearer_token_env": bearer_token_env, "username": username,
+              "password_file": password_file, "password_env": password_env}
+    fields = {k: str(v) for k, v in fields.items() if v is not None}
+    if not fields:
+        return None
+    try:
+        return Credentials(**fields)
+    except ValidationError as err:
+        reason = "; ".join(e["msg"].removeprefix("Value error, ") for e in err.errors())
+        raise ConfigError(f"credentials ({', '.join('--' + k.replace('_', '-') for k in fields)}): {reason}") from None
 
 
 def db_upgrade_cmd(
@@ -135,10 +200,11 @@ def db_upgrade_cmd(
 
 
 def db_current_cmd(db: DbOption = DEFAULT_URL) -> None:
-    """Print the database's schema revision (Alembic's current)."""
-    from storage.db import current_revision, head_revision, make_engine
+    """Print the database's schema revision (Alembic's current); a database with no store there is an error, and nothing is created."""
+    from storage.db import head_revision
+    from storage.existing import existing_revision
 
-    rev = current_revision(make_engine(db))
+    rev = existing_revision(db)  # a StoreError naming the URL (exit 2) when there is no store, never a new file
     head = head_revision()
     console.print(f"{rev} (head)" if rev == head else f"{rev or 'none'} (head is {head}; run `fleet db upgrade`)", markup=False, highlight=False)
 
