@@ -23,7 +23,31 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
-console = Console(width=None if sys.stdout.isatty() else 120)
+class _PipedStdout:
+    """stdout for a pipe: each line without its trailing spaces (table cells are padded), written when complete."""
+
+    def __init__(self):
+        self._line = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._line + text).split("\n")
+        self._line = lines.pop()
+        if lines:
+            sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._line:
+            sys.stdout.write(self._line)
+            self._line = ""
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+# A terminal gets the terminal's width; a pipe gets lines as long as they are (never hard-wrapped mid-phrase).
+console = Console() if sys.stdout.isatty() else Console(file=_PipedStdout(), width=10_000, soft_wrap=True)
 err_console = Console(stderr=True)
 
 

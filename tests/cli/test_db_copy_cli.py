@@ -27,7 +27,7 @@ def served(tmp_path_factory):
     r = fleet("serve", "--simulate", "tiny.toml", "--speed", "1e7", "--exit-when-done", "--db", db, "--metrics-port", "0", cwd=work)
     assert r.returncode == 0, r.stderr
     r = fleet("ingest", "extra.csv", "--db", db, "--class", "flagship", "--json", cwd=work)
-    assert r.returncode == 0 and json.loads(r.stdout)["quarantined"] == 1, r.stderr
+    assert r.returncode == 3 and json.loads(r.stdout)["quarantined"] == 1, r.stderr
     return work, db
 
 
