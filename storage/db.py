@@ -97,7 +97,10 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     try:
         engine = create_engine(url, **kwargs)
-    except (ArgumentError, ImportError, SQLAlchemyError) as err:
+    except ImportError as err:
+        extra = " (pip install 'fleet[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
+        raise StoreError(f"database {shown_url(url)!r}: its driver is not installed: {_one_line(err)}{extra}") from None
+    except (ArgumentError, SQLAlchemyError) as err:
         raise StoreError(f"database URL {shown_url(url)!r}: {_one_line(err)}") from None
     if engine.dialect.name == "sqlite":
         _sqlite_events(engine, busy_timeout_ms, wal=not memory)

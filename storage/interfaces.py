@@ -83,8 +83,12 @@ class JournalStore(Protocol):
 
     def decisions(
         self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
-        until_ts: int | None = None, limit: int = 10_000,
+        until_ts: int | None = None, limit: int = 10_000, newest_first: bool = False,
     ) -> list[JournalRow]: ...
+
+    def decision_total(self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None) -> int: ...
+
+    def quarantined(self, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]: ...
 
     def decision_counts(self, since_ts: int, until_ts: int) -> dict[str, tuple[int, int]]: ...
 

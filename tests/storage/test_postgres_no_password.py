@@ -61,8 +61,8 @@ def test_no_password_in_any_output_log_or_file(pg_url, pg_server, tmp_path):
     out = run(work, "db", "upgrade", "--db", pg_url)
     assert "***" in out and "schema empty -> " in out
     run(work, "db", "current", "--db", pg_url)
-    run(work, "ingest", "t.csv", "--db", pg_url, "--class", "flagship")
-    assert json.loads(run(work, "ingest", "t.csv", "--db", pg_url, "--json"))["duplicates"] == 2
+    run(work, "ingest", "t.csv", "--db", pg_url, "--class", "flagship", status=3)  # one record quarantined on purpose
+    assert json.loads(run(work, "ingest", "t.csv", "--db", pg_url, "--json", status=3))["duplicates"] == 2
     run(work, "db", "prune", "--raw-older-than", "1", "--db", pg_url)
     run(work, "quarantine", "--db", pg_url)
 
