@@ -142,6 +142,8 @@ def oracle_bound(preset, policy: list[str], seeds, late_hours: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pools", type=int, default=12)
+    ap.add_argument("--from-pool", type=int, default=1, metavar="K",
+                    help="Start at the K-th generated pool (1-based; the pools before it are drawn but not run).")
     ap.add_argument("--search-months", type=int, default=100)
     ap.add_argument("--eval-months", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=None)
@@ -163,7 +165,7 @@ def main() -> int:
     rows = []
     t_all = time.perf_counter()
     todo = [] if args.no_presets else [(load_preset(n), args.preset_months) for n in preset_names()]
-    todo += [(Preset(raw, raw["name"]), args.search_months) for raw in generate_pools(args.pools)]
+    todo += [(Preset(raw, raw["name"]), args.search_months) for raw in generate_pools(args.pools)[args.from_pool - 1:]]
     for preset, search_months in todo:
         raw = {"name": preset.name, "story": preset.scenario.story}
         base = preset.resolve()
