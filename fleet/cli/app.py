@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -23,31 +24,47 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
-class _PipedStdout:
-    """stdout for a pipe: each line without its trailing spaces (table cells are padded), written when complete."""
+_TRAILING_SPACES = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")  # spaces at a line's end, before any closing style codes
 
-    def __init__(self):
+
+class _LineStdout:
+    """stdout without trailing spaces (Rich pads table cells and soft-wrapped lines to the width), each line written
+    when complete; what is left of a line goes out on flush, so progress bars and in-place redraws still show."""
+
+    def __init__(self, tty: bool):
         self._line = ""
+        self._tty = tty
+        # A terminal's stream is held from the start: a progress bar or live display on this console redirects
+        # sys.stdout into the console itself, so writing to sys.stdout then would loop.
+        self._stream = sys.stdout if tty else None
+
+    def _out(self):
+        return self._stream or sys.stdout
 
     def write(self, text: str) -> int:
         lines = (self._line + text).split("\n")
         self._line = lines.pop()
         if lines:
-            sys.stdout.write("".join(line.rstrip() + "\n" for line in lines))
+            self._out().write("".join(_TRAILING_SPACES.sub(r"\1", line) + "\n" for line in lines))
         return len(text)
 
     def flush(self) -> None:
+        out = self._out()
         if self._line:
-            sys.stdout.write(self._line)
+            out.write(self._line)
             self._line = ""
-        sys.stdout.flush()
+        out.flush()
 
     def isatty(self) -> bool:
-        return False
+        return self._tty
+
+    def fileno(self) -> int:
+        return self._out().fileno()
 
 
 # A terminal gets the terminal's width; a pipe gets lines as long as they are (never hard-wrapped mid-phrase).
-console = Console() if sys.stdout.isatty() else Console(file=_PipedStdout(), width=10_000, soft_wrap=True)
+console = (Console(file=_LineStdout(tty=True)) if sys.stdout.isatty()
+           else Console(file=_LineStdout(tty=False), width=10_000, soft_wrap=True))
 err_console = Console(stderr=True)
 
 

@@ -56,6 +56,8 @@ def serve_cmd(
         raise UsageError(f"--speed {speed}: must be above 0")
     if simulate is None and (seed is not None or exit_when_done):
         raise UsageError("--seed and --exit-when-done go with --simulate")
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise UsageError(f"--metrics-port {metrics_port}: a port is a whole number from 0 to 65535 (0 picks a free one)")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise UsageError(f"--log-level {log_level!r}: expected debug, info, warning or error")
     logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -89,7 +91,8 @@ def serve_cmd(
     except KeyError as err:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
     collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
-                               quarantine_reasons=_reasons(), leadership=service.leadership)
+                               quarantine_reasons=_reasons(), leadership=service.leadership,
+                               now=lambda: service.clock.now())
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
@@ -135,7 +138,9 @@ def status_cmd(
     """The run set, scores, budget left, the month-to-date bill by part and the three checks so far."""
     import time
 
-    from rich.console import Console, Group
+    from rich.console import Group
+
+    from fleet.cli.app import console as con
 
     cfg, repo, store = _open_store(db, config)
     if not watch:
@@ -143,9 +148,8 @@ def status_cmd(
         if as_json:
             typer.echo(json.dumps(out, indent=2))
         else:
-            _print(Console(), shown)
+            _print(con, shown)
         return
-    con = Console()
     if not con.is_terminal:  # piped: one whole status an interval, each after a line saying when it was read
         while True:
             out, shown = _status(cfg, repo, store)
@@ -165,10 +169,10 @@ def status_cmd(
 
 
 def _print(con, shown: list) -> None:
-    """Lines as they are (a pipe gets them unwrapped), tables at the console's width."""
+    """Lines wrapped at a terminal's width (a pipe's console never wraps them), tables at the console's width."""
     for item in shown:
         if isinstance(item, str):
-            con.print(item, soft_wrap=True, markup=False, highlight=False)
+            con.print(item, markup=False, highlight=False)
         else:
             con.print(item)
 
@@ -216,7 +220,7 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
         f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
         f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})",
         f"evictions: {out['evictions']}, budget left {out['budget_left']}",
-        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f}); "
+        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
         f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
     ]
     for name, c in chk.items():

@@ -83,8 +83,6 @@ def test_compare_grid_of_two_fits_80_columns():
     assert "share 0.2" in text and "share 0.4" in text  # each stacked row names its choice
 
 
-@pytest.mark.xfail(strict=False, reason="fleet replay's verdict (fleet/cli/app.py, fleet/report/verdict.py) pads its "
-                   "rows with trailing spaces on a terminal; no cut seen on 80 columns, kept for the owner")
 def test_replay_all_fits_80_columns():
     rc, text = in_terminal("replay", "--all")
     assert rc == 0, text[-800:]
@@ -137,8 +135,6 @@ def test_status_cuts_no_figure(served_url):
     assert re.search(r"convergence \d+\.\d%", text)
 
 
-@pytest.mark.xfail(strict=False, reason="fleet status (fleet/cli/serve.py) prints 'bill so far: $20,741.02 (rent "
-                   "$19,530.52, ...); convergence 90.8%' as one line past 80 columns, left to the terminal to wrap")
 def test_status_lines_fit_80_columns(served_url):
     rc, text = in_terminal("status", "--db", served_url)
     assert rc == 0 and lines_wider_than(text, 80) == []
