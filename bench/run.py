@@ -15,6 +15,7 @@ printed beside it; the target is printed beside every figure it applies to.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -373,19 +374,24 @@ def child_service(cards: int, repeats: int) -> dict:
         svc, walls = ticks({"hour": 1, "day": 24, "week": 168})  # all three named windows scored (the last marks an hour scored)
         svc.metrics_job()
         scrapes = {}
-        for per_card in (True, False):
+        # What Prometheus sends: OpenMetrics first, and gzip (the body is counted as it comes over the wire).
+        as_prometheus = {"Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+                         "Accept-Encoding": "gzip"}
+        for key, per_card, headers in (("per_card", True, {}), ("no_per_card", False, {}), ("prometheus", True, as_prometheus)):
             collector = FleetCollector(lambda: svc.snapshot, lambda: svc.stats, per_card=per_card, quarantine_reasons=REASONS)
             server, _thread = serve_metrics(make_registry(collector), "127.0.0.1", 0)
             url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
             times, size = [], 0
             for _ in range(max(repeats, 3)):
                 t0 = time.perf_counter()
-                with urllib.request.urlopen(url, timeout=60) as resp:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as resp:
                     body = resp.read()
                 times.append(time.perf_counter() - t0)
                 size = len(body)
             server.shutdown()
-            scrapes["per_card" if per_card else "no_per_card"] = {
+            if headers:
+                body = gzip.decompress(body)
+            scrapes[key] = {
                 "median_s": statistics.median(times), "bytes": size, "series": body.count(b"\n") - body.count(b"\n#"),
             }
         return {
@@ -423,9 +429,10 @@ def section_tick(sizes, repeats: int, quick: bool) -> list[Figure]:
 def section_metrics(sizes, repeats: int, quick: bool) -> list[Figure]:
     figs = []
     for cards, r in zip(sizes, _service_results(sizes, repeats, quick)):
-        for key, name, limit in (("per_card", "/metrics scrape, per-card series on", 0.2), ("no_per_card", "/metrics scrape, per-card series off", 0.01)):
+        for key, name, limit in (("per_card", "/metrics scrape, per-card series on", 0.2), ("no_per_card", "/metrics scrape, per-card series off", 0.01),
+                                 ("prometheus", "/metrics scrape as Prometheus asks (OpenMetrics, gzip), per-card on", None)):
             sc = r["scrape"][key]
-            target, met = (f"< {limit * 1000:.0f} ms", sc["median_s"] < limit) if cards == 10_000 else ("", None)
+            target, met = (f"< {limit * 1000:.0f} ms", sc["median_s"] < limit) if cards == 10_000 and limit else ("", None)
             figs.append(Figure("metrics", name, f"{cards:,} cards", sc["median_s"], target=target, met=met,
                                extra={"bytes": sc["bytes"], "series": sc["series"]}))
     return figs

@@ -9,8 +9,9 @@ Counters end in `_total` and are month-to-date where a user graphs a rate
 (dollars, tokens, evictions); they restart with each month, which Prometheus's
 `rate()` reads as a counter reset. A state that is on or off is a 0/1 gauge
 named for the state (`fleet_leader`, `..._open`, `..._pass`, `..._warm`).
-Labels are bounded (`part`, `window`, `job`, `outcome`, `reason`, `kind`,
-`card_class`) except `card`, the card id, which `[metrics] per_card = false`
+Labels are bounded (`part`, `window`, `service_job`, `outcome`, `reason`, `kind`,
+`card_class`; never `job` or `instance`, which Prometheus sets on every target it
+scrapes) except `card`, the card id, which `[metrics] per_card = false`
 switches off for large pools. Every known label
 value is emitted from the first scrape (zero until it happens), so a dashboard
 never sees a series appear from nothing.
@@ -25,6 +26,7 @@ names, order, label escaping and value format: a 10,000-card pool has some
 
 from __future__ import annotations
 
+import gzip
 import math
 import operator
 import socket
@@ -34,7 +36,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 from prometheus_client import generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.exposition import choose_encoder, gzip_accepted
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
@@ -98,8 +100,10 @@ class FleetCollector(Collector):
     """Reads a `fleet.service.Snapshot` and the job statistics at scrape time."""
 
     def __init__(self, snapshot: Callable[[], object], job_stats: Callable[[], dict], per_card: bool = True,
-                 quarantine_reasons: Iterable[str] = (), leadership: Callable[[], tuple[bool, int | None]] | None = None):
+                 quarantine_reasons: Iterable[str] = (), leadership: Callable[[], tuple[bool, int | None]] | None = None,
+                 now: Callable[[], float] | None = None):
         self._snapshot = snapshot
+        self._now = now  # the service's clock read at scrape time (a simulation's runs far ahead of its last snapshot)
         self._job_stats = job_stats
         self._leadership = leadership  # (leads, lease epoch) read at scrape time; None: no lease, no series
         self.per_card = per_card
@@ -120,22 +124,29 @@ class FleetCollector(Collector):
         if self.per_card:
             yield from self._cards(s)
 
-    def exposition(self) -> bytes:
-        """The text format of every family, as `generate_latest` writes `collect()`, with the per-card families
-        rendered by `card_text` from the same snapshot."""
+    def exposition(self, encoder: Callable = generate_latest, openmetrics: bool = False) -> bytes:
+        """Every family as `encoder` (prometheus-client's text or OpenMetrics writer) writes `collect()`, with the
+        per-card families rendered by `card_text` from the same snapshot: they are gauges, whose lines read the same
+        in both formats; OpenMetrics ends with `# EOF`, so they go in before it."""
         s = self._snapshot()
         fleet = list(self._jobs()) + list(self._lease()) + ([] if s is None else list(self._fleet(s)))
-        head = generate_latest(_Families(fleet))
+        head = encoder(_Families(fleet))
         if s is None or not self.per_card:
             return head
-        return head + self.card_text(s).encode("utf-8")
+        cards = self.card_text(s).encode("utf-8")
+        if openmetrics:
+            eof = b"# EOF\n"
+            if not head.endswith(eof):
+                raise ValueError("an OpenMetrics exposition that does not end in # EOF")
+            return head[: -len(eof)] + cards + eof
+        return head + cards
 
     def _jobs(self) -> Iterable[Metric]:
         stats = self._job_stats()
-        dur = SummaryMetricFamily("fleet_job_duration_seconds", "Wall time the service's jobs took.", labels=["job"])
-        runs = CounterMetricFamily("fleet_job_runs", "Runs of each job, by outcome.", labels=["job", "outcome"])
+        dur = SummaryMetricFamily("fleet_job_duration_seconds", "Wall time the service's jobs took.", labels=["service_job"])
+        runs = CounterMetricFamily("fleet_job_runs", "Runs of each job, by outcome.", labels=["service_job", "outcome"])
         last = GaugeMetricFamily("fleet_job_last_success_timestamp_seconds",
-                                 "Service clock time of each job's last successful run (0: none yet).", labels=["job"])
+                                 "Service clock time of each job's last successful run (0: none yet).", labels=["service_job"])
         for name, st in stats.items():
             dur.add_metric([name], count_value=st.runs, sum_value=st.duration_s_sum)
             runs.add_metric([name, "ok"], max(0, st.runs - st.errors))
@@ -146,6 +157,14 @@ class FleetCollector(Collector):
         yield dur
         yield runs
         yield last
+        if self._now is not None:
+            now = self._now()
+            age = GaugeMetricFamily("fleet_job_last_success_age_seconds",
+                                    "Service clock seconds since each job's last successful run, read at the scrape "
+                                    "(NaN: none yet).", labels=["service_job"])
+            for name, st in stats.items():
+                age.add_metric([name], max(0.0, now - st.last_success_ts) if st.last_success_ts else math.nan)
+            yield age
 
     def _lease(self) -> Iterable[Metric]:
         """Whether this process leads the store now, and the lease's epoch (its own, or the leader's it waits for)."""
@@ -306,15 +325,27 @@ def make_registry(collector: FleetCollector) -> FleetRegistry:
 
 
 class _MetricsHandler(BaseHTTPRequestHandler):
-    """Answers every GET (as prometheus-client's server does) with the registry's text format, version 0.0.4."""
+    """Answers every GET (as prometheus-client's server does) in the format the scraper's `Accept` asks for
+    (OpenMetrics or the text format; the text format 0.0.4 when it names neither), gzipped when its
+    `Accept-Encoding` takes gzip, through prometheus-client's own negotiation."""
 
     registry: CollectorRegistry
 
     def do_GET(self) -> None:
         reg = self.registry
-        body = reg.exposition() if isinstance(reg, FleetRegistry) else generate_latest(reg)
+        encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+        if isinstance(reg, FleetRegistry):
+            body = reg.collector.exposition(encoder, content_type.startswith("application/openmetrics-text"))
+        else:
+            body = encoder(reg)
+        zipped = gzip_accepted(self.headers.get("Accept-Encoding", ""))
+        if zipped:
+            body = gzip.compress(body, compresslevel=6)
         self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPE_PLAIN_0_0_4)
+        self.send_header("Content-Type", content_type)
+        if zipped:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Vary", "Accept, Accept-Encoding")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

@@ -37,9 +37,12 @@ def stats():
             "ingest": JobStats()}
 
 
+SCRAPE_TS = 1_767_232_800.0 + 90  # the service's clock at the scrape: 90 s after decide's last success
+
+
 def families(per_card=True, snap=None, leadership=lambda: (True, 1)):
     coll = FleetCollector(lambda: snap or snapshot(), stats, per_card=per_card, quarantine_reasons=("unknown-card",),
-                          leadership=leadership)
+                          leadership=leadership, now=lambda: SCRAPE_TS)
     text = generate_latest(make_registry(coll)).decode()
     return {f.name: f for f in text_string_to_metric_families(text)}, text
 
@@ -75,12 +78,13 @@ def sample(fams, name, suffix="", **labels):
         ("fleet_ingest_records", "counter", "_total", {"outcome": "quarantined"}, 1),
         ("fleet_ingest_quarantined_records", "counter", "_total", {"reason": "negative:tokens_per_s"}, 1),
         ("fleet_ingest_quarantined_records", "counter", "_total", {"reason": "unknown-card"}, 0),
-        ("fleet_job_duration_seconds", "summary", "_count", {"job": "decide"}, 4),
-        ("fleet_job_duration_seconds", "summary", "_sum", {"job": "decide"}, 0.5),
-        ("fleet_job_runs", "counter", "_total", {"job": "decide", "outcome": "error"}, 1),
-        ("fleet_job_runs", "counter", "_total", {"job": "decide", "outcome": "missed"}, 2),
-        ("fleet_job_last_success_timestamp_seconds", "gauge", "", {"job": "decide"}, 1_767_232_800),
-        ("fleet_job_last_success_timestamp_seconds", "gauge", "", {"job": "ingest"}, 0),
+        ("fleet_job_duration_seconds", "summary", "_count", {"service_job": "decide"}, 4),
+        ("fleet_job_duration_seconds", "summary", "_sum", {"service_job": "decide"}, 0.5),
+        ("fleet_job_runs", "counter", "_total", {"service_job": "decide", "outcome": "error"}, 1),
+        ("fleet_job_runs", "counter", "_total", {"service_job": "decide", "outcome": "missed"}, 2),
+        ("fleet_job_last_success_timestamp_seconds", "gauge", "", {"service_job": "decide"}, 1_767_232_800),
+        ("fleet_job_last_success_timestamp_seconds", "gauge", "", {"service_job": "ingest"}, 0),
+        ("fleet_job_last_success_age_seconds", "gauge", "", {"service_job": "decide"}, 90),
         ("fleet_card_score_tokens_per_second", "gauge", "", {"card": "gpu-c", "window": "day"}, 3000),
         ("fleet_card_tokens_per_usd", "gauge", "", {"card": "gpu-a", "window": "day"}, 5_780_000),
         ("fleet_card_warm", "gauge", "", {"card": "gpu-c"}, 0),
@@ -105,6 +109,19 @@ def test_names_follow_the_rule():
     assert {"fleet_leader", "fleet_leader_epoch"} <= set(fams)
     ratios = [f for n, f in fams.items() if n.endswith("_ratio")]
     assert ratios and all(0 <= s.value <= 1 for f in ratios for s in f.samples)
+
+
+def test_job_age_reads_the_clock_at_the_scrape_not_the_snapshot():
+    """Under --simulate the clock runs hours past the last snapshot between two metrics runs: the age is the clock at
+    the scrape less the last success, never negative, and NaN for a job that has not yet succeeded."""
+    clock = [1_767_232_800.0 + 5 * 3600]
+    coll = FleetCollector(lambda: snapshot(clock_ts=1_767_225_600.0), stats, now=lambda: clock[0])
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(make_registry(coll)).decode())}
+    assert sample(fams, "fleet_job_last_success_age_seconds", service_job="decide") == 5 * 3600
+    assert math.isnan(sample(fams, "fleet_job_last_success_age_seconds", service_job="ingest"))
+    clock[0] = 1_767_232_800.0 - 1  # a success stamped after the clock was read is age 0, not below
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(make_registry(coll)).decode())}
+    assert sample(fams, "fleet_job_last_success_age_seconds", service_job="decide") == 0
 
 
 def test_per_card_series_switch_off():

@@ -1,4 +1,5 @@
-"""A real Prometheus server scrapes `fleet serve --simulate` and gives back the run-set size through its HTTP API."""
+"""A real Prometheus server scrapes `fleet serve --simulate` (negotiating OpenMetrics and gzip, as it does) and gives
+back the run-set size through its HTTP API; every query of the Grafana dashboard runs on it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,13 @@ from storage.service_store import ServiceStore
 from tests.service.serving import Served, value, wait_for
 
 PROMETHEUS = shutil.which("prometheus")
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
+
+
+def instant(port: int, expr: str) -> dict:
+    q = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?{q}", timeout=5) as resp:
+        return json.load(resp)
 
 
 def free_port() -> int:
@@ -59,9 +68,22 @@ def test_prometheus_scrapes_the_run_set_size(tmp_path):
         last = store.last_decided_ts(0, 2**62)
         assert from_server == len(store.run_set_at(last)) == 26
         assert value(served.families(), "fleet_run_set_cards") == from_server
-        up = urllib.parse.urlencode({"query": 'up{job="fleet"}'})
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query?{up}", timeout=5) as resp:
-            assert json.load(resp)["data"]["result"][0]["value"][1] == "1"
+        assert instant(port, 'up{job="fleet"}')["data"]["result"][0]["value"][1] == "1"
+        targets = wait_for(lambda: json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/targets", timeout=5)),
+                           30, "the targets API")
+        assert targets["data"]["activeTargets"][0]["lastError"] == ""  # OpenMetrics, gzipped, parsed without complaint
+        for panel in json.loads(DASHBOARD.read_text())["panels"]:
+            for target in panel["targets"]:
+                doc = instant(port, target["expr"])
+                assert doc["status"] == "success", (panel["title"], target["expr"], doc)
+        ages = instant(port, "fleet_job_last_success_age_seconds")["data"]["result"]
+        assert {r["metric"]["service_job"] for r in ages} >= {"decide", "billing"}
+        assert all(float(r["value"][1]) >= 0 for r in ages if r["value"][1] != "NaN")
+        lowest = instant(port, "bottomk by (window) (10, fleet_card_score_tokens_per_second)")["data"]["result"]
+        by_window: dict = {}
+        for r in lowest:
+            by_window.setdefault(r["metric"]["window"], []).append(r)
+        assert by_window and all(len(rs) == 10 for rs in by_window.values())  # ten of each window, not ten in all
     finally:
         if prom is not None:
             prom.terminate()

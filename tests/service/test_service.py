@@ -100,7 +100,7 @@ def test_metrics_carry_replays_figures(noise_month):
     assert value(fams, "fleet_check_pass", check="eviction") == 0  # 4 wrong evictions fail the check
     assert value(fams, "fleet_unmet_demand_ratio") == pytest.approx(f["unmet_share"], rel=1e-6)
     assert value(fams, "fleet_ingest_records", outcome="stored") == 32 * (720 + 168)
-    assert value(fams, "fleet_job_runs", job="decide", outcome="error") == 0
+    assert value(fams, "fleet_job_runs", service_job="decide", outcome="error") == 0
 
 
 def run_fleet(*args, cwd=None):
