@@ -7,54 +7,32 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from fleet.ingest import DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY
 from fleet.ingest.prometheus import busy_query, rate_query
+from tests.fake_prometheus import fake_prometheus, matrix
 
 T0 = 1735689600
 SECRET = "s3cret-token-value"
 
 
-def _matrix(labels: dict, values: list) -> dict:
-    return {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": labels, "values": values}]}}
-
-
-class _Prometheus(BaseHTTPRequestHandler):
+def _answer(labels: dict):
     """Answers a busy query (one on vLLM's num_requests_running) with busy fractions, any other with rates."""
 
-    seen: list = []
-    labels: dict = {}
-
-    def do_GET(self):  # noqa: N802
-        query = parse_qs(urlparse(self.path).query)["query"][0]
-        type(self).seen.append((query, self.headers.get("Authorization")))
+    def answer(query: str) -> bytes:
         busy = "num_requests_running" in query
-        values = [[T0, "0.5"], [T0 + 60, "1"]] if busy else [[T0, "3000"], [T0 + 60, "6000"]]
-        body = json.dumps(_matrix(type(self).labels, values)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        return matrix({"metric": labels, "values": [[T0, "0.5"], [T0 + 60, "1"]] if busy else [[T0, "3000"], [T0 + 60, "6000"]]})
 
-    def log_message(self, *args):
-        pass
+    return answer
 
 
 @pytest.fixture
 def prometheus():
-    server = HTTPServer(("127.0.0.1", 0), _Prometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _Prometheus.seen = []
-    _Prometheus.labels = {"instance": "10.0.0.1:8000"}
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with fake_prometheus() as prom:
+        prom.otherwise = _answer({"instance": "10.0.0.1:8000"})
+        yield prom
 
 
 def pull(url: str, tmp_path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -72,25 +50,25 @@ def _busy_stored(tmp_path) -> list:
 
 
 def test_the_default_busy_query_is_pulled_and_stored(prometheus, tmp_path):
-    p = pull(prometheus, tmp_path)
+    p = pull(prometheus.url, tmp_path)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["stored"] == 2
-    assert [q for q, _ in _Prometheus.seen] == [DEFAULT_PROMETHEUS_QUERY, DEFAULT_BUSY_QUERY]  # on the old main: no busy query
+    assert [r.query for r in prometheus.requests] == [DEFAULT_PROMETHEUS_QUERY, DEFAULT_BUSY_QUERY]  # on the old main: no busy query
     assert _busy_stored(tmp_path) == [0.5, 1.0]
 
 
 def test_an_empty_busy_query_pulls_the_rate_alone(prometheus, tmp_path):
-    p = pull(prometheus, tmp_path, "--busy-query", "")
+    p = pull(prometheus.url, tmp_path, "--busy-query", "")
     assert p.returncode == 0, p.stderr  # on the old main: 2, no such option
-    assert [q for q, _ in _Prometheus.seen] == [DEFAULT_PROMETHEUS_QUERY]
+    assert [r.query for r in prometheus.requests] == [DEFAULT_PROMETHEUS_QUERY]
     assert _busy_stored(tmp_path) == [None, None]
 
 
 def test_several_card_labels_name_the_card_and_shape_the_default_queries(prometheus, tmp_path):
-    _Prometheus.labels = {"Hostname": "node-7", "gpu": "3"}
-    p = pull(prometheus, tmp_path, "--card-label", "Hostname", "--card-label", "gpu")
+    prometheus.otherwise = _answer({"Hostname": "node-7", "gpu": "3"})
+    p = pull(prometheus.url, tmp_path, "--card-label", "Hostname", "--card-label", "gpu")
     assert p.returncode == 0, p.stderr  # on the old main: 2 (--card-label given twice), or one label only
-    assert [q for q, _ in _Prometheus.seen] == [rate_query(("Hostname", "gpu")), busy_query(("Hostname", "gpu"))]
+    assert [r.query for r in prometheus.requests] == [rate_query(("Hostname", "gpu")), busy_query(("Hostname", "gpu"))]
     with sqlite3.connect(tmp_path / "s.db") as conn:
         assert [r[0] for r in conn.execute("SELECT card_key FROM cards")] == ["node-7/3"]
 
@@ -98,17 +76,17 @@ def test_several_card_labels_name_the_card_and_shape_the_default_queries(prometh
 def test_a_bearer_token_file_is_sent_and_never_shown(prometheus, tmp_path):
     token = tmp_path / "token"
     token.write_text(SECRET + "\n")
-    p = pull(prometheus, tmp_path, "--bearer-token-file", str(token))
+    p = pull(prometheus.url, tmp_path, "--bearer-token-file", str(token))
     assert p.returncode == 0, p.stderr  # on the old main: 2, no such option
-    assert {auth for _, auth in _Prometheus.seen} == {f"Bearer {SECRET}"}
+    assert {r.authorization for r in prometheus.requests} == {f"Bearer {SECRET}"}
     assert SECRET not in p.stdout + p.stderr
 
 
 def test_basic_auth_from_an_environment_variable(prometheus, tmp_path):
-    p = pull(prometheus, tmp_path, "--username", "fleet", "--password-env", "PROM_PASSWORD", env={"PROM_PASSWORD": SECRET})
+    p = pull(prometheus.url, tmp_path, "--username", "fleet", "--password-env", "PROM_PASSWORD", env={"PROM_PASSWORD": SECRET})
     assert p.returncode == 0, p.stderr
     expected = "Basic " + base64.b64encode(f"fleet:{SECRET}".encode()).decode()
-    assert {auth for _, auth in _Prometheus.seen} == {expected}
+    assert {r.authorization for r in prometheus.requests} == {expected}
     assert SECRET not in p.stdout + p.stderr
 
 
@@ -118,17 +96,17 @@ def test_basic_auth_from_an_environment_variable(prometheus, tmp_path):
     (("--password-env", "A", "--password-file", "f"), "give each secret once: a file or an environment variable, not both"),
 ])
 def test_a_bad_combination_of_credentials_is_its_config_error(prometheus, tmp_path, args, reason):
-    p = pull(prometheus, tmp_path, *args)
+    p = pull(prometheus.url, tmp_path, *args)
     assert p.returncode == 2
     assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith("fleet: error: credentials (") and p.stderr.strip().endswith(reason)
-    assert _Prometheus.seen == [] and not (tmp_path / "s.db").exists()
+    assert prometheus.requests == [] and not (tmp_path / "s.db").exists()
 
 
 def test_a_missing_secret_is_named_before_anything_is_pulled_or_created(prometheus, tmp_path):
-    p = pull(prometheus, tmp_path, "--bearer-token-env", "FLEET_TEST_NO_SUCH_VAR")
+    p = pull(prometheus.url, tmp_path, "--bearer-token-env", "FLEET_TEST_NO_SUCH_VAR")
     assert p.returncode == 2
     assert p.stderr.splitlines() == ["fleet: error: bearer token: environment variable 'FLEET_TEST_NO_SUCH_VAR' is not set"]
-    assert _Prometheus.seen == [] and not (tmp_path / "s.db").exists()
+    assert prometheus.requests == [] and not (tmp_path / "s.db").exists()
 
 
 @pytest.mark.parametrize("args, first", [

@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from fleet.presets import load_preset
-from tests.service.serving import TINY_PRESET
+from tests.cli.served_month import serve_tiny_month
 
 
 def fleet(*args, cwd=None, env=None):
@@ -21,22 +20,8 @@ def first_line(text: str) -> str:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The tiny preset's month served in process on a simulated clock: a store with a whole month's journal."""
-    from fleet.service.config import load_service_config
-    from fleet.service.service import Service
-    from fleet.service.simulation import SimClock, Simulation, simulation_config
-    from storage.repository import open_repository
-
-    d = tmp_path_factory.mktemp("served")
-    (d / "tiny.toml").write_text(TINY_PRESET)
-    scenario = load_preset(str(d / "tiny.toml")).resolve()
-    cfg = simulation_config(load_service_config(None), scenario)
-    url = f"sqlite:///{d / 'served.db'}"
-    svc = Service(cfg, open_repository(url), SimClock(cfg.month.start_ts, 1e9), simulation=Simulation.of(scenario, cfg.month.start_ts))
-    for _ in range(5):
-        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
-            job()
-    assert svc.month_done()
-    return url, svc.store.decisions()
+    month = serve_tiny_month(tmp_path_factory.mktemp("served"))
+    return month.url, month.service.store.decisions()
 
 
 # -- fleet journal ---------------------------------------------------------------------------------------------------

@@ -5,16 +5,15 @@ Before it: `fleet serve --check --config FILE` was "No such option: --check", ex
 
 from __future__ import annotations
 
-import http.server
-import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+from tests.fake_prometheus import fake_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = (ROOT / "docs/serve-config.example.toml").read_text()
@@ -42,23 +41,8 @@ def closed_port() -> int:
 @pytest.fixture
 def prometheus():
     """A stand-in Prometheus on 127.0.0.1 answering every range query with an empty matrix."""
-
-    class Answer(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": []}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with fake_prometheus() as prom:
+        yield prom.url
 
 
 def test_every_check_passes_and_nothing_is_created(tmp_path, prometheus):

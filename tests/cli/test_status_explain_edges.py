@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.presets import load_preset
+from tests.cli.served_month import serve_tiny_month
 from tests.service.serving import FLEET, TINY_PRESET, Served
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,23 +31,9 @@ def fleet(*args, cwd=None, env=None):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """The tiny preset's month served in process on a simulated clock: a whole month's store, with evictions."""
-    from fleet.service.config import load_service_config
-    from fleet.service.service import Service
-    from fleet.service.simulation import SimClock, Simulation, simulation_config
-    from storage.repository import open_repository
-
-    d = tmp_path_factory.mktemp("served")
-    (d / "tiny.toml").write_text(TINY_PRESET)
-    scenario = load_preset(str(d / "tiny.toml")).resolve()
-    cfg = simulation_config(load_service_config(None), scenario)
-    url = f"sqlite:///{d / 'served.db'}"
-    svc = Service(cfg, open_repository(url), SimClock(cfg.month.start_ts, 1e9), simulation=Simulation.of(scenario, cfg.month.start_ts))
-    for _ in range(5):
-        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
-            job()
-    assert svc.month_done()
-    svc.repo.engine.dispose()
-    return url, svc.store
+    month = serve_tiny_month(tmp_path_factory.mktemp("served"))
+    month.service.repo.engine.dispose()
+    return month.url, month.service.store
 
 
 # -- FLEET_DB --------------------------------------------------------------------------------------------------------

@@ -6,14 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, drain_drop_folder, ingest_prometheus
+from tests.fake_prometheus import fake_prometheus
 from tests.storage.stored import ingest_runs
 
 NOW = 1_767_225_600
@@ -78,35 +76,10 @@ def test_drop_folder_that_is_not_a_folder(tmp_path, new_repo):
         drain_drop_folder(new_repo(), tmp_path / "nope", settings)
 
 
-class _Prometheus(BaseHTTPRequestHandler):
-    queries: list = []
-    answer: dict = {}
-    status = 200
-
-    def do_GET(self):  # noqa: N802
-        url = urlparse(self.path)
-        type(self).queries.append((url.path, parse_qs(url.query)))
-        body = json.dumps(type(self).answer).encode()
-        self.send_response(type(self).status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def prometheus():
-    server = HTTPServer(("127.0.0.1", 0), _Prometheus)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Prometheus.queries = []
-    _Prometheus.status = 200
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with fake_prometheus() as prom:
+        yield prom
 
 
 MATRIX = {
@@ -123,40 +96,40 @@ MATRIX = {
 
 
 def test_prometheus_range_query_is_ingested(prometheus, new_repo):
-    _Prometheus.answer = MATRIX
+    prometheus.otherwise = MATRIX
     repo = new_repo()
-    out = ingest_prometheus(repo, prometheus, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
-    path, params = _Prometheus.queries[0]
+    out = ingest_prometheus(repo, prometheus.url, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
+    path, params = prometheus.requests[0].path, prometheus.requests[0].params
     assert path == "/api/v1/query_range"
     assert params["query"] == ["sum by (instance) (rate(vllm:generation_tokens_total[1m]))"]
     assert (float(params["start"][0]), float(params["end"][0]), params["step"][0]) == (T0, T0 + 180, "60")
     assert (out.read, out.stored, out.quarantined) == (6, 3, 3)
     assert out.reasons == {"non-finite:tokens_per_s": 1, "negative:tokens_per_s": 1, "missing:card_id": 1}
     assert set(repo.cards()) == {"10.0.0.1:8000", "10.0.0.2:8000"}
-    again = ingest_prometheus(repo, prometheus, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
+    again = ingest_prometheus(repo, prometheus.url, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
     assert (again.stored, again.duplicates) == (0, 3)
 
 
 def test_prometheus_errors_name_the_source(prometheus, new_repo):
-    _Prometheus.answer = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
-    _Prometheus.status = 400
+    prometheus.otherwise = {"status": "error", "errorType": "bad_data", "error": "parse error at char 5"}
+    prometheus.status = 400
     repo = new_repo()
     with pytest.raises(BadSource, match="HTTP 400: parse error at char 5"):
-        ingest_prometheus(repo, prometheus, "rate(", T0, T0 + 60, 60, settings())
-    _Prometheus.status = 200
-    _Prometheus.answer = {"status": "success", "data": {"resultType": "vector", "result": []}}
+        ingest_prometheus(repo, prometheus.url, "rate(", T0, T0 + 60, 60, settings())
+    prometheus.status = 200
+    prometheus.otherwise = {"status": "success", "data": {"resultType": "vector", "result": []}}
     with pytest.raises(BadSource, match="expected a range query's matrix, got vector"):
-        ingest_prometheus(repo, prometheus, "up", T0, T0 + 60, 60, settings())
+        ingest_prometheus(repo, prometheus.url, "up", T0, T0 + 60, 60, settings())
     with pytest.raises(BadSource, match="cannot reach"):
         ingest_prometheus(repo, "http://127.0.0.1:9", "up", T0, T0 + 60, 60, settings())
     assert ingest_runs(repo.engine) == []
 
 
 def test_cli_prometheus_and_watch(prometheus, tmp_path, store_url):
-    _Prometheus.answer = MATRIX
+    prometheus.otherwise = MATRIX
     db = store_url
     r = subprocess.run(
-        [sys.executable, "-m", "fleet.cli.app", "ingest", "--prometheus", prometheus, "--start", str(T0), "--end", str(T0 + 180), "--db", db, "--json",
+        [sys.executable, "-m", "fleet.cli.app", "ingest", "--prometheus", prometheus.url, "--start", str(T0), "--end", str(T0 + 180), "--db", db, "--json",
          "--busy-query", ""],  # this fake answers every query with the rate matrix (the busy query: test_ingest_pull_flags.py)
         capture_output=True, text=True, timeout=120,
     )

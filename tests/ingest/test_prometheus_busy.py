@@ -5,10 +5,6 @@ sent and never shown, and a redirect refused rather than followed."""
 from __future__ import annotations
 
 import base64
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -19,14 +15,11 @@ from fleet.ingest import (
     ingest_parsed, ingest_prometheus, parse_prometheus, rate_query,
 )
 from storage import sqlite_memory_repository
+from tests.fake_prometheus import fake_prometheus, matrix
 
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
 NOW = T0 + 2 * 3600
 SECRET = "s3cr3t-token-value"
-
-
-def matrix(*series) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(series)}}).encode()
 
 
 def records(parsed) -> list[dict]:
@@ -116,80 +109,49 @@ def test_a_half_idle_card_scores_its_busy_rate_not_half_of_it():
 # -- over HTTP ----------------------------------------------------------------------
 
 
-class _Server(BaseHTTPRequestHandler):
-    seen: list = []
-    answers: dict = {}
-    redirect_to: str | None = None
-
-    def do_GET(self):  # noqa: N802
-        url = urlparse(self.path)
-        query = parse_qs(url.query).get("query", [""])[0]
-        type(self).seen.append((url.path, query, self.headers.get("Authorization")))
-        if type(self).redirect_to and url.path == "/api/v1/query_range":
-            self.send_response(302)
-            self.send_header("Location", type(self).redirect_to)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = type(self).answers.get(query, matrix())
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def server():
-    httpd = HTTPServer(("127.0.0.1", 0), _Server)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    _Server.seen, _Server.answers, _Server.redirect_to = [], {}, None
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with fake_prometheus() as prom:
+        yield prom
 
 
 def test_both_queries_are_pulled_with_the_configured_bearer_token(server, monkeypatch):
     monkeypatch.setenv("PROM_TOKEN", SECRET)
-    _Server.answers = {
+    server.answers = {
         "tps": matrix({"metric": {"instance": "a"}, "values": [[T0, "4000"], [T0 + 60, "2000"]]}),
         "busy": matrix({"metric": {"instance": "a"}, "values": [[T0, "1"], [T0 + 60, "0.5"]]}),
     }
     repo = sqlite_memory_repository()
-    report = ingest_prometheus(repo, server, "tps", T0, T0 + 60, 60, IngestSettings(now_ts=NOW), "instance",
+    report = ingest_prometheus(repo, server.url, "tps", T0, T0 + 60, 60, IngestSettings(now_ts=NOW), "instance",
                                busy_query="busy", auth=Credentials(bearer_token_env="PROM_TOKEN"))
-    assert [(q, auth) for _, q, auth in _Server.seen] == [("tps", f"Bearer {SECRET}"), ("busy", f"Bearer {SECRET}")]
+    assert [(r.query, r.authorization) for r in server.requests] == [("tps", f"Bearer {SECRET}"), ("busy", f"Bearer {SECRET}")]
     assert report.stored == 2
     assert repo.hourly_rollups()["busy_tps"].tolist() == [pytest.approx(6000 / 1.5)]
 
 
 def test_basic_auth_and_no_credentials(server, tmp_path):
     (tmp_path / "pw").write_text(SECRET + "\n")
-    fetch_prometheus(server, "up", T0, T0 + 60, 60, auth=Credentials(username="fleet", password_file=str(tmp_path / "pw")))
-    fetch_prometheus(server, "up", T0, T0 + 60, 60)
-    assert [auth for _, _, auth in _Server.seen] == ["Basic " + base64.b64encode(f"fleet:{SECRET}".encode()).decode(), None]
+    fetch_prometheus(server.url, "up", T0, T0 + 60, 60, auth=Credentials(username="fleet", password_file=str(tmp_path / "pw")))
+    fetch_prometheus(server.url, "up", T0, T0 + 60, 60)
+    assert [r.authorization for r in server.requests] == ["Basic " + base64.b64encode(f"fleet:{SECRET}".encode()).decode(), None]
 
 
 def test_a_redirect_is_refused_and_the_token_never_goes_on(server, monkeypatch):
     monkeypatch.setenv("PROM_TOKEN", SECRET)
-    _Server.redirect_to = server + "/elsewhere"
+    server.redirect(server.url + "/elsewhere")
     with pytest.raises(BadSource) as err:
-        fetch_prometheus(server, "up", T0, T0 + 60, 60, auth=Credentials(bearer_token_env="PROM_TOKEN"))
+        fetch_prometheus(server.url, "up", T0, T0 + 60, 60, auth=Credentials(bearer_token_env="PROM_TOKEN"))
     message = str(err.value)
-    assert "HTTP 302" in message and f"{server}/elsewhere" in message and "not followed" in message
+    assert "HTTP 302" in message and f"{server.url}/elsewhere" in message and "not followed" in message
     assert SECRET not in message
-    assert [path for path, _, _ in _Server.seen] == ["/api/v1/query_range"]  # /elsewhere was never asked
+    assert [r.path for r in server.requests] == ["/api/v1/query_range"]  # /elsewhere was never asked
 
 
 def test_no_secret_in_errors_or_names(server, monkeypatch):
     monkeypatch.delenv("PROM_TOKEN", raising=False)
     with pytest.raises(ConfigError) as err:
-        fetch_prometheus(server, "up", T0, T0 + 60, 60, auth=Credentials(bearer_token_env="PROM_TOKEN"))
-    assert "PROM_TOKEN" in str(err.value) and _Server.seen == []  # nothing is sent without the secret
+        fetch_prometheus(server.url, "up", T0, T0 + 60, 60, auth=Credentials(bearer_token_env="PROM_TOKEN"))
+    assert "PROM_TOKEN" in str(err.value) and server.requests == []  # nothing is sent without the secret
     with pytest.raises(ConfigError) as err:
         fetch_prometheus(f"ftp://fleet:{SECRET}@example.org", "up", T0, T0 + 60, 60)
     assert SECRET not in str(err.value)

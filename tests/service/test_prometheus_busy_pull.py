@@ -14,8 +14,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlparse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -26,27 +25,13 @@ from fleet.service.config import load_service_config
 from storage import sqlite_memory_repository
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
+from tests.fake_prometheus import StepClock, fake_prometheus, matrix, reply
 from tests.service.serving import wait_for
 
 PROMETHEUS = shutil.which("prometheus")
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
 HOUR_S = 3600
 SECRET = "pull-s3cret-9f1c"
-
-
-class Clock:
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, s: float) -> float:
-        return s
-
-
-def matrix(*series) -> bytes:
-    return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": list(series)}}).encode()
 
 
 def half_idle_hour(hour_ts: int) -> dict[str, bytes]:
@@ -60,40 +45,10 @@ def half_idle_hour(hour_ts: int) -> dict[str, bytes]:
     return {DEFAULT_PROMETHEUS_QUERY: rate, DEFAULT_BUSY_QUERY: busy}
 
 
-class _Canned(BaseHTTPRequestHandler):
-    seen: list = []
-    answers: dict = {}
-    redirect = False
-
-    def do_GET(self):  # noqa: N802
-        url = urlparse(self.path)
-        query = parse_qs(url.query).get("query", [""])[0]
-        type(self).seen.append((url.path, query, self.headers.get("Authorization")))
-        if type(self).redirect:
-            self.send_response(301)
-            self.send_header("Location", "http://127.0.0.1:9/stolen")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = type(self).answers.get(query, matrix())
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def canned():
-    httpd = HTTPServer(("127.0.0.1", 0), _Canned)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    _Canned.seen, _Canned.answers, _Canned.redirect = [], {}, False
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with fake_prometheus() as prom:
+        yield prom
 
 
 POOL_TOML = """\
@@ -130,28 +85,28 @@ def test_the_service_pulls_rate_and_busy_with_its_token_and_logs_no_secret(tmp_p
     from fleet.service.telemetry import IngestJob
 
     monkeypatch.setenv("FLEET_PROM_TOKEN", SECRET)
-    _Canned.answers = half_idle_hour(T0)
+    canned.answers = half_idle_hour(T0)
     repo = sqlite_memory_repository()
-    job = IngestJob(_config(tmp_path, canned), repo, ServiceStore(repo.engine), Clock(T0 + HOUR_S + 301))
+    job = IngestJob(_config(tmp_path, canned.url), repo, ServiceStore(repo.engine), StepClock(T0 + HOUR_S + 301))
     with caplog.at_level(logging.DEBUG):
         assert job.run() == 120
-    assert [(q, auth) for _, q, auth in _Canned.seen] == [(DEFAULT_PROMETHEUS_QUERY, f"Bearer {SECRET}"), (DEFAULT_BUSY_QUERY, f"Bearer {SECRET}")]
+    assert [(r.query, r.authorization) for r in canned.requests] == [(DEFAULT_PROMETHEUS_QUERY, f"Bearer {SECRET}"), (DEFAULT_BUSY_QUERY, f"Bearer {SECRET}")]
     roll = repo.hourly_rollups().set_index("card_key")
     assert roll.loc["a", "busy_tps"] == pytest.approx(6000) and roll.loc["b", "busy_tps"] == pytest.approx(3000)
     assert roll.loc["a", "mean_tps"] == pytest.approx(3000)
-    _Canned.redirect = True
+    canned.redirect("http://127.0.0.1:9/stolen", 301)
     with caplog.at_level(logging.DEBUG), pytest.raises(BadSource, match="HTTP 301.*not followed") as err:
         job.run()
     assert SECRET not in str(err.value) and SECRET not in caplog.text
-    assert [path for path, _, _ in _Canned.seen][-1] == "/api/v1/query_range"  # the Location was never asked
+    assert [r.path for r in canned.requests][-1] == "/api/v1/query_range"  # the Location was never asked
 
 
 def test_a_pulled_half_idle_card_scores_its_busy_rate_in_the_service(tmp_path, canned, monkeypatch):
     from fleet.service.service import Service
 
     monkeypatch.setenv("FLEET_PROM_TOKEN", SECRET)
-    _Canned.answers = half_idle_hour(T0)
-    svc = Service(_config(tmp_path, canned, pool=True), open_repository(f"sqlite:///{tmp_path / 'p.db'}"), Clock(T0 + HOUR_S + 301))
+    canned.answers = half_idle_hour(T0)
+    svc = Service(_config(tmp_path, canned.url, pool=True), open_repository(f"sqlite:///{tmp_path / 'p.db'}"), StepClock(T0 + HOUR_S + 301))
     svc.ingest_job()
     svc.score_job()
     scores = svc.store.scores_at(T0 + HOUR_S, 1)  # the hour after the pulled one, through the hour window
@@ -182,11 +137,7 @@ class _VllmStandIn(BaseHTTPRequestHandler):
                 f'vllm:generation_tokens_total{{model_name="m"}} {cls.busy_tps * busy_s}\n'
                 "# TYPE vllm:num_requests_running gauge\n"
                 f'vllm:num_requests_running{{model_name="m"}} {running}\n').encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        reply(self, 200, body, {"Content-Type": "text/plain; version=0.0.4"})
 
     def log_message(self, *args):
         pass

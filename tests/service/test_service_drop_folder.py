@@ -11,21 +11,11 @@ from fleet.service.config import load_service_config
 from fleet.service.telemetry import IngestJob
 from storage import sqlite_memory_repository
 from storage.service_store import ServiceStore
+from tests.fake_prometheus import StepClock
 
 T0 = 1_767_225_600  # 2026-01-01T00:00Z: the samples' hour
 CLOCK0 = T0 + 3 * 3600  # the service's clock at the first run; files' mtimes are set against it
 HEADER = "card_id,ts,tokens_per_s\n"
-
-
-class Clock:
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, s: float) -> float:
-        return s
 
 
 def _job(tmp_path, clock):
@@ -49,7 +39,7 @@ def _touch(path, mtime: float) -> None:
 
 
 def test_a_file_written_in_place_over_several_runs_is_read_whole_once_it_settles(tmp_path):
-    clock = Clock(CLOCK0)
+    clock = StepClock(CLOCK0)
     job, drop, repo = _job(tmp_path, clock)
     f = drop / "minutes.csv"
     f.write_text(HEADER + _rows(0, 4))  # the writer's first chunk
@@ -72,7 +62,7 @@ def test_a_file_written_in_place_over_several_runs_is_read_whole_once_it_settles
 
 
 def test_a_second_file_of_a_name_already_in_done_is_kept_beside_it(tmp_path):
-    clock = Clock(CLOCK0)
+    clock = StepClock(CLOCK0)
     job, drop, repo = _job(tmp_path, clock)
     for run, rows in enumerate((_rows(0, 3), _rows(3, 5))):
         (drop / "hour.csv").write_text(HEADER + rows)
@@ -85,7 +75,7 @@ def test_a_second_file_of_a_name_already_in_done_is_kept_beside_it(tmp_path):
 
 
 def test_a_bad_file_goes_to_failed_with_its_error_and_the_others_are_read(tmp_path, caplog):
-    clock = Clock(CLOCK0)
+    clock = StepClock(CLOCK0)
     job, drop, repo = _job(tmp_path, clock)
     (drop / "a-bad.csv").write_text("card,when\n1,2\n")
     (drop / "b-good.csv").write_text(HEADER + _rows(0, 3))

@@ -8,10 +8,10 @@ import sys
 import pytest
 from sqlalchemy import text
 
-from fleet.presets import load_preset
 from storage import make_engine
 from storage.identity import StoreIdentity, read_identity
-from tests.service.serving import FLEET, TINY_PRESET
+from tests.cli.served_month import serve_tiny_month
+from tests.service.serving import FLEET
 
 TABLES = ("card_classes", "cards", "ingest_runs", "telemetry_samples", "decisions", "service_hours", "store_meta", "leases")
 
@@ -58,22 +58,8 @@ def serve_cli(capsys, *args) -> tuple[int, str]:
 @pytest.fixture
 def tiny_store(tmp_path):
     """A store that served the tiny preset's month (jobs stepped in process)."""
-    from fleet.service.config import load_service_config
-    from fleet.service.service import Service
-    from fleet.service.simulation import SimClock, Simulation, simulation_config
-    from storage.repository import open_repository
-
-    path = tmp_path / "tiny.toml"
-    path.write_text(TINY_PRESET)
-    scenario = load_preset(str(path)).resolve()
-    cfg = simulation_config(load_service_config(None), scenario)
-    url = f"sqlite:///{tmp_path / 'tiny.db'}"
-    svc = Service(cfg, open_repository(url), SimClock(cfg.month.start_ts, 1e9), simulation=Simulation.of(scenario, cfg.month.start_ts))
-    for _ in range(5):
-        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
-            job()
-    assert svc.month_done()
-    return {"url": url, "preset": str(path), "tmp": tmp_path}
+    month = serve_tiny_month(tmp_path)
+    return {"url": month.url, "preset": str(month.preset), "tmp": tmp_path}
 
 
 def test_the_first_serve_records_what_the_store_holds(tiny_store):
