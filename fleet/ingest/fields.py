@@ -127,6 +127,11 @@ def _pandas_iso_seconds(text: np.ndarray) -> np.ndarray:
     a far time (+inf) when pandas says it is out of bounds, else not a time."""
     try:
         parsed = pd.to_datetime(pd.Series(text, dtype=object), utc=True, format="ISO8601", errors="coerce")
+        good = parsed.notna().to_numpy()
+        seconds = np.full(text.size, np.nan)
+        if good.any():  # a time pandas parsed at a coarser unit (`-1-1`: year -1) can overflow only here
+            seconds[good] = (parsed[good] - _EPOCH).dt.total_seconds().to_numpy()
+        return seconds
     except (OutOfBoundsDatetime, OverflowError):
         if text.size == 1:
             return np.array([np.inf])
@@ -135,11 +140,6 @@ def _pandas_iso_seconds(text: np.ndarray) -> np.ndarray:
         if text.size == 1:
             return np.array([np.nan])
         return np.concatenate((_pandas_iso_seconds(text[: text.size // 2]), _pandas_iso_seconds(text[text.size // 2 :])))
-    good = parsed.notna().to_numpy()
-    seconds = np.full(text.size, np.nan)
-    if good.any():
-        seconds[good] = (parsed[good] - _EPOCH).dt.total_seconds().to_numpy()
-    return seconds
 
 
 def _keys(col: pa.Array, limit: int = MAX_KEY_CHARS) -> tuple[np.ndarray, np.ndarray]:

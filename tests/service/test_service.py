@@ -19,6 +19,7 @@ from fleet.service.calendar import HOUR_S
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.service.serving import FLEET, TINY_PRESET, Served, value, wait_for
+from tests.fake_prometheus import StepClock
 
 
 @pytest.fixture(scope="module")
@@ -286,19 +287,6 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
     assert len(svc.store.decisions(kinds=["evict"])) == len(r.evictions)
 
 
-class SteppedClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, s: float) -> float:
-        return s
-
-
 def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     """A pool's telemetry dropped as files: taken once, scored after it settles, decided, billed on hindsight rates."""
     from fleet.service.config import load_service_config
@@ -337,7 +325,7 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     (drop / "broken.csv").write_text("no,such,columns\n1,2,3\n")
     for p in drop.iterdir():
         os.utime(p, (t0, t0))  # written before the clock's time: settled
-    clock = SteppedClock(t0 + 4 * HOUR_S + 301)
+    clock = StepClock(t0 + 4 * HOUR_S + 301)
     svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 'p.db'}"), clock)
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
         job()
