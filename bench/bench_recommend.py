@@ -4,7 +4,7 @@ Each run is the command itself in a child process (start-up, the search's two ro
 the exact ideal, the table), timed on the wall clock; the target is under a minute
 on two cores. Prints each preset's time, its recommendation and the machine's load.
 
-    python bench/bench_recommend.py [--months 200] [--repeats 1] [--preset noise-evictor ...]
+    python bench/bench_recommend.py [--months 200] [--repeats 1] [--preset noise-evictor ...] [--save DIR]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def main() -> int:
     ap.add_argument("--preset", action="append", default=None)
     ap.add_argument("--months", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--save", default=None, metavar="DIR", help="Also write each preset's --json output to DIR/P.json.")
     args = ap.parse_args()
     presets = args.preset or ["noise-evictor", "golden-idler", "bargain-shortfall"]
     print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start")
@@ -40,6 +41,10 @@ def main() -> int:
                 print(f"{name}: exit {out.returncode}: {out.stderr.strip()[-300:]}")
                 return 1
             rows = json.loads(out.stdout)
+            if args.save:
+                os.makedirs(args.save, exist_ok=True)
+                with open(os.path.join(args.save, f"{name}.json"), "w") as f:
+                    f.write(out.stdout)
         wall = statistics.median(walls)
         failed |= wall >= TARGET_SECONDS
         best = next((r for r in rows if r["recommendation"] == "best"), None)
