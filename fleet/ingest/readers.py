@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from fleet.ingest.fields import _json_field
-from fleet.ingest.lines import LineBlock, line_blocks
+from fleet.ingest.lines import LineBlock, clean_utf8, line_blocks
 from fleet.ingest.pieces import Piece
 
 RECORD_FIELDS = ("card_id", "ts", "tokens_per_s", "busy_fraction", "card_class")
@@ -127,9 +127,27 @@ def parquet_pieces(pf, names: list[str], name: str, bad_source: Callable[[str], 
             raise bad_source(f"{name!r}: the rows after row {row:,} cannot be read ({_first_line(err)}); "
                              f"the records before them were stored") from None
         n = batch.num_rows
+        batch = _valid_utf8(batch)
         yield Piece(parquet_columns(batch), np.arange(row + 1, row + n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), [],
                     _parquet_raw(batch, row))
         row += n
+
+
+def _valid_utf8(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """`batch` with each string that is not UTF-8 mended as the text readers mend a line: every bad byte becomes NUL,
+    so no field holding one parses (a name holding one is unparseable) and the raw text shows U+FFFD. Parquet does
+    not check its strings, and pyarrow raises on the first bad one it is asked to convert."""
+    cols, mended = list(batch.columns), False
+    for i, col in enumerate(cols):
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            continue
+        try:
+            col.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = col.cast(pa.large_binary() if pa.types.is_large_string(col.type) else pa.binary()).to_pylist()
+            cols[i] = pa.array([None if v is None else clean_utf8(v).decode("utf-8") for v in raw], type=col.type)
+            mended = True
+    return pa.RecordBatch.from_arrays(cols, schema=batch.schema) if mended else batch
 
 
 def _parquet_raw(batch: pa.RecordBatch, offset: int) -> Callable[[Iterable[int]], list[str]]:
@@ -142,7 +160,7 @@ def _parquet_raw(batch: pa.RecordBatch, offset: int) -> Callable[[Iterable[int]]
             dicts = pa.RecordBatch.from_arrays(
                 [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in rows.columns], names=rows.schema.names
             ).to_pylist()
-        return [json.dumps(r, default=str, allow_nan=True) for r in dicts]
+        return [json.dumps(r, default=str, allow_nan=True).replace("\\u0000", "\ufffd") for r in dicts]
 
     return raw_text
 
