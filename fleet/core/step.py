@@ -153,8 +153,8 @@ class PoolState:
     rent_usd_per_hour: np.ndarray  # (cards,)
     eligible: np.ndarray  # (cards,) bool: the policy's class, not evicted
     run_set: np.ndarray | None  # (cards,) bool: warm in the previous hour; None at month start
-    demand_tps: float  # this hour's demand
-    peak_demand_tps: float  # the month's peak demand (held mode sizes for it)
+    demand_tps: float  # the demand this hour is sized for: its forecast × the forecast-error margin
+    peak_demand_tps: float  # the peak held mode sizes for: seen or forecast so far (the month's, when known)
     pool_cards: int  # cards of the policy's class at month start (the budget's base)
     budget_left: int  # evictions the month's budget still allows
     eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
@@ -162,6 +162,9 @@ class PoolState:
     groups: np.ndarray | None = None  # (cards,) class index: eviction judges each card against its own class
     in_dip: np.ndarray | None = None  # (cards,) bool: the score estimator scored the card on its recent level (a dip)
     allowance: float = 0.0  # share of capacity held for dips to come
+    peak_before_tps: float = float("nan")  # held mode's peak at the hour before (a rise adds the best spares)
+    demand_forecast_tps: float = float("nan")  # the forecast alone, before the margin
+    knew_demand: bool = False  # the forecast is the hour's own demand (the seed's clairvoyant view)
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         headroom=policy.headroom,
         previous=before,
         allowance=np.array([state.allowance]) if state.allowance else None,
+        peak_before_tps=float(state.peak_before_tps),
     )
     if before is None:
         out_before = None
