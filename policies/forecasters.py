@@ -10,8 +10,8 @@ what it was. None is given the series, so none can read the hour it sizes. Each 
 - `seasonal`: the same hour a day back and a week back, each rescaled by how the last `recent_hours` compare with
   the same hours then (a Monday morning read off a Sunday's is lifted by how much busier this morning already is).
 - `holt-winters`: additive seasonal exponential smoothing of log-demand (a level, a damped trend, a season of
-  `season_hours`), its smoothing constants fitted once, on a grid, to the one-step errors of the first `fit_hours`
-  it has seen. `bench/forecasters.py` measures it beside statsmodels' `ExponentialSmoothing` on the same series.
+  `season_hours`), its smoothing constants and damping fitted once, on a grid run as one array, to the one-step
+  errors of the first `fit_hours` it has seen, the season's start averaged over every whole season seen. `bench/forecasters.py` measures it beside statsmodels' `ExponentialSmoothing` on the same series.
 """
 
 from __future__ import annotations
@@ -108,44 +108,55 @@ class Seasonal:
 
 class HoltWintersSettings(Strict):
     season_hours: int = Field(default=24, ge=2, le=24 * 7)  # the season's length
-    fit_hours: int = Field(default=168, ge=24, le=24 * 62)  # hours seen before the constants are fitted
-    damping: float = Field(default=0.95, gt=0, le=1)  # the trend's damping per hour
+    fit_hours: int = Field(default=168, ge=24, le=24 * 62)  # hours seen before the constants (and damping) are fitted
 
 
-_ALPHAS = (0.1, 0.2, 0.35, 0.5, 0.7, 0.9)
-_BETAS = (0.0, 0.05)
-_GAMMAS = (0.05, 0.15, 0.3)
-_DEFAULT = (0.35, 0.0, 0.15)
+_ALPHAS = (0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8, 0.95)
+_BETAS = (0.0, 0.03)
+_GAMMAS = (0.02, 0.05, 0.1, 0.2, 0.35)
+_DAMPINGS = (0.9, 0.98)
+_DEFAULT = (0.35, 0.0, 0.15, 0.95)
 _FLOOR_TPS = 1e-6
 
 
-def fit_constants(log_tps: np.ndarray, season: int, damping: float) -> tuple[float, float, float]:
-    """The grid's (alpha, beta, gamma) with the least squared one-step error over `log_tps`, every candidate run at once."""
-    grid = np.array([(a, b, g) for a in _ALPHAS for b in _BETAS for g in _GAMMAS])
-    alpha, beta, gamma = grid[:, 0], grid[:, 1], grid[:, 2]
-    level = np.full(grid.shape[0], log_tps[:season].mean())
+def initial_state(log_tps: np.ndarray, season: int) -> tuple[float, np.ndarray]:
+    """The level of the first season and the season's shape averaged over every whole season seen (one season
+    alone carries its own noise into every later forecast)."""
+    whole = (log_tps.size // season) * season
+    cycles = log_tps[:whole].reshape(-1, season)
+    shape = (cycles - cycles.mean(axis=1, keepdims=True)).mean(axis=0)
+    return float(cycles[0].mean()), shape
+
+
+def fit_constants(log_tps: np.ndarray, season: int) -> tuple[float, float, float, float]:
+    """The grid's (alpha, beta, gamma, damping) with the least squared one-step error over `log_tps`, every
+    candidate run at once."""
+    grid = np.array([(a, b, g, d) for a in _ALPHAS for b in _BETAS for g in _GAMMAS for d in _DAMPINGS])
+    alpha, beta, gamma, phi = grid.T
+    first_level, shape = initial_state(log_tps, season)
+    level = np.full(grid.shape[0], first_level)
     trend = np.zeros(grid.shape[0])
-    seas = np.tile(log_tps[:season] - log_tps[:season].mean(), (grid.shape[0], 1))
+    seas = np.tile(shape, (grid.shape[0], 1))
     sse = np.zeros(grid.shape[0])
     for t in range(season, log_tps.size):
         i = t % season
-        pred = level + damping * trend + seas[:, i]
+        pred = level + phi * trend + seas[:, i]
         err = log_tps[t] - pred
         sse += err * err
-        new_level = level + damping * trend + alpha * err
-        trend = damping * trend + alpha * beta * err
+        new_level = level + phi * trend + alpha * err
+        trend = phi * trend + alpha * beta * err
         seas[:, i] += gamma * (1.0 - alpha) * err
         level = new_level
-    a, b, g = grid[int(np.argmin(sse))]
-    return float(a), float(b), float(g)
+    a, b, g, d = grid[int(np.argmin(sse))]
+    return float(a), float(b), float(g), float(d)
 
 
 class _HoltWintersRun:
     __slots__ = ("m", "fit_hours", "phi", "alpha", "beta", "gamma", "logs", "level", "trend", "season", "t", "fitted")
 
     def __init__(self, s: HoltWintersSettings) -> None:
-        self.m, self.fit_hours, self.phi = s.season_hours, s.fit_hours, s.damping
-        self.alpha, self.beta, self.gamma = _DEFAULT
+        self.m, self.fit_hours = s.season_hours, s.fit_hours
+        self.alpha, self.beta, self.gamma, self.phi = _DEFAULT
         self.logs: list[float] = []
         self.level = self.trend = 0.0
         self.season: list[float] = []
@@ -158,10 +169,8 @@ class _HoltWintersRun:
         return math.exp(self.level + self.phi * self.trend + self.season[self.t % self.m])
 
     def _start(self) -> None:
-        first = self.logs[: self.m]
-        self.level = sum(first) / self.m
-        self.trend = 0.0
-        self.season = [y - self.level for y in first]
+        level, shape = initial_state(np.array(self.logs), self.m)
+        self.level, self.trend, self.season = level, 0.0, shape.tolist()
 
     def _update(self, y: float) -> None:
         i = self.t % self.m
@@ -185,7 +194,7 @@ class _HoltWintersRun:
             self._start()
         if self.t == self.fit_hours and not self.fitted:
             self.fitted = True
-            self.alpha, self.beta, self.gamma = fit_constants(np.array(self.logs), self.m, self.phi)
+            self.alpha, self.beta, self.gamma, self.phi = fit_constants(np.array(self.logs), self.m)
             self._start()  # replay what was seen under the fitted constants
             for t in range(self.m, self.t):
                 saved, self.t = self.t, t

@@ -118,6 +118,16 @@ def month_demand(month: Month, parts: PolicyParts) -> DemandView:
                        known_tps=month.demand_tps if parts.knows_demand else None)
 
 
+def demand_figures(view: DemandView, demand_tps: np.ndarray, policy) -> dict:
+    """How the policy saw demand: the forecaster, its margin, and its mean absolute error over the month's hours."""
+    f = np.asarray(view.forecast_tps, dtype=np.float64)
+    d = np.asarray(demand_tps, dtype=np.float64)[: f.size]
+    ok = np.isfinite(f) & (d > 0)
+    error = float(np.mean(np.abs(f[ok] - d[ok]) / d[ok])) if ok.any() else float("nan")
+    return {"knew_demand": view.knew_demand, "forecast": policy.forecast, "forecast_quantile": policy.forecast_quantile,
+            "forecast_error": 0.0 if view.knew_demand else error}
+
+
 def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None,
            scores: MonthScores | None = None, demand: DemandView | None = None) -> MonthResult:
     """Replay one month of `scenario` under its resolved policy (drawing the month unless given) and judge it.
@@ -201,6 +211,5 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
         demand=view,
     )
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
-    result.figures["knew_demand"] = view.knew_demand
-    result.figures["forecast"] = policy.forecast
+    result.figures.update(demand_figures(view, month.demand_tps, policy))
     return result

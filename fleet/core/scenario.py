@@ -204,7 +204,7 @@ class Eviction(Strict):
 
 
 ANY_CLASS = "any"
-DEFAULT_FORECAST = "seasonal"
+DEFAULT_FORECAST = "holt-winters"
 """The forecaster a policy uses unless it names one: a real forecaster, never the clairvoyant `known`."""
 KNOWN_FORECAST = "known"
 """`policy.card_class = "any"`: the run set may take cards of every class on the market."""
@@ -241,6 +241,15 @@ class Policy(Strict):
     @classmethod
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("forecast_quantile", mode="before")
+    @classmethod
+    def _no_quantile(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and v.strip().lower() == "none" else v
+
+    @property
+    def knows_demand(self) -> bool:
+        return self.forecast == KNOWN_FORECAST
 
     @field_validator("card_class", mode="before")
     @classmethod
