@@ -114,11 +114,14 @@ def spread(rows: list[dict]) -> dict:
             "max": float(v.max()),
         }
     out["pass_rate"] = {c: float(np.mean([r["checks"][c]["pass"] for r in rows])) for c in ("capacity", "convergence", "eviction")}
+    first = rows[0] if rows else {}
+    out["demand"] = {k: first.get(k) for k in ("knew_demand", "forecast", "forecast_quantile")}
     return out
 
 
 def render_spread(console: Console, preset, fix: bool, n: int, first_seed: int, s: dict) -> None:
     console.print(f"[bold]{preset.name}{' (fix)' if fix else ''}[/bold]: {n} seeds from {first_seed}", highlight=False)
+    console.print(f"  {demand_line(s.get('demand') or {})}", highlight=False)
     t = Table("figure", "median", "p05", "p95", "min", "max", box=None)
     for key in SPREAD_FIGURES:
         v = s[key]
