@@ -258,6 +258,8 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
         highlight=False,
     )
     console.print("  " + _describe(rec.best, evicting), highlight=False)
+    if rec.best.combo.knows_demand:
+        console.print(f"  demand: {KNEW_DEMAND}", highlight=False)
     if rec.runner_up is not None:
         tie = rec.runner_up.figures == rec.best.figures and rec.runner_up.pass_rate == rec.best.pass_rate
         console.print("[bold]Runner-up[/bold]" + (" (the same figures as the best: the axes that differ change nothing here)" if tie else "") + ":", highlight=False)

@@ -97,9 +97,10 @@ class Combo:
             "card_class": f"{self.class_label} cards",
             "score": f"{self.score} score",
             "forecast": "demand known" if self.knows_demand else f"{self.forecast} forecast",
-            "forecast_quantile": "no error margin" if self.forecast_quantile is None else f"error quantile {self.forecast_quantile:g}",
+            "forecast_quantile": "" if self.knows_demand else
+            "no error margin" if self.forecast_quantile is None else f"error quantile {self.forecast_quantile:g}",
         }
-        return ", ".join(parts[a] for a in axes)
+        return ", ".join(parts[a] for a in axes if parts[a])
 
 
 def combo_of(scenario: Scenario) -> Combo:
