@@ -33,7 +33,7 @@ BENCH = Path(__file__).resolve().parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-import pools  # noqa: E402  (bench/pools.py: the held-out evaluation and the oracles)
+import pools  # noqa: E402  (bench/pools.py: the oracles' months)
 
 SEARCH_SEED, EVAL_SEED = 1000, 700000
 MIN_PASS = 0.95
@@ -96,9 +96,62 @@ def generate_pools(n: int, seed: int = 2027) -> list[dict]:
     return out
 
 
-def at_least_headroom(preset, policy: list[str], seeds, late: int | None) -> dict:
-    """The policy at its least headroom passing capacity in MIN_PASS of the months (`late`: an oracle's lag)."""
-    return pools.oracle_bound(preset, [p for p in policy if not p.startswith("policy.headroom=")], seeds, late)
+class Months:
+    """The held-out months of one pool, drawn once, each with its ideal and its scores kept for every policy replayed
+    on it (`pools.evaluate` draws each month anew for every policy; the bisections here replay hundreds)."""
+
+    def __init__(self, preset, seeds):
+        self.preset, self.seeds, self._caches = preset, list(seeds), {}
+
+    def cache(self, seed: int, late: int | None):
+        from fleet.core.compare import MonthCache
+        from fleet.presets import draw
+
+        key = (seed, late)
+        if key not in self._caches:
+            month = self._caches[(seed, None)].month if (seed, None) in self._caches else draw(self.preset.resolve(seed=seed))
+            if late is not None:
+                month = pools.oracle_month(month, late)
+            self._caches[key] = MonthCache(month)
+        return self._caches[key]
+
+    def evaluate(self, overrides: list[str], late: int | None = None) -> dict:
+        from fleet.presets import resolve_policy
+
+        conv, all3, good, capacity = [], [], [], []
+        for seed in self.seeds:
+            s = self.preset.resolve(overrides=overrides, seed=seed)
+            f = self.cache(seed, late).replay(s, resolve_policy(s)).figures
+            ok = all(f["checks"][c]["pass"] for c in ("capacity", "convergence", "eviction"))
+            conv.append(min(f["convergence"], 1.0))
+            all3.append(ok)
+            good.append(ok and f["convergence"] >= 0.97)
+            capacity.append(f["checks"]["capacity"]["pass"])
+        return {"median_convergence": float(np.median(conv)), "all_checks": float(np.mean(all3)),
+                "good": float(np.mean(good)), "capacity": float(np.mean(capacity))}
+
+    def at_least_headroom(self, policy: list[str], late: int | None = None) -> dict:
+        """The policy at its least headroom (on the recommender's grid) passing capacity in MIN_PASS of the months."""
+        from fleet.core.compare import HEADROOM_SEARCH
+
+        lo, hi, step = HEADROOM_SEARCH
+        grid = np.round(np.arange(lo, hi + step / 2, step), 6)
+        policy = [p for p in policy if not p.startswith("policy.headroom=")]
+        run = lambda h: self.evaluate(policy + [f"policy.headroom={h:g}"], late)  # noqa: E731
+        first = run(grid[0])
+        if first["capacity"] >= MIN_PASS:
+            return {**first, "headroom": float(grid[0])}
+        a, b, best = 0, len(grid) - 1, None
+        while a < b:  # the first grid point that passes, if any (capacity passes more often as headroom grows)
+            mid = (a + b) // 2
+            r = run(grid[mid])
+            if r["capacity"] >= MIN_PASS:
+                b, best = mid, r
+            else:
+                a = mid + 1
+        if best is None or a != b:
+            best = run(grid[a])
+        return {**best, "headroom": float(grid[a]) if best["capacity"] >= MIN_PASS else None}
 
 
 def main() -> int:
@@ -145,14 +198,15 @@ def main() -> int:
         card_side = [o for o in combo.overrides() if not o.startswith(("policy.forecast", "policy.headroom"))]
         row["recommended"] = combo.overrides()
         row["label"] = combo.label()
-        row["held_out"] = pools.evaluate(preset, combo.overrides(), held_out)
-        row["last_hour"] = at_least_headroom(preset, card_side + ["policy.forecast=\"last-hour\"", "policy.forecast_quantile=none"],
-                                             held_out, None)
-        row["clairvoyant"] = at_least_headroom(preset, card_side + ["policy.forecast=\"known\""], held_out, None)
+        months = Months(preset, held_out)
+        row["held_out"] = months.evaluate(combo.overrides())
+        row["last_hour"] = months.at_least_headroom(card_side + ["policy.forecast=\"last-hour\"", "policy.forecast_quantile=none"])
+        row["clairvoyant"] = months.at_least_headroom(card_side + ["policy.forecast=\"known\""])
         forecast = [f"policy.forecast={json.dumps(combo.forecast)}",
                     f"policy.forecast_quantile={'none' if combo.forecast_quantile is None else combo.forecast_quantile}"]
-        row["bound_forecast_demand"] = at_least_headroom(preset, oracle + forecast, held_out, 0)
-        row["bound_known_demand"] = at_least_headroom(preset, oracle + ["policy.forecast=\"known\""], held_out, 0)
+        row["bound_forecast_demand"] = months.at_least_headroom(oracle + forecast, late=0)
+        row["bound_known_demand"] = months.at_least_headroom(oracle + ["policy.forecast=\"known\""], late=0)
+        del months
         rows.append(row)
         h, lh, cv = row["held_out"], row["last_hour"], row["clairvoyant"]
         bf, bk = row["bound_forecast_demand"], row["bound_known_demand"]
