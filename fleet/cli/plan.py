@@ -193,11 +193,13 @@ def _render(p: dict) -> list[str]:
         lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")
     else:
         lines.append(f"eviction pass ({ev['rule']}, {ev['window']} window): judged {times(ev['judged'], 'card')}, threshold "
-                     f"{ev['threshold_tps']:,.0f} tok/s ({ev['fraction']:.0%} of the median {ev['median_score_tps']:,.0f}); "
+                     f"{ev['threshold_tps']:,.0f} tok/s (the median {ev['median_score_tps']:,.0f}); "
                      f"budget {ev['budget_left_before']} -> {ev['budget_left_after']}: {grouped(ev['reason'])}")
         for k in ev["candidates"]:
             what = "evict" if k in ev["evicted"] else "held back"
-            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s -> {what}")
+            line = ev.get("thresholds", {}).get(k)
+            under = f" under its threshold {line:,.0f}" if line is not None else ""
+            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s{under} -> {what}")
     for kind in ("evict", "release", "add"):
         for d in p[kind]:
             lines.append(f"{kind} {d['card']}: {grouped(d['reason'])}")

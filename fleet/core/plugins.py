@@ -85,18 +85,21 @@ class Judgement:
     """An eviction rule's opinion at one decision: the cards it would evict, worst first, and why."""
 
     candidates: np.ndarray  # card indices, worst first
-    median_tps: float  # the run set's median score (NaN when the run set holds several classes: see candidate_median_tps)
+    median_tps: float  # the rule's reference score (below-median: the run set's median; NaN when it differs by class)
     threshold_tps: float
     reason: str
-    candidate_median_tps: np.ndarray | None = None  # each candidate's own class's median, aligned with candidates
+    candidate_median_tps: np.ndarray | None = None  # each candidate's own reference, aligned with candidates
+    threshold_by_card_tps: np.ndarray | None = None  # (cards,) the line each judged card was held to (NaN: not judged)
+    candidate_reasons: tuple[str, ...] = ()  # why each candidate falls under its line, in the rule's words
 
 
 class EvictionRule(Protocol):
     name: str
     is_on: bool  # False for a rule that never evicts: the policy then has no decision hours
 
-    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float, groups: np.ndarray | None = None) -> Judgement:
-        """Judge the run set on its scores, each card against its own group (class); the budget is the admission's."""
+    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, groups: np.ndarray | None = None) -> Judgement:
+        """Judge the run set on its scores, each card against its own group (class), by the rule's own settings;
+        the budget is the admission's."""
 
 
 @dataclass(frozen=True)

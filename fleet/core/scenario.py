@@ -185,11 +185,15 @@ class Demand(Strict):
 
 
 class Eviction(Strict):
-    """The eviction policy: a rule read through a window, at a cadence, within a monthly share."""
+    """The eviction policy: a rule read through a window, at a cadence, within a monthly share.
+
+    Any other key of `[policy.eviction]` is the rule's own setting (`below-median`'s `fraction`), validated by the
+    rule when the policy is resolved (`policies.resolve`), so a new rule's settings never touch this schema."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     rule: str = "none"
     window: str | None = None  # the window the rule reads; None reads the policy's window
-    fraction: float = Field(default=0.8, gt=0, le=1)
     cadence_hours: int = Field(default=24, ge=1)
     share: float = Field(default=0.0, ge=0, le=1)
     # Limits applied by policies.admission; the defaults never bind.
@@ -202,6 +206,11 @@ class Eviction(Strict):
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
+    @property
+    def rule_settings(self) -> dict[str, Any]:
+        """The keys that are the rule's own."""
+        return dict(self.model_extra or {})
+
 
 ANY_CLASS = "any"
 DEFAULT_FORECAST = "holt-winters"
@@ -210,21 +219,13 @@ KNOWN_FORECAST = "known"
 """`policy.card_class = "any"`: the run set may take cards of every class on the market."""
 
 
-class DipAware(Strict):
-    """Settings of the `dip-aware` score (`policies.scores.DipAware`): a robust long level, a short test for a dip."""
-
-    level_hours: int = Field(default=168, ge=24, le=24 * 31)  # the level: median of the daily means over these hours
-    recent_hours: int = Field(default=3, ge=1, le=24)  # the test reads the last 1..recent_hours hours
-    sigmas: float = Field(default=2.5, gt=0, le=10)  # how far below the level, in the card's own noise, is a dip
-
-
 class Policy(Strict):
     """What the operator controls: the classes it rents, how it scores cards, how it sizes and evicts."""
 
     card_class: str | tuple[str, ...]  # a class, a list of classes, or "any" (every class on the market)
     window: str = "day"
     score: str = "mean"  # the score estimator (policies.scores): "mean" of the window, or "dip-aware"
-    dip_aware: DipAware = DipAware()
+    dip_aware: dict[str, Any] = Field(default_factory=dict)  # the dip-aware score's own settings, validated by it
     mode: str = "steady"
     headroom: float = Field(default=1.0, ge=0.5, le=5)
     dip_allowance_hours: float = Field(default=0.0, ge=0, le=24)  # capacity held for dips this many hours ahead (0: none)
@@ -375,6 +376,9 @@ def apply_override(raw: dict, assignment: str) -> dict:
     for p in path:
         if node is _ANY_KEYS:
             break
+        if isinstance(node, dict) and p not in node and _OTHER_KEYS in node:
+            node = node[_OTHER_KEYS]
+            continue
         if not isinstance(node, dict) or p not in node:
             raise ConfigError(f"override {assignment!r}: unknown key {key!r}")
         node = node[p]
@@ -405,6 +409,7 @@ def _override_class(raw: dict, path: list[str], value: Any, assignment: str) -> 
     raise ConfigError(f"override {assignment!r}: no card class named {name!r}")
 
 
+_OTHER_KEYS = "\0other"
 _ANY_KEYS = object()
 """A plug-in's own settings table in the template: any key below it is the plug-in's to validate."""
 
@@ -424,6 +429,8 @@ def _template() -> dict:
                 out[name] = _ANY_KEYS
             else:
                 out[name] = walk(ann) if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if model.model_config.get("extra") == "allow":
+            out[_OTHER_KEYS] = None  # any other key is a plug-in's leaf, validated by it
         return out
 
     return walk(Scenario)

@@ -96,13 +96,14 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
             JournalEntry(
                 f"{hour_ts}:eviction-pass", hour_ts, "eviction-pass", p.reason,
                 detail={
-                    "hour": d.hour, "rule": p.rule, "window": p.window, "fraction": p.fraction, "judged": p.judged,
+                    "hour": d.hour, "rule": p.rule, "window": p.window, "judged": p.judged,
                     "candidates": [keys[c] for c in p.candidates], "evicted": [keys[c] for c in p.evicted],
                     "median_score_tps": p.median_score_tps, "threshold_tps": p.threshold_tps,
                     "blocked_by_budget": p.blocked_by_budget, "blocked_by_disruption": p.blocked_by_disruption,
                     "breaker_open": p.breaker_open, "draining": p.draining, "allowed_now": p.allowed_now,
                     "budget_left_before": p.budget_left_before, "budget_left_after": p.budget_left_after,
                     "scores": {keys[c]: float(state.evict_score_tps[c]) for c in judged},
+                    "thresholds": {keys[c]: p.threshold_of(int(c)) for c in judged},
                     **({} if state.groups is None else {"class_median_score_tps": _class_medians(state, index, judged)}),
                 },
                 acted=True,
