@@ -5,8 +5,9 @@ error from card error.
     python bench/demand_pools.py --pools 2 --search-months 10 --eval-months 10   # a quick look
     python bench/demand_pools.py --json demand-pools.json
 
-Each pool is drawn from a seeded generator with the structure real traffic has: persistent noise, a drifting daily
-level, quieter weekends, bursts, diurnal peaks up to 4x the average; dips from none to heavy; one- and two-class
+Each pool is drawn from a seeded generator with the structure real traffic has: persistent noise (2-5% of
+log-demand, correlated over 2-8 hours), a drifting daily level, quieter weekends, bursts, diurnal peaks up to 4x the
+average; dips from none to heavy; one- and two-class
 markets. On each, `fleet compare --recommend`'s search (the forecaster and its error quantile chosen on demand
 alone, then the card side with the headroom searched) runs on seeds 1000.. and the recommended policy is replayed
 on seeds 700000.. (months the search never saw). Beside it, on the same held-out months, each at its own least
@@ -62,7 +63,7 @@ def generate_pools(n: int, seed: int = 2027) -> list[dict]:
             classes.append({"name": "bargain", "rated_tps": float(rng.uniform(2500, 3500)),
                             "rent_usd_per_month": float(rng.uniform(1200, 1700)), "pool_cards": int(rng.integers(8, 80))})
         demand: dict = {"shape": "diurnal", "peak_to_avg": float(rng.uniform(1.3, 2.2)),
-                        "noise": float(rng.uniform(0.03, 0.08)), "noise_hours": float(rng.uniform(2, 12))}
+                        "noise": float(rng.uniform(0.02, 0.05)), "noise_hours": float(rng.uniform(2, 8))}
         if kind == "weekly":
             demand |= {"weekend_factor": float(rng.uniform(0.55, 0.8)), "day_to_day": float(rng.uniform(0.02, 0.05))}
         elif kind == "bursty":
