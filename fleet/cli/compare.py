@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from fleet.core.compare import (
-    AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, ComboSummary, Recommendation, combo_of,
+    AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, SEARCH_CONFIDENCE, ComboSummary, Recommendation, combo_of,
     csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
 from fleet.report.verdict import KNEW_DEMAND
@@ -44,8 +44,9 @@ HELP = (
     "that must forecast demand runs with the forecaster and error quantile that hold the least capacity on the first "
     f"{DEMAND_SEARCH_MONTHS} months' demand alone (last-hour, seasonal, holt-winters; no margin, 0.5, 0.75, 0.9). Unless "
     "--headroom is given, the headroom of each combination is searched: the smallest (in steps of "
-    f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) whose months pass the capacity check in --min-pass of "
-    "them. A large search first runs every combination on the first 30 months and keeps the 4 best for every "
+    f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) that passes the capacity check in --min-pass of months "
+    f"it has not seen with {SEARCH_CONFIDENCE:.0%} confidence (an order statistic of the months' own least passing "
+    "headrooms). A large search first runs every combination on the first 30 months and keeps the 4 best for every "
     "month.\n\n"
     "With --db URL or --telemetry FILE the combinations replay one stored month of a real pool instead (the "
     "preset gives market, demand and policy; the ideal uses hindsight, each card's month mean as its true rate).\n\n"
@@ -419,7 +420,8 @@ def compare_cmd(
                           + f", chosen on the search's demand alone (least capacity held, {demand_choice.held_over_demand:.3f}× demand,"
                           f" at the least headroom covering it, {demand_choice.headroom:g})", highlight=False)
         if searching:
-            console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to "
+            console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of unseen months with "
+                          f"{SEARCH_CONFIDENCE:.0%} confidence (searched up to "
                           f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
                           + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
                           + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
