@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
+from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
 from fleet.core.replay import demand_key, month_demand, replay, score_month, scores_key
@@ -422,7 +422,7 @@ def ideal_summary(months: Sequence[MonthFigures], exact: bool) -> dict:
         "method": "exact" if exact else "greedy",
         "greedy_gap_usd": _quantiles(gap) if exact else None,
         "greedy_gap_share": _quantiles(np.divide(gap, exact_usd, out=np.zeros_like(gap), where=exact_usd > 0)) if exact else None,
-        "months_with_gap": int((gap > 1e-6).sum()) if exact else None,
+        "months_with_gap": int((gap > GAP_TOL_USD).sum()) if exact else None,
         "hours_with_gap": _quantiles(np.array([m.gap_hours for m in months], dtype=np.float64)) if exact else None,
     }
 

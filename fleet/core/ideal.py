@@ -275,8 +275,12 @@ class IdealGap:
         return self.gap_usd / self.exact_usd if self.exact_usd > 0 else 0.0
 
 
+GAP_TOL_USD = 1e-6
+"""The greedy ideal bills more than the exact one when it bills more by this (an hour's or a month's sum)."""
+
+
 def ideal_gap(greedy_usd_by_hour: np.ndarray, exact_usd_by_hour: np.ndarray) -> IdealGap:
     """How much more the greedy ideal bills than the exact one, and in how many hours."""
     g = np.asarray(greedy_usd_by_hour, dtype=np.float64)
     e = np.asarray(exact_usd_by_hour, dtype=np.float64)
-    return IdealGap(float(g.sum()), float(e.sum()), int((g > e + 1e-9).sum()))
+    return IdealGap(float(g.sum()), float(e.sum()), int((g > e + GAP_TOL_USD).sum()))

@@ -181,7 +181,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             allowance=None if allowance is None else allowance[a:b],
             peak_before_tps=float(view.peak_tps[a - 1]) if a > 0 else float("nan"),
         )
-        warm[:, a:b], out_hours = size_stretch(inp, out_hours, parts)
+        sized = size_stretch(inp, out_hours, parts)
+        warm[:, a:b], out_hours = sized.warm, sized.out_hours
         previous = warm[:, b - 1].copy() if b > a else previous
         if b == H:
             break

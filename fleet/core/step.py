@@ -140,13 +140,25 @@ def eviction_pass(
     )
 
 
-def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyParts) -> tuple[np.ndarray, np.ndarray]:
-    """The run set of each hour of a stretch, (cards, k): the sizing mode's, then the hysteresis.
+@dataclass(frozen=True)
+class Sized:
+    """A stretch sized: the run set of each hour after the hysteresis, (cards, k); the mode's own choice before it;
+    and the hours the mode has left each card out at the stretch's end (the hysteresis carries them on)."""
+
+    warm: np.ndarray
+    chosen: np.ndarray
+    out_hours: np.ndarray
+
+
+def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyParts) -> Sized:
+    """The run set of each hour of a stretch: the sizing mode's, then the hysteresis.
 
     `out_hours` is how many hours the mode had left each card out before the stretch
-    (None: the month starts, nobody is warm); returned as it stands at the stretch's end.
+    (None: the month starts, nobody is warm).
     """
-    return parts.hysteresis.hold(parts.mode.size(inp), inp.eligible, out_hours)
+    chosen = np.asarray(parts.mode.size(inp)).astype(bool)
+    warm, after = parts.hysteresis.hold(chosen, inp.eligible, out_hours)
+    return Sized(warm, chosen, after)
 
 
 @dataclass(frozen=True)
@@ -196,11 +208,6 @@ class Decisions:
     def evictions(self) -> tuple[CardDecision, ...]:
         return self.eviction.evictions if self.eviction is not None else ()
 
-    @property
-    def card_decisions(self) -> tuple[CardDecision, ...]:
-        """In the order they are acted on: evictions first, then releases, then additions."""
-        return self.evictions + self.releases + self.adds
-
 
 def tick(state: PoolState, parts: PolicyParts) -> Decisions:
     """Decide one hour: evictions at a decision hour, then the run set."""
@@ -236,9 +243,8 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         out_before = np.asarray(state.out_hours)
     else:
         out_before = np.where(before, 0, parts.hysteresis.release_after_hours)
-    chosen = np.asarray(parts.mode.size(inp))[:, :1].astype(bool)
-    warm_k, out_after = parts.hysteresis.hold(chosen, eligible, out_before)
-    warm = warm_k[:, 0]
+    sized = size_stretch(inp, out_before, parts)
+    warm, chosen, out_after = sized.warm[:, 0], sized.chosen[:, :1], sized.out_hours
     target = float(inp.target_tps(parts.mode)[0])
     capacity = float(np.asarray(score, dtype=np.float64)[warm].sum())
     was = np.zeros_like(warm) if before is None else before

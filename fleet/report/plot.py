@@ -83,11 +83,6 @@ def plot_axes(combos: Sequence[Combo]) -> tuple[str, str | None]:
     return x_axis, "share" if "share" in varying[1:] else None
 
 
-def x_axis_of(summaries: Sequence[ComboSummary]) -> str:
-    """The axis the plot runs along: the first the grid varies (the eviction window before the sizing window)."""
-    return plot_axes([s.combo for s in summaries])[0]
-
-
 def _order(axis: str, values) -> list:
     if axis in ("window", "size_window"):
         return sorted(values, key=window_hours)
