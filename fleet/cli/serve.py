@@ -62,7 +62,8 @@ def serve_cmd(
         raise UsageError(f"--log-level {log_level!r}: expected debug, info, warning or error")
     logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # A job's failure is one line from the job runner (`job NAME failed: ...`), not APScheduler's traceback.
+    logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
     # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
     lease_log = logging.getLogger("fleet.service.lease")
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
@@ -101,8 +102,14 @@ def serve_cmd(
     host, port = server.server_address[:2]
     print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
     stop = threading.Event()
+    got: list[int] = []  # the signal that stopped it: SIGINT (Ctrl-C) exits 130, SIGTERM (a clean stop asked for) 0
+
+    def on_signal(signum, _frame) -> None:
+        got.append(signum)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     service.start()
     try:
         while not stop.wait(0.1):
@@ -118,6 +125,8 @@ def serve_cmd(
         f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
         f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
     )
+    if got and got[0] == signal.SIGINT:
+        raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C
 
 
 def _reasons() -> tuple[str, ...]:
