@@ -93,7 +93,7 @@ def serve_cmd(
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
     collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
                                quarantine_reasons=_reasons(), leadership=service.leadership,
-                               now=lambda: service.clock.now())
+                               now=lambda: service.clock.now(), retried=lambda: service.journal.acting.counts["retried"])
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
