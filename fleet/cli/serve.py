@@ -234,6 +234,20 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     ]
     for name, c in chk.items():
         shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
+    aside = store.decisions(kinds=["act-failed", "act-expired"], since_ts=m0, limit=10_000)
+    waiting = store.oldest_unacted_ts()
+    out["set_aside"] = [{"time": _iso(r.ts), "kind": r.kind, "card": r.card_key, "decision": r.detail.get("decision_key"),
+                         "tries": r.detail.get("tries"), "reason": r.reason} for r in aside]
+    out["oldest_unacted_hour"] = None if waiting is None else _iso(waiting)
+    if aside:
+        shown.append(f"set aside this month ({len(aside)}): actions not carried out (`fleet journal --kind act-failed "
+                     "--kind act-expired` for all)")
+        t = Table("time", "kind", "card", "decision", "tries", box=None)
+        for r in aside[-10:]:
+            t.add_row(_iso(r.ts), r.kind, r.card_key or "-", str(r.detail.get("decision_key", "")), str(r.detail.get("tries", "-")))
+        shown.append(t)
+    if waiting is not None:
+        shown.append(f"actions waiting: the oldest is of {_iso(waiting)}")
     in_dip = scores.pop(IN_DIP_KEY, {})
     windows = sorted(scores)
     heads = ["policy score" if w == POLICY_SCORE_KEY else f"score {w}h" for w in windows]
