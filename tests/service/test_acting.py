@@ -223,3 +223,49 @@ def test_the_config_refuses_to_pass_the_database_url():
     with pytest.raises(ValueError, match="FLEET_DB"):
         Actuator(kind="command", command=("true",), pass_env=("PATH", "FLEET_DB"))
     assert ConfigError  # the loader turns the ValueError into one ConfigError line naming the key
+
+
+def test_a_webhook_refusing_one_card_and_down_for_ten_minutes_loses_and_doubles_nothing():
+    """400 for card a always, 503 for everyone during the first ten minutes of the clock, then 2xx: every other
+    card's action is done exactly once after the outage, a's are set aside after one try each."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    import threading
+
+    from fleet.service.journal import Webhook
+
+    clock = Clock(T0 + 2 * HOUR)
+    outage_until = clock.t + 600
+    done: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            code = 400 if body["card"] == "a" else 503 if clock.t < outage_until else 200
+            if code == 200:
+                done.append(body["key"])
+            self.send_response(code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        hours = {T0 + h * HOUR: [("add", c) for c in "abc"] if h == 0 else [("release", c) for c in "abc"] for h in (0, 1)}
+        store = _store(hours)
+        j = _journal(store, Webhook(f"http://127.0.0.1:{server.server_address[1]}/act", 5), clock,
+                     max_retry_s=900, expire_after_s=0)
+        while clock.t < T0 + 3 * HOUR:  # a pass every 10 s for an hour
+            j.act_pending()
+            clock.t += 10
+    finally:
+        server.shutdown()
+        server.server_close()
+    others = sorted(f"{T0 + h * HOUR}:{k}:{c}" for h, k in ((0, "add"), (1, "release")) for c in "bc")
+    assert sorted(done) == others  # each once: none lost, none doubled
+    aside = store.decisions(kinds=["act-failed"])
+    assert sorted(r.detail["decision_key"] for r in aside) == [f"{T0}:add:a", f"{T0 + HOUR}:release:a"]
+    assert all(r.detail["tries"] == 1 and r.detail["outcome"] == "permanent" for r in aside)
+    assert store.unacted() == [] and j.acting.counts["done"] == 4 and j.acting.counts["retried"] > 0
