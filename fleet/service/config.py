@@ -155,6 +155,17 @@ class ServiceConfig(Strict):
     ingest: Ingest = Ingest()
 
     @model_validator(mode="after")
+    def _no_secret_passed(self) -> "ServiceConfig":
+        """A command's program must not get a credential of the service's: a variable an `auth` table names is
+        refused in `[actuator] pass_env`."""
+        secrets = {getattr(a, k) for a in (self.actuator.auth, self.ingest.auth) if a is not None
+                   for k in ("bearer_token_env", "password_env") if getattr(a, k)}
+        passed = sorted(secrets & set(self.actuator.pass_env))
+        if passed:
+            raise ValueError(f"actuator.pass_env: {passed[0]!r} holds a credential of the service's (an auth table names it)")
+        return self
+
+    @model_validator(mode="after")
     def _policy_names(self) -> "ServiceConfig":
         if self.policy is not None:
             import policies

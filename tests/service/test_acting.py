@@ -217,12 +217,12 @@ def test_the_commands_environment_holds_only_what_the_config_names(tmp_path, mon
 
 
 def test_the_config_refuses_to_pass_the_database_url():
-    from fleet.core.errors import ConfigError
     from fleet.service.config import Actuator
 
     with pytest.raises(ValueError, match="FLEET_DB"):
         Actuator(kind="command", command=("true",), pass_env=("PATH", "FLEET_DB"))
-    assert ConfigError  # the loader turns the ValueError into one ConfigError line naming the key
+    with pytest.raises(ValueError, match="FLEET_DECISION_KEY"):
+        Actuator(kind="command", command=("true",), env={"FLEET_DECISION_KEY": "x"})
 
 
 def test_a_webhook_refusing_one_card_and_down_for_ten_minutes_loses_and_doubles_nothing():
@@ -269,3 +269,14 @@ def test_a_webhook_refusing_one_card_and_down_for_ten_minutes_loses_and_doubles_
     assert sorted(r.detail["decision_key"] for r in aside) == [f"{T0}:add:a", f"{T0 + HOUR}:release:a"]
     assert all(r.detail["tries"] == 1 and r.detail["outcome"] == "permanent" for r in aside)
     assert store.unacted() == [] and j.acting.counts["done"] == 4 and j.acting.counts["retried"] > 0
+
+
+def test_the_config_refuses_to_pass_a_credential(tmp_path):
+    from fleet.core.errors import ConfigError
+    from fleet.service.config import load_service_config
+
+    path = tmp_path / "fleet.toml"
+    path.write_text('[actuator]\nkind = "command"\ncommand = ["true"]\npass_env = ["PATH", "PROM_TOKEN"]\n\n'
+                    '[ingest]\nprometheus_url = "http://127.0.0.1:9090"\nauth = {bearer_token_env = "PROM_TOKEN"}\n')
+    with pytest.raises(ConfigError, match="PROM_TOKEN"):
+        load_service_config(path)
