@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
@@ -162,6 +162,20 @@ def _write_transaction(conn):  # noqa: ANN001
         yield conn
 
 
+MIGRATION_LOCK_KEY = 0x666C656574  # "fleet": the advisory lock every schema change on PostgreSQL waits on
+
+
+@contextmanager
+def _migration_transaction(conn):  # noqa: ANN001
+    """A write transaction that schema changes take turns in. On SQLite the write lock does it; PostgreSQL's
+    transactional DDL does not keep two first uses from both creating `alembic_version` (one fails on a duplicate
+    type), so there the transaction first waits on an advisory lock, held until it commits."""
+    with _write_transaction(conn):
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        yield conn
+
+
 def alembic_config(url: str, connection=None):  # noqa: ANN001
     """An Alembic Config pointing at the project's script folder, with the URL (or an open connection) passed in code."""
     from alembic.config import Config
@@ -196,7 +210,7 @@ def upgrade(url: str = DEFAULT_URL, revision: str = "head", engine: Engine | Non
     from alembic import command
 
     engine = engine or make_engine(url)
-    with _opened(engine) as conn, _write_transaction(conn):
+    with _opened(engine) as conn, _migration_transaction(conn):
         command.upgrade(alembic_config(url, conn), revision)
     return current_revision(engine)
 
@@ -212,7 +226,7 @@ def ensure_schema(engine: Engine, url: str) -> None:
     current = current_revision(engine)
     head = head_revision()
     if current is None:
-        with _opened(engine) as conn, _write_transaction(conn):
+        with _opened(engine) as conn, _migration_transaction(conn):
             current = MigrationContext.configure(conn).get_current_revision()
             if current is None:
                 tables = inspect(conn).get_table_names()

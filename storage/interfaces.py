@@ -81,6 +81,10 @@ class JournalStore(Protocol):
 
     def unacted(self) -> list[JournalRow]: ...
 
+    def set_aside(self, entry: JournalEntry) -> bool: ...
+
+    def oldest_unacted_ts(self, kinds: Iterable[str] = ...) -> int | None: ...
+
     def decisions(
         self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
         until_ts: int | None = None, limit: int = 10_000, newest_first: bool = False,

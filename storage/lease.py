@@ -33,7 +33,9 @@ _INSERT = text(
     f"INSERT INTO leases ({_COLUMNS}) VALUES (:n, :h, 1, :now, :now, :exp) ON CONFLICT (name) DO NOTHING"
 )
 _READ = text(f"SELECT {_COLUMNS} FROM leases WHERE name = :n")
-_RELEASE = text("UPDATE leases SET expires_ts = :now WHERE name = :n AND holder = :h AND expires_ts > :now")
+# A released lease ends when it was last renewed (expires_ts = renewed_ts), so whoever takes it next can tell a
+# clean hand-over from a leader that stopped renewing.
+_RELEASE = text("UPDATE leases SET expires_ts = :now, renewed_ts = :now WHERE name = :n AND holder = :h AND expires_ts > :now")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,11 @@ class LeaseRecord:
 
     def expired(self, now_ts: float) -> bool:
         return self.expires_ts <= now_ts
+
+    @property
+    def released(self) -> bool:
+        """Given up by its holder (a clean stop), not run out."""
+        return self.expires_ts <= self.renewed_ts
 
 
 class LeaseStore:

@@ -133,11 +133,38 @@ class ServiceStore:
     def _row(r) -> JournalRow:
         return JournalRow(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], json.loads(r[6] or "{}"), r[7])
 
+    # A decision closed without being carried out has a record keyed `KEY:act-failed` or `KEY:act-expired`.
+    _OPEN = (" WHERE d.acted_ts IS NULL AND NOT EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN "
+             r"(d.decision_key || '\:act-failed', d.decision_key || '\:act-expired'))")  # \: a colon, not a bind
+
     def unacted(self) -> list[JournalRow]:
-        """Journaled decisions not yet carried out, in the order they were journaled."""
+        """Journaled decisions not yet carried out nor set aside, in the order they were journaled."""
         with self.engine.connect() as conn:
-            rows = conn.execute(text(self._ROW_SQL + " WHERE d.acted_ts IS NULL ORDER BY d.id")).all()
+            rows = conn.execute(text(self._ROW_SQL + self._OPEN + " ORDER BY d.id")).all()
         return [self._row(r) for r in rows]
+
+    def set_aside(self, entry: JournalEntry) -> bool:
+        """Journal the record that closes an action never carried out (`act-failed`, `act-expired`); False if it
+        is there already."""
+        card = self._ids([entry.card_key])[entry.card_key] if entry.card_key else None
+        with self.engine.begin() as conn:
+            return conn.execute(
+                text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) "
+                     "VALUES (:t, :k, :c, :r, :d, :key, :t) ON CONFLICT (decision_key) DO NOTHING"),
+                {"t": int(entry.ts), "k": entry.kind, "c": card, "r": entry.reason,
+                 "d": json.dumps(dict(entry.detail or {}), sort_keys=True), "key": entry.key},
+            ).rowcount == 1
+
+    def oldest_unacted_ts(self, kinds: Iterable[str] = ("evict", "release", "add")) -> int | None:
+        """The hour of the oldest action neither carried out nor set aside (None if there is none)."""
+        kinds = list(kinds)
+        names = {f"k{i}": k for i, k in enumerate(kinds)}
+        with self.engine.connect() as conn:
+            got = conn.execute(
+                text("SELECT MIN(d.ts) FROM decisions d" + self._OPEN + f" AND d.kind IN ({', '.join(':' + n for n in names)})"),
+                names,
+            ).scalar()
+        return None if got is None else int(got)
 
     @staticmethod
     def _decision_filter(card_key, kinds, since_ts, until_ts) -> tuple[list[str], dict]:

@@ -17,8 +17,10 @@ import typer
 
 from storage import DEFAULT_URL
 
-KINDS = ("evict", "add", "release", "size", "eviction-pass")
+KINDS = ("evict", "add", "release", "act-failed", "act-expired", "size", "eviction-pass")
 ACTION_KINDS = ("evict", "add", "release")  # what an actuator carries out; `size` and `eviction-pass` are records
+SET_ASIDE_KINDS = ("act-failed", "act-expired")  # an action closed without being carried out: set aside, or too late
+DEFAULT_KINDS = ACTION_KINDS + SET_ASIDE_KINDS
 _AGO = re.compile(r"^(\d+)\s*([hd])$")
 
 
@@ -76,18 +78,30 @@ def event(row) -> dict:
         "ts": row.ts,
         "time": iso(row.ts),
         "kind": row.kind,
+        "key": row.key,
         "card": row.card_key,
         "reason": row.reason,
-        "acted": row.acted_ts is not None,
-        "acted_ts": row.acted_ts,
+        "acted": row.acted_ts is not None and row.kind not in SET_ASIDE_KINDS,
+        "acted_ts": None if row.kind in SET_ASIDE_KINDS else row.acted_ts,
         "detail": row.detail,
     }
+
+
+def mark_set_aside(store, events: list[dict]) -> None:
+    """Give each unacted action that a set-aside record closes its `set_aside` kind, so it never reads "not yet"."""
+    open_keys = {e["key"] for e in events if not e["acted"] and e["kind"] in ACTION_KINDS}
+    if not open_keys:
+        return
+    closed = {r.detail.get("decision_key"): r.kind for r in store.decisions(kinds=SET_ASIDE_KINDS, limit=1_000_000)}
+    for e in events:
+        if e["key"] in open_keys and e["key"] in closed:
+            e["set_aside"] = closed[e["key"]]
 
 
 def journal_cmd(
     db: Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="Database URL of the service's store.")] = DEFAULT_URL,
     card: Annotated[Optional[str], typer.Option("--card", help="Only this card's decisions.")] = None,
-    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Only decisions of this kind (repeatable): evict, add, release; also size, eviction-pass. Default: evict, add and release.")] = None,
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Only decisions of this kind (repeatable): evict, add, release, act-failed, act-expired; also size, eviction-pass. Default: all but size and eviction-pass.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Only decisions at or after this time: ISO 8601 (UTC), Unix seconds, or a span ago (24h, 7d).")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many, the newest.", min=1)] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the events as a JSON list, newest first.")] = False,
@@ -102,13 +116,14 @@ def journal_cmd(
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # as the other commands print (fleet.cli.app)
 
-    kinds = list(dict.fromkeys(kind)) if kind else list(ACTION_KINDS)
+    kinds = list(dict.fromkeys(kind)) if kind else list(DEFAULT_KINDS)
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise ConfigError(f"--kind {unknown[0]}: not a decision kind (one of {', '.join(KINDS)})")
     since_ts = parse_since(since, time.time()) if since is not None else None
     store = ServiceStore(existing_store(db))
     events = [event(r) for r in store.decisions(card_key=card, kinds=kinds, since_ts=since_ts, limit=limit, newest_first=True)]
+    mark_set_aside(store, events)
     if as_json:
         typer.echo(json.dumps(events, indent=2))
         return
@@ -126,7 +141,12 @@ def _print_events(console, events: list[dict], matched: int) -> None:
     t = Table("time", "kind", "card", "acted", "reason", box=None, padding=(0, 1))
     t.columns[-1].overflow = "fold"  # a long reason wraps; the figures in it are never cut
     for e in events:
-        acted = iso(e["acted_ts"]) if e["acted"] else "not yet"
+        if e["kind"] in SET_ASIDE_KINDS:
+            acted = "-"
+        elif "set_aside" in e:
+            acted = "set aside" if e["set_aside"] == "act-failed" else "expired"
+        else:
+            acted = iso(e["acted_ts"]) if e["acted"] else "not yet"
         t.add_row(e["time"], e["kind"], Text(e["card"] or "-"), acted, Text(e["reason"]))  # as written, never markup
     console.print(t)
     if matched > len(events):

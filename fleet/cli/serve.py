@@ -62,7 +62,8 @@ def serve_cmd(
         raise UsageError(f"--log-level {log_level!r}: expected debug, info, warning or error")
     logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # A job's failure is one line from the job runner (`job NAME failed: ...`), not APScheduler's traceback.
+    logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
     # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
     lease_log = logging.getLogger("fleet.service.lease")
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
@@ -92,7 +93,7 @@ def serve_cmd(
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
     collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
                                quarantine_reasons=_reasons(), leadership=service.leadership,
-                               now=lambda: service.clock.now())
+                               now=lambda: service.clock.now(), retried=lambda: service.journal.acting.counts["retried"])
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
@@ -101,8 +102,14 @@ def serve_cmd(
     host, port = server.server_address[:2]
     print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
     stop = threading.Event()
+    got: list[int] = []  # the signal that stopped it: SIGINT (Ctrl-C) exits 130, SIGTERM (a clean stop asked for) 0
+
+    def on_signal(signum, _frame) -> None:
+        got.append(signum)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     service.start()
     try:
         while not stop.wait(0.1):
@@ -118,6 +125,8 @@ def serve_cmd(
         f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
         f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
     )
+    if got and got[0] == signal.SIGINT:
+        raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C
 
 
 def _reasons() -> tuple[str, ...]:
@@ -225,6 +234,20 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     ]
     for name, c in chk.items():
         shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
+    aside = store.decisions(kinds=["act-failed", "act-expired"], since_ts=m0, limit=10_000)
+    waiting = store.oldest_unacted_ts()
+    out["set_aside"] = [{"time": _iso(r.ts), "kind": r.kind, "card": r.card_key, "decision": r.detail.get("decision_key"),
+                         "tries": r.detail.get("tries"), "reason": r.reason} for r in aside]
+    out["oldest_unacted_hour"] = None if waiting is None else _iso(waiting)
+    if aside:
+        shown.append(f"set aside this month ({len(aside)}): actions not carried out (`fleet journal --kind act-failed "
+                     "--kind act-expired` for all)")
+        t = Table("time", "kind", "card", "decision", "tries", box=None)
+        for r in aside[-10:]:
+            t.add_row(_iso(r.ts), r.kind, r.card_key or "-", str(r.detail.get("decision_key", "")), str(r.detail.get("tries", "-")))
+        shown.append(t)
+    if waiting is not None:
+        shown.append(f"actions waiting: the oldest is of {_iso(waiting)}")
     in_dip = scores.pop(IN_DIP_KEY, {})
     windows = sorted(scores)
     heads = ["policy score" if w == POLICY_SCORE_KEY else f"score {w}h" for w in windows]

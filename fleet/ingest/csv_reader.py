@@ -114,7 +114,7 @@ def _parse_lines(block: LineBlock, names: list[str]) -> tuple[Piece | None, list
     n = block.n_lines
     if n_rows != n:
         spans[table_row] += _breaks(table, np.arange(table.num_rows))
-        spans[bad_rows] += [_text_breaks(t) for _, t in invalid]
+        spans[bad_rows] += np.array([_text_breaks(t) for _, t in invalid], dtype=np.int64)  # typed: an empty list is float64
     elif n_rows:  # one row a line, unless the last row's quote ran over the block's last line break
         last = n_rows - 1
         spans[last] += _text_breaks(invalid[-1][1]) if is_bad[last] else int(_breaks(table.slice(table.num_rows - 1), np.zeros(1, np.int64))[0])

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.core.errors import ConfigError
-from fleet.ingest.formats import FORMATS, BadSource, read_file
+from fleet.ingest.formats import FORMATS, BadSource, Parsed, read_file
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
 from storage.interfaces import TelemetryStore
 
@@ -115,7 +115,7 @@ def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], I
     source = str(root / path.name)
     stat0 = _signature(path.stat())
     try:
-        parsed = read_file(path, name=source)
+        parsed = _guarded(read_file(path, name=source))
         if _signature(path.stat()) != stat0:  # written to after the claim: put it back
             path.rename(root / path.name)
             return []
@@ -132,6 +132,27 @@ def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], I
             path.rename(back)
             return [DropResult(path.name, report=report, source=source, moved_to=back, put_back=True)]
     return [DropResult(path.name, report=report, source=source, moved_to=_move_aside(path, done))]
+
+
+def _guarded(parsed: Parsed) -> Parsed:
+    """The same source, with a reader's unexpected failure turned into `BadSource`: the file goes to failed/
+    naming it, and the files after it are taken. The store's own failures come from the writes, not from here."""
+    source = parsed.name
+
+    def pieces():
+        it = parsed.pieces()
+        while True:
+            try:
+                piece = next(it)
+            except StopIteration:
+                return
+            except (BadSource, OSError):
+                raise
+            except Exception as err:  # a reader's bug must not keep the file in processing/ for ever
+                raise BadSource(f"{source!r}: cannot be read ({type(err).__name__}: {err})") from None
+            yield piece
+
+    return Parsed(parsed.name, parsed.digest, parsed.n_records, pieces)
 
 
 def _fail(path: Path, source: str, error: str, failed: Path) -> DropResult:

@@ -23,6 +23,7 @@ from fleet.ingest.drop import DEFAULT_SETTLE_S
 from storage.busy import BUSY_FRACTION_FLOOR
 from fleet.ingest.prometheus import DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
 from fleet.presets import read_toml
+from fleet.service.journal import DEFAULT_PASS_ENV
 
 DEFAULT_METRICS_PORT = 9108
 
@@ -94,11 +95,23 @@ class Metrics(Strict):
 
 
 class Actuator(Strict):
+    """How decisions are carried out, and how long a failing one is retried before it is set aside.
+
+    `max_retry_s` bounds a transient failure's retries from its first try; `retries` are the further tries of a
+    command's permanent failure; `expire_after_s` is how late, after its hour ended, a decision may still be
+    carried out (0: never expires). A command's program gets only `pass_env` (names copied from the service's
+    environment) and `env` (fixed values), then the decision's FLEET_* variables."""
+
     kind: Literal["dry-run", "command", "webhook"] = "dry-run"
     command: tuple[str, ...] = ()
     url: str | None = None
     timeout_s: float = Field(default=60, gt=0)
     auth: Credentials | None = None  # for the webhook
+    max_retry_s: float = Field(default=900, ge=0)
+    retries: int = Field(default=2, ge=0)
+    expire_after_s: float = Field(default=6 * 3600, ge=0)
+    pass_env: tuple[str, ...] = DEFAULT_PASS_ENV
+    env: dict[str, str] = {}
 
     @model_validator(mode="after")
     def _needs(self) -> "Actuator":
@@ -106,6 +119,9 @@ class Actuator(Strict):
             raise ValueError("kind = 'command' needs command = [program, args...]")
         if self.kind == "webhook" and not (self.url and self.url.startswith(("http://", "https://"))):
             raise ValueError("kind = 'webhook' needs url = 'http(s)://...'")
+        for name in (*self.pass_env, *self.env):
+            if name == "FLEET_DB" or name.startswith(("FLEET_DECISION", "FLEET_LEASE", "FLEET_CARD")):
+                raise ValueError(f"pass_env/env: {name!r} is the service's own (the database URL, or set per decision)")
         return self
 
 
@@ -137,6 +153,17 @@ class ServiceConfig(Strict):
     metrics: Metrics = Metrics()
     actuator: Actuator = Actuator()
     ingest: Ingest = Ingest()
+
+    @model_validator(mode="after")
+    def _no_secret_passed(self) -> "ServiceConfig":
+        """A command's program must not get a credential of the service's: a variable an `auth` table names is
+        refused in `[actuator] pass_env`."""
+        secrets = {getattr(a, k) for a in (self.actuator.auth, self.ingest.auth) if a is not None
+                   for k in ("bearer_token_env", "password_env") if getattr(a, k)}
+        passed = sorted(secrets & set(self.actuator.pass_env))
+        if passed:
+            raise ValueError(f"actuator.pass_env: {passed[0]!r} holds a credential of the service's (an auth table names it)")
+        return self
 
     @model_validator(mode="after")
     def _policy_names(self) -> "ServiceConfig":

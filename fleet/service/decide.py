@@ -176,10 +176,9 @@ class DecideJob:
     epoch: Callable[[], int | None] = lambda: None  # the lease the service leads under, carried by every action
 
     def _act(self) -> None:
-        # `stopping` turns true as soon as the lease is lost: no action starts after that.
-        out = self.journal.act_pending(self.stopping, epoch=self.epoch())
-        if out.failed:
-            raise RuntimeError(out.error)
+        # `stopping` turns true as soon as the lease is lost: no action starts after that. A failed action is
+        # retried or set aside by the acting pass, never raised here, so deciding goes on whatever the actuator does.
+        self.journal.act_soon(self.stopping, epoch=self.epoch())
 
     def run(self) -> int:
         """Returns the hours decided."""

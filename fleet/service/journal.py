@@ -4,7 +4,8 @@ Every decision is journaled before anything acts on it: an hour's decisions and
 the run-set state they leave are written in one transaction, and only then does
 the actuator see them, one at a time, in journal order. Each decision has a
 deterministic key and an `acted_ts`; `act_pending` acts on journaled decisions
-whose `acted_ts` is still empty and marks each as soon as its action returns.
+whose `acted_ts` is still empty and marks each as soon as its action returns
+(a failed one is retried or set aside with a record: `acting.py`).
 So a restart acts on journaled-but-not-acted decisions once, and never on acted
 ones again. The one window left (the action returned, the process died before
 the mark) is closed by the receiver: commands and webhooks get the decision's key
@@ -12,7 +13,8 @@ the mark) is closed by the receiver: commands and webhooks get the decision's ke
 
 Actuators: `dry-run` (the default: log only), `command` (run a program per
 decision, the decision as JSON on stdin and in environment variables) and
-`webhook` (POST the decision as JSON). Every action carries the epoch of the
+`webhook` (POST the decision as JSON). A command's program gets only the environment the config names
+(`pass_env`, `env`) and the decision's variables: never the service's database URL or a token. Every action carries the epoch of the
 leader's lease it is acted under, so a receiver can also refuse a stale leader.
 No action outlives its call: a command's whole process group is killed on
 timeout, at exit, on `close()` and when the service dies; a webhook never
@@ -35,23 +37,27 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from fleet.core.errors import ConfigError
+from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules
 from fleet.credentials import Credentials
+from fleet.service.acting import ACTIONS, ActOutcome, Acting, ActuatorError, ActuatorStopped
+
+__all__ = ["ACTIONS", "ActOutcome", "Actuator", "ActuatorError", "ActuatorStopped", "Command", "DryRun", "Journal",
+           "Webhook", "decision_payload"]
 from storage.db import hide_passwords
 from storage.service_store import JournalEntry, JournalRow, ServiceStore
 
-ACTIONS = ("evict", "release", "add")
-"""Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
-
 log = logging.getLogger("fleet.service.journal")
 
+EX_TEMPFAIL = 75
+"""A command's exit status for "try again later" (sysexits.h): a transient failure, retried with backoff."""
 
-class ActuatorError(RuntimeError):
-    """An action that did not go through; the decision stays unacted and is tried again on the next pass."""
+DEFAULT_PASS_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+"""What a command's program gets from the service's environment unless `[actuator] pass_env` says otherwise."""
 
 
 def decision_payload(row: JournalRow, epoch: int | None = None) -> dict:
@@ -204,13 +210,18 @@ class Command:
     argv: Sequence[str]
     timeout_s: float = 60.0
     name: str = "command"
+    pass_env: Sequence[str] = DEFAULT_PASS_ENV  # names copied from the service's environment, if set there
+    env: Mapping[str, str] = field(default_factory=dict)  # fixed values the config gives
+    retries: int = 2  # more tries of a permanent failure (exit status other than 0 and 75) before it is set aside
     _running: set = field(default_factory=set, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     _closed: bool = field(default=False, init=False, repr=False, compare=False)
 
-    def act(self, row: JournalRow, epoch: int | None = None) -> None:
-        program = self.argv[0]
-        env = dict(os.environ)
+    def environment(self, row: JournalRow, epoch: int | None) -> dict[str, str]:
+        """The program's whole environment: what the config names, then the decision and the lease's epoch.
+        Nothing else of the service's passes (its database URL and any token stay with it)."""
+        env = {k: os.environ[k] for k in self.pass_env if k in os.environ}
+        env.update(self.env)
         env.update(
             {
                 "FLEET_LEASE_EPOCH": "" if epoch is None else str(epoch),
@@ -221,13 +232,19 @@ class Command:
                 "FLEET_DECISION_TS": str(row.ts),
             }
         )
-        if shutil.which(program, path=env.get("PATH")) is None:
-            raise ActuatorError(f"actuator command {program!r}: not found or not executable")
+        return env
+
+    def act(self, row: JournalRow, epoch: int | None = None) -> None:
+        program = self.argv[0]
+        env = self.environment(row, epoch)
+        permanent = {"outcome": PERMANENT, "max_tries": 1 + self.retries}
+        if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+            raise ActuatorError(f"actuator command {program!r}: not found or not executable", **permanent)
         payload = json.dumps(decision_payload(row, epoch)).encode()
         deadline = time.monotonic() + self.timeout_s
         with self._lock:  # so that close() either sees this process or runs before it is started
             if self._closed:
-                raise ActuatorError(f"actuator command {program!r}: not started, the service is stopping")
+                raise ActuatorStopped(f"actuator command {program!r}: not started, the service is stopping")
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-I", "-S", "-c", _SUPERVISOR, str(os.getpid()), *self.argv],
@@ -242,16 +259,18 @@ class Command:
         finally:
             self._end(proc)
         said = " ".join(tail.decode(errors="replace").split())
+        code = proc.returncode
+        if code == 0 and not timed_out:
+            return
+        if self._closed:
+            raise ActuatorStopped(f"actuator command {program!r}: killed, the service is stopping")
         if timed_out:
             raise ActuatorError(f"actuator command {program!r}: still running after {self.timeout_s:g} s, "
                                 f"its process group was killed" + (f": {said}" if said else ""))
-        code = proc.returncode
-        if code == 0:
-            return
-        if self._closed:
-            raise ActuatorError(f"actuator command {program!r}: killed, the service is stopping")
         how = f"exited {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
-        raise ActuatorError(f"actuator command {program!r} {how}" + (f": {said}" if said else ""))
+        if code == EX_TEMPFAIL:
+            raise ActuatorError(f"actuator command {program!r} {how} (try again later)" + (f": {said}" if said else ""))
+        raise ActuatorError(f"actuator command {program!r} {how}" + (f": {said}" if said else ""), **permanent)
 
     def _end(self, proc: subprocess.Popen) -> None:
         """Kill what is left of the action's process group, then reap its leader (not before: until the leader is
@@ -266,7 +285,7 @@ class Command:
 
     def close(self) -> None:
         """Kill every running action's process group; no action starts after this. The calls that started them
-        return an ActuatorError, so their decisions stay unacted."""
+        raise ActuatorStopped, so their decisions stay unacted and count no try."""
         with self._lock:
             self._closed = True
             for proc in self._running:
@@ -278,6 +297,12 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):  # the group is already empty
         pass
+
+
+def _http_outcome(code: int) -> str:
+    """5xx and 429 (the receiver is busy or down) are transient; any other 4xx is the receiver's "no" to this
+    request, so retrying it cannot help."""
+    return TRANSIENT if code >= 500 or code in (408, 429) else PERMANENT
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -328,30 +353,26 @@ class Webhook:
             if 300 <= err.code < 400:
                 raise ActuatorError(f"actuator webhook {shown!r}: HTTP {err.code} redirect to "
                                     f"{hide_passwords(location or '(no Location)')!r}, not followed") from None
-            raise ActuatorError(f"actuator webhook {shown!r}: HTTP {err.code}") from None
-        except (urllib.error.URLError, OSError) as err:
+            raise ActuatorError(f"actuator webhook {shown!r}: HTTP {err.code}", outcome=_http_outcome(err.code)) from None
+        except (urllib.error.URLError, OSError) as err:  # no answer: refused, reset, timed out
             raise ActuatorError(f"actuator webhook {shown!r}: {hide_passwords(str(err))}") from None
         if not 200 <= status < 300:
-            raise ActuatorError(f"actuator webhook {shown!r}: HTTP {status}")
+            raise ActuatorError(f"actuator webhook {shown!r}: HTTP {status}", outcome=_http_outcome(status))
 
     def close(self) -> None:
         pass
 
 
-@dataclass(frozen=True)
-class ActOutcome:
-    acted: int
-    failed: int
-    error: str | None = None
-
-
 class Journal:
     """Journal first, act second; acting is at most once per decision as far as the journal can see."""
 
-    def __init__(self, store: ServiceStore, actuator: Actuator, now: Callable[[], float]):
+    def __init__(self, store: ServiceStore, actuator: Actuator, now: Callable[[], float], rules: RetryRules | None = None,
+                 rng=None, wall_seconds: Callable[[float], float] = lambda s: s):
         self.store = store
         self.actuator = actuator
         self.now = now
+        self.acting = Acting(store, actuator, now, rules, rng, wall_seconds=wall_seconds)
+        self.wake: Callable[[], None] | None = None  # set while a separate act job runs the passes (`fleet serve`)
 
     def write(
         self, hour_ts: int, entries: Sequence[JournalEntry], open_cards: dict[str, str], close_cards: Sequence[str],
@@ -360,18 +381,14 @@ class Journal:
         return self.store.journal_hour(hour_ts, entries, open_cards, close_cards, retire_cards)
 
     def act_pending(self, stop: Callable[[], bool] = lambda: False, epoch: int | None = None) -> ActOutcome:
-        """Act on every journaled, unacted decision in journal order, under lease `epoch`; stop at the first failure
-        (order matters) or as soon as `stop()` says so (checked before each action)."""
-        acted = 0
-        for row in self.store.unacted():
-            if stop():
-                break
-            if row.kind in ACTIONS:
-                try:
-                    self.actuator.act(row, epoch)
-                except ActuatorError as err:
-                    log.warning("decision %s not acted: %s", row.key, err)
-                    return ActOutcome(acted, 1, str(err))
-            if self.store.mark_acted(row.id, int(self.now())):
-                acted += row.kind in ACTIONS
-        return ActOutcome(acted, 0)
+        """Act on every journaled, unacted decision that is due, in journal order per card, under lease `epoch`;
+        failures are retried or set aside (`fleet.service.acting`), never raised, and never hold another card."""
+        return self.acting.run_pass(stop, epoch)
+
+    def act_soon(self, stop: Callable[[], bool] = lambda: False, epoch: int | None = None) -> ActOutcome | None:
+        """What the decide job calls after journaling: with an act job running, wake it and return at once (deciding
+        never waits on acting); without one (jobs stepped by hand), act now."""
+        if self.wake is not None:
+            self.wake()
+            return None
+        return self.act_pending(stop, epoch)

@@ -132,8 +132,12 @@ class LeaseKeeper:
         rec = e.observed
         if held and not self._leading:
             was = e.taken_from
-            took = f"; took over from {was.holder} (epoch {was.epoch}) {now - was.expires_ts:.2f} s after its lease expired" \
-                if was is not None else ""
+            if was is None:
+                took = ""
+            elif was.released:
+                took = f"; took over from {was.holder} (epoch {was.epoch}), which released it"
+            else:
+                took = f"; took over from {was.holder} (epoch {was.epoch}) {now - was.expires_ts:.2f} s after its lease expired"
             log.info("leader: %s holds the store's lease (epoch %d) from %s%s", e.holder, e.epoch, _iso(now), took)
             self._leading = True
             if self.on_lead is not None:
@@ -158,8 +162,15 @@ class LeaseKeeper:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
+        while not self._stop.wait(self._next_wait_s()):
             self.tick()
+
+    def _next_wait_s(self) -> float:
+        """`every_s`, or less for a standby whose leader's lease runs out sooner: it tries the moment it can."""
+        rec = self.elector.observed
+        if self._leading or rec is None or rec.holder == self.elector.holder:
+            return self.every_s
+        return max(0.05, min(self.every_s, rec.expires_ts - self.wall() + 0.01))
 
     def stop(self, release: bool = True) -> None:
         """Stop renewing; with `release`, give the lease up so a standby need not wait for it to expire."""

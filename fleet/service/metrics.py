@@ -44,6 +44,7 @@ from prometheus_client.samples import Sample
 BILL_PARTS = ("rent", "churn")
 INGEST_OUTCOMES = ("stored", "duplicate", "quarantined")
 DECISION_KINDS = ("size", "eviction-pass", "evict", "add", "release")
+ACTION_KINDS = ("evict", "add", "release")
 
 
 def _finite(v: float) -> float:
@@ -101,8 +102,9 @@ class FleetCollector(Collector):
 
     def __init__(self, snapshot: Callable[[], object], job_stats: Callable[[], dict], per_card: bool = True,
                  quarantine_reasons: Iterable[str] = (), leadership: Callable[[], tuple[bool, int | None]] | None = None,
-                 now: Callable[[], float] | None = None):
+                 now: Callable[[], float] | None = None, retried: Callable[[], int] | None = None):
         self._snapshot = snapshot
+        self._retried = retried  # failed tries this process will try again, read at scrape time
         self._now = now  # the service's clock read at scrape time (a simulation's runs far ahead of its last snapshot)
         self._job_stats = job_stats
         self._leadership = leadership  # (leads, lease epoch) read at scrape time; None: no lease, no series
@@ -165,6 +167,23 @@ class FleetCollector(Collector):
             for name, st in stats.items():
                 age.add_metric([name], max(0.0, now - st.last_success_ts) if st.last_success_ts else math.nan)
             yield age
+
+    def _acting(self, s) -> Iterable[Metric]:
+        """Actions by outcome (done, set aside, expired: month to date from the journal; retried: this process's
+        tries that failed and were tried again) and the age of the oldest action still waiting."""
+        d = s.decisions
+        acts = CounterMetricFamily("fleet_actions", "Actions by outcome: done, retried (failed tries to be tried again, "
+                                   "since the process started), set-aside and expired (this month).", labels=["outcome"])
+        acts.add_metric(["done"], sum(d.get(k, (0, 0))[1] for k in ACTION_KINDS))
+        acts.add_metric(["retried"], self._retried() if self._retried is not None else 0)
+        acts.add_metric(["set-aside"], d.get("act-failed", (0, 0))[0])
+        acts.add_metric(["expired"], d.get("act-expired", (0, 0))[0])
+        yield acts
+        now = self._now() if self._now is not None else s.clock_ts
+        age = 0.0 if s.oldest_unacted_ts is None else max(0.0, now - s.oldest_unacted_ts)
+        yield GaugeMetricFamily("fleet_oldest_unacted_decision_age_seconds",
+                                "Service clock seconds since the hour of the oldest action neither carried out nor set "
+                                "aside (0: none waiting).", value=age)
 
     def _lease(self) -> Iterable[Metric]:
         """Whether this process leads the store now, and the lease's epoch (its own, or the leader's it waits for)."""
@@ -232,6 +251,7 @@ class FleetCollector(Collector):
             acted.add_metric([kind], a)
         yield dec
         yield acted
+        yield from self._acting(s)
 
         ing = CounterMetricFamily("fleet_ingest_records", "Telemetry records read, by outcome.", labels=["outcome"])
         for o in INGEST_OUTCOMES:

@@ -20,9 +20,12 @@ from typing import Callable, Mapping
 
 from fleet.service.calendar import HOUR_S
 
-JOBS = ("ingest", "score", "decide", "billing", "prune", "metrics")
+JOBS = ("ingest", "score", "decide", "act", "billing", "prune", "metrics")
 READERS = ("metrics",)
 """Jobs that only read the store, and so run without the write lock."""
+UNLOCKED = ("act",)
+"""Writers that run without the write lock: an action may take its whole time-out, and the other writers must not
+wait for it (its writes are one small transaction each, which wait their turn under the busy timeout)."""
 
 PRUNE_EVERY_S = 3600.0
 """Raw samples are pruned about hourly (of the service's clock): each prune deletes about an hour's worth."""
@@ -45,11 +48,11 @@ def intervals(schedule, clock, simulated: bool) -> dict[str, float]:
     """Wall seconds between runs of each job. A simulation runs each once per simulated hour (metrics every
     simulated quarter hour), never more often than every 50 ms (metrics: 500 ms) nor less often than the wall schedule."""
     s = schedule
-    wall = {"ingest": s.ingest_every_s, "score": s.tick_every_s, "decide": s.tick_every_s,
+    wall = {"ingest": s.ingest_every_s, "score": s.tick_every_s, "decide": s.tick_every_s, "act": s.tick_every_s,
             "billing": s.billing_every_s, "metrics": s.metrics_every_s}
     if not simulated:
         return wall
-    per_clock = {"ingest": HOUR_S, "score": HOUR_S, "decide": HOUR_S, "billing": HOUR_S, "metrics": HOUR_S / 4}
+    per_clock = {"ingest": HOUR_S, "score": HOUR_S, "decide": HOUR_S, "act": HOUR_S, "billing": HOUR_S, "metrics": HOUR_S / 4}
     floor = {"metrics": 0.5}
     return {k: min(wall[k], max(floor.get(k, 0.05), clock.wall_seconds(v))) for k, v in per_clock.items()}
 
@@ -77,7 +80,7 @@ class JobRunner:
         self._skipped.discard(name)
         t0 = time.perf_counter()
         try:
-            if name in READERS:
+            if name in READERS or name in UNLOCKED:
                 return fn()
             # Writers take turns in this process: waiting on a lock wakes at once, where SQLite's busy handler sleeps.
             with self._write_lock:

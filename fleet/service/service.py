@@ -1,13 +1,15 @@
 """`fleet serve`: the autoscaler beside a pool, its jobs around the core's hour-step, composed.
 
-Six jobs, each its own part and each runnable by hand (the tests step them on
+Seven jobs, each its own part and each runnable by hand (the tests step them on
 an injected clock; `fleet serve` runs them on APScheduler, `scheduler.py`):
 
 - `ingest` (`telemetry.py`): telemetry into the store: a drop folder, a
   Prometheus server, or the simulated month's feed;
 - `score` (`scoring.py`): every settled hour's windowed scores of every card;
 - `decide` (`decide.py`): every scored hour through the core's `tick`, journaled
-  with the state it leaves, then acted on;
+  with the state it leaves;
+- `act` (`acting.py`): what is journaled and not acted, carried out in journal
+  order per card, failures retried or set aside, never holding up the deciding;
 - `billing` (`billing.py`): every decided hour that has ended, billed through
   the core's `bill_hours`;
 - `prune`: raw samples of rolled-up hours older than `[storage] prune_raw_after_days` go;
@@ -33,6 +35,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from fleet.core.errors import ConfigError
+from fleet.core.retry import RetryRules
 from fleet.service.billing import BillJob, Hindsight, SimulatedTruth
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.config import ServiceConfig
@@ -59,7 +62,7 @@ DAY_S = 86_400
 def make_actuator(cfg: ServiceConfig) -> Actuator:
     a = cfg.actuator
     if a.kind == "command":
-        return Command(a.command, a.timeout_s)
+        return Command(a.command, a.timeout_s, pass_env=a.pass_env, env=dict(a.env), retries=a.retries)
     if a.kind == "webhook":
         return Webhook(a.url or "", a.timeout_s, a.auth)
     return DryRun()
@@ -138,7 +141,10 @@ class Service:
         self.clock = clock
         self.sim = simulation
         self.calendar = make_calendar(cfg, simulation)
-        self.journal = Journal(self.store, actuator or make_actuator(cfg), clock.now)
+        a = cfg.actuator
+        self.journal = Journal(self.store, actuator or make_actuator(cfg), clock.now,
+                               RetryRules(max_retry_s=a.max_retry_s, expire_after_s=a.expire_after_s),
+                               wall_seconds=clock.wall_seconds)
         self.runner = JobRunner(clock.now)
         self.snapshot: Snapshot | None = None
         self._scheduler: Scheduler | None = None
@@ -211,6 +217,12 @@ class Service:
     def decide_job(self) -> int:
         return self.decide.run()
 
+    def act_job(self) -> int:
+        """One acting pass (`acting.py`) while this service leads; returns the actions done."""
+        if self.stopping():
+            return 0
+        return self.journal.act_pending(self.stopping, epoch=self.epoch()).acted
+
     def billing_job(self) -> int:
         return self.billing.run()
 
@@ -227,7 +239,7 @@ class Service:
         return self.snapshot
 
     def jobs(self) -> dict[str, Callable[[], object]]:
-        return {"ingest": self.ingest_job, "score": self.score_job, "decide": self.decide_job,
+        return {"ingest": self.ingest_job, "score": self.score_job, "decide": self.decide_job, "act": self.act_job,
                 "billing": self.billing_job, "prune": self.prune_job, "metrics": self.metrics_job}
 
     @property
@@ -235,10 +247,10 @@ class Service:
         return self.runner.stats
 
     def month_done(self) -> bool:
-        """The simulated month is billed to its last hour."""
+        """The simulated month is billed to its last hour, and every action is done, set aside or expired."""
         if self.sim is None:
             return False
-        return self.store.last_billed_ts(self.sim.start_ts) == self.sim.end_ts - HOUR_S
+        return self.store.last_billed_ts(self.sim.start_ts) == self.sim.end_ts - HOUR_S and self.store.oldest_unacted_ts() is None
 
     # -- running -------------------------------------------------------------------------------
     def intervals(self) -> dict[str, float]:
@@ -250,6 +262,7 @@ class Service:
         jobs = self.jobs()
         self._scheduler = Scheduler(self.runner, {name: jobs[name] for name in JOBS}, self.intervals(),
                                     self.cfg.schedule.misfire_grace_s)
+        self.journal.wake = lambda: self._scheduler.wake(["act"])  # deciding hands acting to the act job
         if self.lease is not None:
             self.lease.start()
         self._scheduler.start(scheduler)
@@ -262,11 +275,12 @@ class Service:
         return self._stop.is_set() or not self.leading()
 
     def shutdown(self) -> None:
-        """Stop the jobs, kill what the actuator still runs, and only then give the lease up: a standby must not
-        take over while an action of this leader can still complete."""
+        """Stop the jobs, kill what the actuator still runs, wait for the jobs to end, and only then give the lease
+        up: a standby must not take over while an action of this leader can still complete. The actuator is closed
+        first, so a hanging action does not hold the stop up: its group is killed and its decision stays unacted."""
         self.stop()
+        self.journal.actuator.close()
         if self._scheduler is not None:
             self._scheduler.shutdown()
-        self.journal.actuator.close()
         if self.lease is not None:
             self.lease.stop(release=True)

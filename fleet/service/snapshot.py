@@ -51,6 +51,7 @@ class Snapshot:
     decisions: dict[str, tuple[int, int]]
     checks: dict = field(default_factory=dict)
     card_classes: dict[str, str] = field(default_factory=dict)  # card → its class, for the per-card series' label
+    oldest_unacted_ts: int | None = None  # the hour of the oldest action neither carried out nor set aside
 
 
 def month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
@@ -116,4 +117,5 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
         decisions=store.decision_counts(m0, m1),
         checks=judge_checks(figs, marks) if hours else {},
         card_classes=dict(zip(index.keys, map(str, index.class_names.tolist()))),
+        oldest_unacted_ts=store.oldest_unacted_ts(),
     )

@@ -104,16 +104,17 @@ def test_journal_hour_is_written_once_and_acts_in_order():
     assert all(r.acted_ts is not None for r in store.decisions())
 
 
-def test_a_failed_action_stays_pending_and_blocks_the_ones_after_it():
+def test_a_failed_action_stays_pending_without_holding_another_cards():
     store = _store_with_cards()
     store.journal_hour(100, [JournalEntry("100:size", 100, "size", "", acted=True),
                              JournalEntry("100:evict:a", 100, "evict", "", "a"),
                              JournalEntry("100:add:b", 100, "add", "", "b")], {"b": "warm"}, [], ["a"])
-    out = Journal(store, Recorder(fail_on="100:evict:a"), lambda: 200).act_pending()
-    assert out.failed == 1 and "refused" in out.error
-    assert [r.key for r in store.unacted()] == ["100:evict:a", "100:add:b"]
+    rec = Recorder(fail_on="100:evict:a")
+    out = Journal(store, rec, lambda: 200).act_pending()
+    assert out.failed == 1 and "refused" in out.error and out.acted == 1 and rec.calls == ["100:add:b"]
+    assert [r.key for r in store.unacted()] == ["100:evict:a"]
     rec = Recorder()
-    assert Journal(store, rec, lambda: 300).act_pending().acted == 2 and rec.calls == ["100:evict:a", "100:add:b"]
+    assert Journal(store, rec, lambda: 300).act_pending().acted == 1 and rec.calls == ["100:evict:a"]
 
 
 def test_command_actuator_reports_a_failing_command(tmp_path):

@@ -57,6 +57,7 @@ renew_deadline_s = {DEADLINE_S}
 kind = "command"
 command = ["{{script}}"]
 timeout_s = 600
+pass_env = ["PATH", "TAKEOVER_TAG", "TAKEOVER_HOLD_AT"]
 """
 
 

@@ -114,6 +114,31 @@ def test_the_keeper_says_who_holds_the_store_once_and_on_each_change(leases, cap
     assert led == [1, 2]
 
 
+def test_a_released_lease_is_taken_at_once_and_said_to_be_released(leases, caplog):
+    wall = Wall(T0)
+    a = LeaseKeeper(elector(leases, "a", 15, 10), 2, wall.now)
+    b = LeaseKeeper(elector(leases, "b", 15, 10), 2, wall.now)
+    with caplog.at_level(logging.INFO, logger="fleet.service.lease"):
+        assert a.tick() and not b.tick()
+        wall.t += 1
+        a.stop(release=True)  # a clean stop, 14 s before the lease would run out
+        wall.t += 0.5
+        assert b.tick() and b.elector.epoch == 2
+    took = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
+    assert took == [f"leader: b holds the store's lease (epoch 2) from {_iso_of(T0 + 1.5)}; "
+                    "took over from a (epoch 1), which released it"]
+
+
+def test_a_standby_tries_again_the_moment_its_leaders_lease_runs_out(leases):
+    wall = Wall(T0)
+    a = LeaseKeeper(elector(leases, "a", 3, 2), 2, wall.now)
+    b = LeaseKeeper(elector(leases, "b", 3, 2), 2, wall.now)
+    assert a.tick() and not b.tick()
+    wall.t += 2.5
+    assert b._next_wait_s() == pytest.approx(0.51)
+    assert a._next_wait_s() == 2
+
+
 def _iso_of(ts: float) -> str:
     from fleet.service.lease import _iso
 

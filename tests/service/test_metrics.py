@@ -99,7 +99,7 @@ def test_metric_table(name, kind, suffix, labels, expected):
 def test_names_follow_the_rule():
     fams, text = families()
     units = ("_usd", "_tokens", "_tokens_per_second", "_seconds", "_cards", "_ratio", "_open", "_pass", "_billed",
-             "_records", "_runs", "_decisions", "_acted", "_evictions", "_warm", "_tokens_per_usd")
+             "_records", "_runs", "_decisions", "_acted", "_actions", "_evictions", "_warm", "_tokens_per_usd")
     for name, fam in fams.items():
         assert name.startswith("fleet_")
         assert name.endswith(units) or name in ("fleet_evictions", "fleet_wrong_evictions", "fleet_decisions",
@@ -250,3 +250,16 @@ def test_values_format_as_prometheus_client_formats_them():
         [0.0, -0.0, 1e6, 999_999.9999999999, 1e16, 9_999_999_999_999_998.0, 1e-7, 5e-324, np.nan, np.inf, -np.inf, -1e20],
     ])
     assert _go_floats(values) == [floatToGoString(_finite(v)) for v in values.tolist()]
+
+
+def test_actions_by_outcome_and_the_oldest_waiting_one():
+    snap = snapshot(decisions={"evict": (1, 1), "add": (3, 1), "release": (2, 2), "act-failed": (1, 1), "act-expired": (1, 1)},
+                    oldest_unacted_ts=int(SCRAPE_TS) - 5400)
+    coll = FleetCollector(lambda: snap, stats, leadership=lambda: (True, 1), now=lambda: SCRAPE_TS, retried=lambda: 4)
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(make_registry(coll)).decode())}
+    got = {o: sample(fams, "fleet_actions", "_total", outcome=o) for o in ("done", "retried", "set-aside", "expired")}
+    assert got == {"done": 4, "retried": 4, "set-aside": 1, "expired": 1}
+    assert sample(fams, "fleet_oldest_unacted_decision_age_seconds") == 5400
+    fams, _ = families()  # nothing waiting, no retries known: every series is there, at zero
+    assert sample(fams, "fleet_oldest_unacted_decision_age_seconds") == 0
+    assert sample(fams, "fleet_actions", "_total", outcome="set-aside") == 0

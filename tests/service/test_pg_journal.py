@@ -36,8 +36,8 @@ def test_journal_hour_is_written_once_and_acts_in_order(on_postgres):
     assert len(ServiceStore(open_repository(on_postgres).engine).decisions()) == 3  # on PostgreSQL
 
 
-def test_a_failed_action_stays_pending_and_blocks_the_ones_after_it(on_postgres):
-    on_sqlite.test_a_failed_action_stays_pending_and_blocks_the_ones_after_it()
+def test_a_failed_action_stays_pending_without_holding_another_cards(on_postgres):
+    on_sqlite.test_a_failed_action_stays_pending_without_holding_another_cards()
     assert len(ServiceStore(open_repository(on_postgres).engine).decisions()) == 3
 
 

@@ -96,7 +96,8 @@ def test_a_redirect_is_a_failure_and_is_not_followed(receivers, status, caplog):
     assert len(hook.requests) == 1 and elsewhere.requests == []  # nothing, key and token included, went elsewhere
     assert TOKEN not in out.error and TOKEN not in caplog.text
 
-    hook.status, hook.location = 200, None  # the journal retries it on its next pass
+    hook.status, hook.location = 200, None  # the journal retries it on its first pass after the backoff
+    journal.now = journal.acting.now = lambda: 200 + 10
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FLEET_TEST_UNUSED", TOKEN)
         assert journal.act_pending(epoch=3).acted == 1

@@ -1,0 +1,74 @@
+"""What becomes of an action after each try: done, tried again later, set aside, or expired.
+
+Pure: the time and the random draw are passed in, so the same tries give the same
+schedule in a test as in the service. As Karpenter's disruption queue does, a
+transient failure is retried with exponential backoff and jitter until a
+retry budget (`max_retry_s` from the first try) runs out; a permanent one is set
+aside once its tries (`max_tries`) are spent; and an action whose hour passed
+more than `expire_after_s` ago is not carried out late at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+DONE, TRANSIENT, PERMANENT = "done", "transient", "permanent"
+OUTCOMES = (DONE, TRANSIENT, PERMANENT)
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    """The `[actuator]` settings that bound retries, in seconds of the service's clock."""
+
+    max_retry_s: float = 900.0
+    expire_after_s: float = 6 * 3600.0
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 120.0
+
+
+@dataclass(frozen=True)
+class Tries:
+    """An action's failed tries so far: how many, the first one's time, and when it may be tried again."""
+
+    count: int
+    first_ts: float
+    next_ts: float
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`retry` (with `tries`, to wait until `tries.next_ts`) or `set-aside` (with the reason)."""
+
+    step: str
+    tries: Tries
+    reason: str = ""
+
+
+def backoff_s(rules: RetryRules, count: int, draw: float) -> float:
+    """The wait after the `count`-th failed try: doubling from `first_backoff_s` up to `max_backoff_s`, with full
+    jitter's upper half (`draw` in [0, 1)), so many actions failing at once do not all come back together."""
+    base = min(rules.max_backoff_s, rules.first_backoff_s * 2.0 ** max(0, count - 1))
+    return base * (0.5 + 0.5 * draw)
+
+
+def after_failure(rules: RetryRules, before: Tries | None, outcome: str, error: str, now_ts: float, draw: float,
+                  max_tries: int = 1) -> Verdict:
+    """The next step for an action whose try at `now_ts` failed with `outcome` (`transient` or `permanent`)."""
+    count = 1 if before is None else before.count + 1
+    first = now_ts if before is None else before.first_ts
+    if outcome == PERMANENT and count >= max_tries:
+        return Verdict("set-aside", Tries(count, first, now_ts, error), "permanent failure")
+    nxt = now_ts + backoff_s(rules, count, draw)
+    if nxt - first > rules.max_retry_s:
+        return Verdict("set-aside", Tries(count, first, now_ts, error),
+                       f"still failing after {rules.max_retry_s:g} s of retries")
+    return Verdict("retry", Tries(count, first, nxt, error))
+
+
+def expired(rules: RetryRules, hour_ts: int, now_ts: float, hour_s: int = 3600,
+            late_s: Callable[[float], float] = lambda s: s) -> bool:
+    """Whether the decision of the hour starting `hour_ts` is too late to carry out at `now_ts`: its hour ended more
+    than `expire_after_s` ago (0 never expires); `late_s` turns clock seconds into the seconds that are judged."""
+    return rules.expire_after_s > 0 and late_s(now_ts - (hour_ts + hour_s)) > rules.expire_after_s

@@ -1,0 +1,172 @@
+"""Acting on the journal: each pass carries out what is due, and no action holds up another card's or the deciding.
+
+An action's try ends `done` (marked acted), `transient` (tried again after a
+backoff, within `[actuator] max_retry_s` of its first try) or `permanent` (set
+aside once its tries are spent). Backoff and the retry budget run on the
+service's clock; lateness is judged in wall seconds (the same on a real pool's
+clock; in a simulation the actuator still runs on the wall, so a fast clock does
+not expire what it simply could not reach yet). A set-aside action gets an `act-failed` record
+in the journal (reason, tries, last error), and a decision whose hour ended more
+than `[actuator] expire_after_s` ago gets an `act-expired` record instead of
+being acted late; either record closes the decision, which stays unacted
+(`acted_ts` empty) because it never happened. Actions run in journal order per
+card: a card whose earlier action is waiting for its retry has its later ones
+wait too, while every other card's go ahead. The retry schedule is the pure
+`fleet.core.retry`, on the injected clock and random draw, so tests step it.
+What a pass does is counted in `counts` (for `fleet_actions_total{outcome}`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules, Tries, after_failure, expired
+from storage.values import JournalEntry, JournalRow
+
+ACTIONS = ("evict", "release", "add")
+"""Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
+
+SET_ASIDE_KINDS = ("act-failed", "act-expired")
+"""Records that close an action that was not carried out: set aside after its tries, or expired."""
+
+ACT_OUTCOMES = ("done", "retried", "set-aside", "expired")
+"""The labels of `fleet_actions_total{outcome}`, known up front so the series exist from the first scrape."""
+
+log = logging.getLogger("fleet.service.journal")
+
+
+class ActuatorError(RuntimeError):
+    """An action that did not go through: `transient` (tried again after a backoff) or `permanent` (set aside once
+    `max_tries` tries have failed)."""
+
+    def __init__(self, message: str, outcome: str = TRANSIENT, max_tries: int = 1):
+        super().__init__(message)
+        self.outcome = outcome
+        self.max_tries = max(1, int(max_tries))
+
+
+class ActuatorStopped(ActuatorError):
+    """The service is stopping: the action was not started, or was killed. Not a try; the decision stays pending."""
+
+
+@dataclass(frozen=True)
+class ActOutcome:
+    acted: int
+    failed: int
+    error: str | None = None
+    retried: int = 0
+    set_aside: int = 0
+    expired: int = 0
+
+
+class LogLimiter:
+    """At most `burst` lines per `every_s` wall seconds; the lines held back are counted into the next one let
+    through, so a failing actuator cannot flood the log (one line per failed try, at most)."""
+
+    def __init__(self, burst: int = 10, every_s: float = 60.0, monotonic: Callable[[], float] = time.monotonic):
+        self.burst, self.every_s, self.monotonic = burst, every_s, monotonic
+        self._window_start: float | None = None
+        self._sent = 0
+        self.held = 0
+
+    def warning(self, msg: str, *args) -> None:
+        now = self.monotonic()
+        if self._window_start is None or now - self._window_start >= self.every_s:
+            self._window_start, self._sent = now, 0
+        if self._sent >= self.burst:
+            self.held += 1
+            return
+        self._sent += 1
+        if self.held:
+            msg += " (%d more failed tries not logged)"
+            args = (*args, self.held)
+            self.held = 0
+        log.warning(msg, *args)
+
+
+class Acting:
+    """The acting passes over one store and actuator; keeps each failing action's tries between passes."""
+
+    def __init__(self, store, actuator, now: Callable[[], float], rules: RetryRules | None = None,
+                 rng: random.Random | None = None, limiter: LogLimiter | None = None,
+                 wall_seconds: Callable[[float], float] = lambda s: s):
+        self.store = store
+        self.wall_seconds = wall_seconds  # a simulation's clock seconds as wall seconds: lateness is judged on the wall
+        self.actuator = actuator
+        self.now = now
+        self.rules = rules or RetryRules()
+        self.rng = rng or random.Random()
+        self.limiter = limiter or LogLimiter()
+        self.tries: dict[int, Tries] = {}  # decision id -> its failed tries, while it waits for a retry
+        self.counts = dict.fromkeys(ACT_OUTCOMES, 0)
+
+    def run_pass(self, stop: Callable[[], bool] = lambda: False, epoch: int | None = None) -> ActOutcome:
+        """One pass over the unacted, not set-aside decisions in journal order, under lease `epoch`; stops as soon
+        as `stop()` says so (checked before each action) or the actuator is stopping."""
+        acted = failed = retried = set_aside = n_expired = 0
+        error = None
+        waiting: set[str] = set()  # cards with an earlier action still pending: their later ones wait
+        for row in self.store.unacted():
+            if stop():
+                break
+            if row.kind not in ACTIONS:
+                self.store.mark_acted(row.id, int(self.now()))
+                continue
+            card = row.card_key or ""
+            if card in waiting:
+                continue
+            now = self.now()
+            if expired(self.rules, row.ts, now, late_s=self.wall_seconds):
+                self._close(row, "act-expired", f"{row.kind} {card} not acted: its hour ended more than "
+                            f"{self.rules.expire_after_s:g} s ago", now)
+                n_expired += 1
+                continue
+            before = self.tries.get(row.id)
+            if before is not None and before.next_ts > now:
+                waiting.add(card)
+                continue
+            try:
+                self.actuator.act(row, epoch)
+            except ActuatorStopped:
+                break
+            except ActuatorError as err:
+                failed += 1
+                error = str(err)
+                v = after_failure(self.rules, before, err.outcome, error, now, self.rng.random(), err.max_tries)
+                if v.step == "retry":
+                    self.tries[row.id] = v.tries
+                    waiting.add(card)
+                    retried += 1
+                    self.limiter.warning("decision %s not acted (try %d, %s; next in %.0f s): %s", row.key, v.tries.count,
+                                         err.outcome, v.tries.next_ts - now, error)
+                else:
+                    self.tries.pop(row.id, None)
+                    self._close(row, "act-failed", f"{row.kind} {card} set aside after {v.tries.count} "
+                                f"{'try' if v.tries.count == 1 else 'tries'} ({v.reason}): {error}", now,
+                                tries=v.tries, outcome=err.outcome)
+                    set_aside += 1
+                continue
+            self.tries.pop(row.id, None)
+            if self.store.mark_acted(row.id, int(self.now())):
+                acted += 1
+        for name, n in (("done", acted), ("retried", retried), ("set-aside", set_aside), ("expired", n_expired)):
+            self.counts[name] += n
+        return ActOutcome(acted, failed, error, retried, set_aside, n_expired)
+
+    def _close(self, row: JournalRow, kind: str, reason: str, now: float, tries: Tries | None = None,
+               outcome: str = PERMANENT) -> None:
+        """Journal the record that closes an action never carried out (the decision itself stays unacted)."""
+        detail = {"decision_key": row.key, "decision_id": row.id, "decision_kind": row.kind, "hour_ts": row.ts}
+        if tries is not None:
+            detail.update({"tries": tries.count, "first_try_ts": tries.first_ts, "outcome": outcome,
+                           "error": tries.last_error})
+        self.store.set_aside(JournalEntry(f"{row.key or row.id}:{kind}", int(now), kind, reason, row.card_key,
+                                          detail=detail, acted=True))
+        if kind == "act-failed":
+            log.warning("decision %s set aside: %s", row.key, reason)
+        else:
+            log.info("decision %s expired: %s", row.key, reason)
