@@ -64,7 +64,7 @@ def grouped(text: str) -> str:
 CHECK_TIMEOUT_S = 5.0
 READS = frozenset({
     "last_decided_ts", "eviction_hours", "run_set_at", "decisions", "scores_at", "last_scored_ts", "rollup_means",
-    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class",
+    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class", "demand_hours",
 })
 
 
@@ -133,7 +133,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     """The decisions the service would journal for the hour after the last one decided, as a JSON-ready dict."""
     import policies
     from fleet.service.decide import DecideJob
-    from fleet.service.demand import MonthDemand
+    from fleet.service.demand import month_demand
     from fleet.service.pool import PoolWatch
     from fleet.service.scoring import ScoreJob
     from fleet.service.service import make_calendar, policy_windows
@@ -156,8 +156,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
         scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
         scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
-    demand = MonthDemand(cfg.demand, cfg.month.hours, sim.month.demand_tps if sim is not None else None,
-                         sim.month.demand_history_tps if sim is not None else None)
+    demand = month_demand(store, cfg.month.hours, sim)
     journal = KeptJournal()
     job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
                     policy_scores=scoring.policy_scores)
