@@ -9,7 +9,6 @@ A source is one module and one `DEMAND_SOURCES.register`; the service's Promethe
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -77,12 +76,6 @@ def store_demand(repo: TelemetryStore, batch: DemandBatch, source: str) -> Inges
     return IngestReport(source=source, read=len(batch), stored=stored, duplicates=duplicates)
 
 
-def ingest_demand_bytes(repo: TelemetryStore, data: bytes, name: str, ext: str) -> IngestReport:
-    """A demand file's bytes into the store through the file source its suffix names."""
-    source = file_source(ext, name)
-    return store_demand(repo, source.samples(DemandRequest(name, data=data)), name)
-
-
 def pull_demand(repo: TelemetryStore, source_name: str, base_url: str, start_ts: float, end_ts: float, step_s: float,
                 query: str | None = None, auth: Credentials | None = None) -> IngestReport:
     """Ask a pulled source for its samples over [start_ts, end_ts] and store them."""
@@ -108,10 +101,6 @@ def summed_matrix(body: bytes, name: str, part: str) -> DemandBatch:
                 total[ts] = total.get(ts, 0.0) + v
     ts = np.array(sorted(total), dtype=np.int64)
     return DemandBatch(part, ts, np.array([total[t] for t in ts.tolist()], dtype=np.float64))
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _builtin() -> None:
