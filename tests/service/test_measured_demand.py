@@ -135,3 +135,24 @@ def test_an_hour_with_nothing_measured_is_nan_to_the_forecaster_and_billed_at_ze
 def test_a_real_pool_cannot_know_its_demand_ahead(tmp_path):
     with pytest.raises(ConfigError, match="measured, not known ahead"):
         _pool(tmp_path, "p", {0: 1.0}, forecast="known")
+
+
+def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_path):
+    import os
+
+    from fleet.ingest import drain_drop_folder
+    from storage import sqlite_memory_repository
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "gw.demand.csv").write_text(f"ts,demand_tps\n{T0},4000\n")
+    (drop / "bad.demand.csv").write_text(f"ts,demand_tps\n{T0 + HOUR_S},lots\n")
+    (drop / "x.demand.txt").write_text("ts,demand_tps\n")  # not a known suffix: left alone, as any such file is
+    for p in drop.iterdir():
+        os.utime(p, (1, 1))
+    repo = sqlite_memory_repository()
+    results = {r.name: r for r in drain_drop_folder(repo, drop, IngestSettings(now_ts=T0), clock=lambda: T0)}
+    assert results["gw.demand.csv"].report.stored == 1
+    assert results["bad.demand.csv"].error.endswith("line 2: demand_tps 'lots' is not a number >= 0")
+    assert (drop / "failed" / "bad.demand.csv.error.txt").exists() and (drop / "x.demand.txt").exists()
+    assert ServiceStore(repo.engine).demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0)}
