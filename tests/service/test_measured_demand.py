@@ -117,15 +117,16 @@ def test_the_bill_and_the_journal_take_the_measured_demand_once_the_hour_is_over
     assert "demand_measured_tps" not in sizes[5]
     assert sizes[2]["demand_forecast_tps"] == pytest.approx(8000)  # last hour's
     # /metrics: the forecast the last decided hour (5) was sized to, the demand of the last billed one (4), and the
-    # mean |forecast - measured| of the billed hours 1..4 (hour 0 had no forecast).
+    # mean |forecast - measured| of the billed hours 0..4 (hour 0's forecast is what hour -1's cards served).
     from tests.service.test_metrics import families, sample
 
     snap = svc.metrics_job()
     fams, _ = families(snap=snap)
     assert sample(fams, "fleet_demand_forecast_tps") == pytest.approx(sum(RATES.values()))
     assert sample(fams, "fleet_demand_measured_tps") == pytest.approx(want[4])
-    errors = [abs(sizes[h]["demand_forecast_tps"] - want[h]) for h in range(1, 5)]
-    assert sample(fams, "fleet_demand_forecast_error_tps") == pytest.approx(sum(errors) / 4)
+    assert sizes[0]["demand_forecast_tps"] == pytest.approx(sum(RATES.values()))
+    errors = [abs(sizes[h]["demand_forecast_tps"] - want[h]) for h in range(5)]
+    assert sample(fams, "fleet_demand_forecast_error_tps") == pytest.approx(sum(errors) / 5)
 
 
 def test_an_hour_with_nothing_measured_is_nan_to_the_forecaster_and_billed_at_zero(tmp_path):
