@@ -37,6 +37,9 @@ class Truth(Protocol):
     def rates(self, first_ts: int, k: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray]:
         """(each card's true rate in each of k hours, (cards, k); each card's ticket, (cards,))."""
 
+    def boot_hours(self, index: PoolIndex) -> np.ndarray | None:
+        """How long each card takes to serve once added (None: at once)."""
+
 
 class SimulatedTruth:
     """The simulated month's true rates and lottery tickets."""
@@ -54,6 +57,15 @@ class SimulatedTruth:
         m = self.sim.month
         W = m.warmup_hours
         return m.true_rate_tps[sel, W + h:W + h + k].astype(np.float64), np.asarray(m.true_tps)[sel].astype(np.float64)
+
+    def boot_hours(self, index: PoolIndex) -> np.ndarray | None:
+        """The simulated classes' `boot_minutes`, as replay bills them (`fleet.core.billing.serving_share`)."""
+        boot = self.sim.month.boot_hours
+        if boot is None:
+            return None
+        if self._rows is None or self._rows[0] is not index:
+            self._rows = (index, self.sim.rows(index.keys))
+        return np.asarray(boot, dtype=np.float64)[self._rows[1]]
 
 
 class Hindsight:
@@ -90,6 +102,9 @@ class Hindsight:
             if n and key in index.pos:
                 mean[index.pos[key]] = self._sum[key] / n
         return np.repeat(mean[:, None], k, axis=1), mean
+
+    def boot_hours(self, index: PoolIndex) -> np.ndarray | None:
+        return None  # a real pool's measured rates already say when a card served
 
 
 def warm_matrix(intervals, index: PoolIndex, first_ts: int, k: int) -> np.ndarray:
@@ -149,7 +164,9 @@ class BillJob:
         evicted = [[index.pos[key] for ts, key in evictions if ts == first_ts + j * HOUR_S] for j in range(k)]
         rate, ticket = self.truth.rates(first_ts, k, index)
         demand, measured = self.demand.billed(m0, h0, k)
-        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted)
+        # A card added serves once booted (a card warm the hour before the stretch has: exact for boots up to an hour).
+        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted,
+                       boot_hours=self.truth.boot_hours(index), warm_before=warm[:, 0])
         sizes = {r.ts: r.detail for r in self.store.decisions(kinds=["size"], since_ts=first_ts, until_ts=hi)}
         fees = churn_fee_usd(index.rent_usd_per_month)
         figs, lines = [], []

@@ -407,3 +407,22 @@ def test_the_service_serves_replays_month_with_every_plug_in(tmp_path, overrides
     index = svc.pool.current()
     state = svc.decide.state_at(ts, index, svc.store.run_set_at(ts - HOUR_S))
     assert state.run_set.sum() == r.warm[:, h - 1].sum()
+
+
+def test_the_service_bills_a_cards_boot_as_replay_does(tmp_path):
+    """A class whose cards take 30 minutes to serve once added: the service's capacity, idle cost and unmet demand
+    are replay's, hour by hour (`fleet.core.billing.serving_share`), and differ from a class that serves at once."""
+    path = tmp_path / "boot.toml"
+    path.write_text(TINY_PRESET.replace("pool_cards = 12\n", "pool_cards = 12\nboot_minutes = 30\n", 1))
+    svc, scenario, sim = _served(tmp_path, path)
+    r = replay_scenario(scenario, month=sim.month)
+    hours = svc.store.hours(sim.start_ts)
+    assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
+    billed = {k: sum(getattr(h, k) for h in hours) for k in ("idle_usd", "delivered_tps")}
+    assert billed["idle_usd"] == pytest.approx(r.figures["idle_usd"], rel=1e-9)
+    assert np.allclose([h.capacity_tps for h in hours], r.bill.capacity_tps, rtol=1e-9)
+    assert billed["delivered_tps"] / len(hours) == pytest.approx(r.figures["delivered_avg_tps"], rel=1e-9)
+    (tmp_path / "at-once").mkdir()
+    (tmp_path / "at-once" / "tiny.toml").write_text(TINY_PRESET)
+    other, _, _ = _served(tmp_path / "at-once", tmp_path / "at-once" / "tiny.toml")
+    assert sum(h.idle_usd for h in other.store.hours(sim.start_ts)) != pytest.approx(billed["idle_usd"], rel=1e-6)
