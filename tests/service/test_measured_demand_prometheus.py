@@ -113,7 +113,8 @@ def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
     offered = [sum(OFFERED_TPS[c][h] for c in CAPACITY_TPS) for h in range(4)]
     stored = svc.store.demand_hours(T0, T0 + 4 * HOUR_S)
     measured = [hour_demand_tps(stored.get(ts)) for ts in hours_ts]
-    print("offered", offered, "measured", [round(m, 1) for m in measured])
+    print("offered", offered, "measured", [round(m, 1) for m in measured], "served, unserved",
+          [(round(stored[ts].served_tps or 0, 1), round(stored[ts].unserved_tps or 0, 1)) for ts in hours_ts])
     for m, o in zip(measured, offered):
         assert m == pytest.approx(o, rel=0.05)
     # Hour 1 asked 6,500 of cards serving 5,000: the queue's growth is the 1,500 not served.
