@@ -11,7 +11,7 @@ from datetime import datetime
 
 import numpy as np
 
-from fleet.ingest.demand import DEMAND_SOURCES, DemandRequest
+from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest
 from fleet.ingest.formats import BadSource
 from storage.values import DemandBatch
 

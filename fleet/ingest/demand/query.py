@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fleet.core.errors import ConfigError
-from fleet.ingest.demand import DEMAND_SOURCES, DemandRequest, summed_matrix
+from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest, summed_matrix
 from storage.values import DemandBatch
 
 

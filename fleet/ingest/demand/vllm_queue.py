@@ -8,7 +8,7 @@ here: a gateway's offered-tokens counter (`query`) sees them.
 
 from __future__ import annotations
 
-from fleet.ingest.demand import DEMAND_SOURCES, DemandRequest, summed_matrix
+from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest, summed_matrix
 from storage.values import DemandBatch
 
 
