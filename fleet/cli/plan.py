@@ -19,6 +19,7 @@ bounded time. It prints one line for each check.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
@@ -28,6 +29,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
+from fleet.cli.demand import forecast_beside_measured, knew_demand_line
 from fleet.core.errors import ConfigError
 from storage.db import StoreError, shown_url
 
@@ -64,7 +66,7 @@ def grouped(text: str) -> str:
 CHECK_TIMEOUT_S = 5.0
 READS = frozenset({
     "last_decided_ts", "eviction_hours", "run_set_at", "decisions", "scores_at", "last_scored_ts", "rollup_means",
-    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class",
+    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class", "demand_hours",
 })
 
 
@@ -133,7 +135,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     """The decisions the service would journal for the hour after the last one decided, as a JSON-ready dict."""
     import policies
     from fleet.service.decide import DecideJob
-    from fleet.service.demand import MonthDemand
+    from fleet.service.demand import month_demand
     from fleet.service.pool import PoolWatch
     from fleet.service.scoring import ScoreJob
     from fleet.service.service import make_calendar, policy_windows
@@ -156,13 +158,14 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
         scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
         scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
-    demand = MonthDemand(cfg.demand, cfg.month.hours, sim.month.demand_tps if sim is not None else None,
-                         sim.month.demand_history_tps if sim is not None else None)
+    demand = month_demand(store, cfg.month.hours, sim)
     journal = KeptJournal()
     job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
                     policy_scores=scoring.policy_scores)
     index = pool.current()
     job.decide_hour(hour_ts, index)
+    m0, h = cal.month_of(hour_ts)
+    before = float(demand.billed(m0, h - 1, 1)[1][0]) if h > 0 else None  # the hour before's, as measured so far
     _, entries, opened, closed, _retired = journal.written[0]
     by_kind = lambda k: [e for e in entries if e.kind == k]  # noqa: E731
     size = by_kind("size")[0]
@@ -177,6 +180,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
         "evict": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("evict")],
         "eviction_pass": None if not passes else {"reason": passes[0].reason, **passes[0].detail},
         "entries": [{"key": e.key, "kind": e.kind, "card": e.card_key, "reason": e.reason} for e in entries],
+        "demand_measured_before_tps": before if before is not None and math.isfinite(before) else None,
     }
 
 
@@ -188,6 +192,9 @@ def _render(p: dict) -> list[str]:
         f"run set: {times(p['run_set_cards'], 'card')} for {s['demand_tps']:,.0f} tok/s demand (target {s['target_tps']:,.0f}, "
         f"scored capacity {s['scored_capacity_tps']:,.0f}); eviction budget left {s['budget_left']}",
     ]
+    lines.append(f"demand: {forecast_beside_measured(s.get('demand_forecast_tps'), None)}; the hour before measured "
+                 f"{'nothing' if p.get('demand_measured_before_tps') is None else format(p['demand_measured_before_tps'], ',.0f') + ' tok/s'}")
+    lines.extend(knew_demand_line(s))
     ev = p["eviction_pass"]
     if ev is None:
         lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from fleet.cli.demand import forecast_beside_measured, knew_demand_line
 from fleet.cli.plan import DbOption, _iso, grouped, percent, times
 from storage.db import shown_url
 
@@ -215,6 +216,8 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     evicted = {k: ts for ts, k in store.eviction_hours(m0, last_dec + HOUR_S)}
     figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
     chk = checks(figs, cfg.checks)
+    billed = store.decisions(kinds=["size"], since_ts=last_billed, until_ts=last_billed + 1, limit=1)
+    billed_detail = billed[0].detail if billed else {}
     out = json_safe({
         "month_start": _iso(m0), "hours_billed": len(hours), "hour_decided": _iso(last_dec),
         "run_set": run_set, "run_set_cards": len(run_set), "demand_tps": detail.get("demand_tps"),
@@ -223,11 +226,17 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
         "evicted": {k: _iso(ts) for k, ts in evicted.items()},
         "bill_by_part_usd": parts, **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         "scores": {("policy" if w == 0 else "in_dip" if w == -1 else str(w)): s for w, s in scores.items()}, "checks": chk,
+        "demand_forecast_tps": detail.get("demand_forecast_tps"), "knew_demand": bool(detail.get("knew_demand")),
+        "last_billed": {"hour": _iso(last_billed), "demand_forecast_tps": billed_detail.get("demand_forecast_tps"),
+                        "demand_measured_tps": hours[-1].demand_measured_tps if hours else None},
     })
     shown: list = [
         f"month from {out['month_start']}: {len(hours)} hours billed, decided through {out['hour_decided']}",
         f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
         f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})",
+        f"demand of {_iso(last_billed)} (last billed): "
+        + forecast_beside_measured(billed_detail.get("demand_forecast_tps"), out["last_billed"]["demand_measured_tps"]),
+        *knew_demand_line(detail),
         f"evictions: {out['evictions']}, budget left {out['budget_left']}",
         f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
         f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
@@ -348,6 +357,11 @@ def explain_cmd(
             lines.append(f"  at {_iso(last_dec)} it scored {scores[card]:,.0f} tok/s through the {w}-hour window, rank "
                          f"{ranking['rank']} of {len(order)} scored cards; the run set held {len(run_set)} for a target of "
                          f"{ranking['target_tps']:,.0f} tok/s")
+        d = size[0].detail
+        ranking = {**(ranking or {}), "demand_forecast_tps": d.get("demand_forecast_tps"),
+                   "demand_measured_tps": d.get("demand_measured_tps"), "knew_demand": bool(d.get("knew_demand"))}
+        lines.append(f"  demand of {_iso(last_dec)}: {forecast_beside_measured(d.get('demand_forecast_tps'), d.get('demand_measured_tps'))}")
+        lines.extend("  " + x for x in knew_demand_line(d))
     for r in warm[-5:]:
         lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
     unacted = [r for r in own if r.acted_ts is None and r.kind in ("add", "release", "evict")]

@@ -41,6 +41,7 @@ def _print_report(out: dict, as_json: bool) -> None:
 def ingest_cmd(
     file: Annotated[Optional[Path], typer.Argument(help="A CSV, JSON Lines (.jsonl/.ndjson) or Parquet file of telemetry records.")] = None,
     db: DbOption = DEFAULT_URL,
+    demand: Annotated[Optional[Path], typer.Option("--demand", help="A CSV of the pool's measured demand: header ts,demand_tps (tokens/s offered).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: read, stored, duplicates, quarantined, reasons.")] = False,
     strict: Annotated[bool, typer.Option("--strict/--register-unknown", help="Quarantine records of undeclared cards, or register such cards on first sight.")] = False,
     pool: Annotated[Optional[Path], typer.Option("--pool", help="Pool file (TOML) declaring classes and cards before ingest.")] = None,
@@ -69,13 +70,16 @@ def ingest_cmd(
 
     Exit status: 0 every record stored (or already there), 3 some quarantined, 1 nothing stored because every
     record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
-    went to failed/)."""
+    went to failed/). With --demand: 0 every sample stored (or already there), 2 a bad file (nothing stored), 1 a
+    store write failed."""
     from fleet.cli.app import UsageError
     from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, ingest_prometheus, load_pool, read_file
 
-    sources = sum(x is not None for x in (file, watch, prometheus))
+    sources = sum(x is not None for x in (file, watch, prometheus, demand))
     if sources != 1:
-        raise UsageError("give one of FILE, --watch DIR or --prometheus URL")
+        raise UsageError("give one of FILE, --watch DIR, --prometheus URL or --demand FILE")
+    if demand is not None:
+        _ingest_demand(demand, db, as_json)
     pull_flags = {"--query": query, "--busy-query": busy_query, "--card-label": card_label, "--bearer-token-file": bearer_token_file,
                   "--bearer-token-env": bearer_token_env, "--username": username, "--password-file": password_file, "--password-env": password_env}
     given = [flag for flag, value in pull_flags.items() if value is not None]
@@ -144,6 +148,22 @@ def ingest_cmd(
                 raise typer.Exit(2)  # a bad file, told above, moved to failed/
             raise typer.Exit(ingest_status(reports))
         time.sleep(interval)
+
+
+def _ingest_demand(path: Path, db: str, as_json: bool) -> None:
+    """`fleet ingest --demand FILE`: the file read and checked whole before the store is opened, then stored."""
+    from fleet.ingest.demand import DemandRequest, file_source, store_demand
+    from fleet.ingest.formats import BadSource
+
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise BadSource(f"demand file {str(path)!r}: cannot read ({err.strerror or err})") from None
+    source = file_source(path.suffix.lstrip(".").lower(), str(path))
+    batch = source.samples(DemandRequest(str(path), data=data))  # a bad file fails here, before the store is touched
+    report = store_demand(_open(db), batch, str(path))
+    _print_report(report.as_json(), as_json)
+    raise typer.Exit(0)
 
 
 INGEST_SOME_QUARANTINED = 3

@@ -208,6 +208,12 @@ class FleetCollector(Collector):
         yield gauge("fleet_pool_cards", "Cards of the policy's class in the pool at the month's start.", s.pool_cards)
         yield gauge("fleet_pool_eligible_cards", "Pool cards not evicted this month.", s.eligible_cards)
         yield gauge("fleet_demand_tokens_per_second", "Demand this hour.", s.demand_tps)
+        yield gauge("fleet_demand_forecast_tps", "The demand forecast this hour was sized to (tokens/s; NaN: none yet).",
+                    s.demand_forecast_tps)
+        yield gauge("fleet_demand_measured_tps", "The demand the last billed hour had (tokens/s): measured for a real pool, "
+                    "the simulation's under --simulate; NaN when none was measured.", s.demand_measured_tps)
+        yield gauge("fleet_demand_forecast_error_tps", "Mean |forecast - measured| demand over the last day of billed hours "
+                    "(tokens/s).", s.forecast_error_tps)
         yield gauge("fleet_scored_capacity_tokens_per_second", "Capacity of the run set by its scores this hour.", s.scored_capacity_tps)
         yield gauge("fleet_capacity_tokens_per_second",
                     "True capacity of the run set in the last billed hour (simulation truth, or hindsight).", s.capacity_tps)

@@ -99,7 +99,7 @@ def test_metric_table(name, kind, suffix, labels, expected):
 def test_names_follow_the_rule():
     fams, text = families()
     units = ("_usd", "_tokens", "_tokens_per_second", "_seconds", "_cards", "_ratio", "_open", "_pass", "_billed",
-             "_records", "_runs", "_decisions", "_acted", "_actions", "_evictions", "_warm", "_tokens_per_usd")
+             "_records", "_runs", "_decisions", "_acted", "_actions", "_evictions", "_warm", "_tokens_per_usd", "_tps")
     for name, fam in fams.items():
         assert name.startswith("fleet_")
         assert name.endswith(units) or name in ("fleet_evictions", "fleet_wrong_evictions", "fleet_decisions",
