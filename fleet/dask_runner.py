@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 from fleet.cli.memory import keep_freed_memory
 from fleet.core.errors import ConfigError
 
-INSTALL_HINT = "pip install 'fleet[dask]'"
+INSTALL_HINT = "pip install -e '.[dask]' in the checkout"
 LOCAL = "local"
 """`--dask local`: start a cluster of local worker processes for this run."""
 DEFAULT_LOCAL_WORKERS = 2

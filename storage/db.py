@@ -98,7 +98,7 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
     try:
         engine = create_engine(url, **kwargs)
     except ImportError as err:
-        extra = " (pip install 'fleet[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
+        extra = " (in the checkout: pip install -e '.[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
         raise StoreError(f"database {shown_url(url)!r}: its driver is not installed: {_one_line(err)}{extra}") from None
     except (ArgumentError, SQLAlchemyError) as err:
         raise StoreError(f"database URL {shown_url(url)!r}: {_one_line(err)}") from None

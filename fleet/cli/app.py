@@ -92,13 +92,19 @@ def _hide_flag_types() -> None:
 
 _hide_flag_types()
 
+from fleet.cli.help import hook as _hook_help  # noqa: E402
+
+_hook_help()
+
 
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"fleet {version('fleet')}")
+            from fleet import DISTRIBUTION
+
+            typer.echo(f"fleet {version(DISTRIBUTION)}")
         except PackageNotFoundError:
             typer.echo("fleet (not installed: no version)")
         raise typer.Exit()

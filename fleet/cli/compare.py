@@ -47,7 +47,7 @@ HELP = (
     "With --dask ADDRESS the months (or a stored month's combinations) run on an existing Dask cluster's workers "
     "(tcp://HOST:PORT; each worker needs fleet installed), with --dask local on a cluster of --jobs (default 2) "
     "worker processes started for the run; the figures are the same as on local processes. Needs the dask extra "
-    "(pip install 'fleet[dask]'). A scheduler that does not answer, or has no worker, within 10 s "
+    "(pip install -e '.[dask]' in the checkout). A scheduler that does not answer, or has no worker, within 10 s "
     "(FLEET_DASK_CONNECT_TIMEOUT seconds): exit status 1."
 )
 

@@ -24,7 +24,7 @@ def first_line(text: str) -> str:
 def test_version_prints_the_installed_version():
     p = fleet("--version")
     assert p.returncode == 0, p.stderr
-    assert first_line(p.stdout) == f"fleet {version('fleet')}"
+    assert first_line(p.stdout) == f"fleet {version('fleet-autoscaler')}"
 
 
 @pytest.mark.parametrize("args", [["-h"], ["replay", "-h"], ["journal", "-h"], ["classes", "-h"]])
