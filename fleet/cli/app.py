@@ -357,6 +357,10 @@ def main() -> None:
         _exit("fleet: interrupted", 130)
     except Exception as err:  # click's own usage errors (typer >= 0.2x carries its own copy of click)
         if isinstance(err, _click_exceptions()):
+            if err.exit_code == 2:  # a usage error: one line, as every other bad input
+                from fleet.cli.usage import usage_line
+
+                _exit(f"fleet: error: {usage_line(err, sys.argv[1:])}", 2)
             err.show()
             sys.exit(err.exit_code)
         reason = _run_time_failure(err)
