@@ -80,6 +80,7 @@ def serve_cmd(
         sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
     else:
         cfg.require_pool(f"config file {config!r}" if config else "the service config")
+    _refuse_busy_port(cfg.metrics.host, cfg.metrics.port)  # before the store is opened, or made
     repo = open_repository(cfg.storage.url)
     if sim is not None:
         last = ServiceStore(repo.engine).last_decided_ts(sim.start_ts, sim.end_ts)
@@ -96,8 +97,8 @@ def serve_cmd(
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
-    except OSError as err:
-        raise UsageError(f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
+    except OSError as err:  # taken since the check: a failure at run time, as a busy port is
+        raise OSError(err.errno, f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
     host, port = server.server_address[:2]
     print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
     stop = threading.Event()
@@ -118,6 +119,26 @@ def serve_cmd(
         f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
         f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
     )
+
+
+def _refuse_busy_port(host: str, port: int) -> None:
+    """An `OSError` (exit status 1, a failure at run time) when /metrics cannot listen on host:port, found by binding
+    it as the server will (address reuse on) and letting it go; port 0 picks a free one and cannot be busy."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # the server's own bind says what is wrong with the address
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise OSError(err.errno, f"metrics on {host}:{port}: {err.strerror or err}; nothing was started") from None
 
 
 def _reasons() -> tuple[str, ...]:
