@@ -171,6 +171,31 @@ def _label(s: ComboSummary, axes, evicting: bool) -> str:
     return text if not off else ", ".join(p for p in (text, "eviction off") if p)
 
 
+def every_row(summaries: list[ComboSummary], fixed, evicting: bool) -> str:
+    """What the rows share, in words: "eviction off" only when it is off in every row, not because the first is."""
+    if not evicting or all(s.combo.share == 0 for s in summaries):
+        return _label(summaries[0], fixed, evicting)
+    return summaries[0].combo.label([a for a in fixed if a != "share"])
+
+
+def headroom_note(summaries: list[ComboSummary], unreachable, screened: int, min_pass: float) -> str:
+    """The line under a searched table: how each row's headroom was found, the rows no headroom passes (shown at the
+    search's top), and the combinations the first round dropped (of them, those that reached it nowhere)."""
+    shown = {s.combo for s in summaries}
+    in_table = {c for c in unreachable if c in shown}
+    dropped = len({c for c in unreachable if c not in shown})
+    top = HEADROOM_SEARCH[1]
+    note = (f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to {top:g} in "
+            f"steps of {HEADROOM_SEARCH[2]:g})")
+    if in_table:
+        note += f"; {len(in_table)} {'row reaches' if len(in_table) == 1 else 'rows reach'} it nowhere and {'is' if len(in_table) == 1 else 'are'} shown at {top:g}"
+    if screened:
+        note += f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months"
+        if dropped:
+            note += f" ({dropped} of them reach it nowhere there)"
+    return note
+
+
 def _describe(s: ComboSummary, evicting: bool = True) -> str:
     f = s.figures
     pr = s.pass_rate
@@ -192,7 +217,7 @@ def render_table(
     fixed = [a for a in AXES if a not in varying]
     console.print(f"[bold]{escape(title)}[/bold]", highlight=False)
     if fixed:
-        console.print("  every row: " + escape(_label(summaries[0], fixed, evicting)), highlight=False)
+        console.print("  every row: " + escape(every_row(summaries, fixed, evicting)), highlight=False)
     console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
     cols = Columns(
         headers=([""] if rec is not None else []) + [AXIS_HEADERS[a] for a in varying] + list(FIGURE_HEADERS.values())
@@ -390,11 +415,7 @@ def compare_cmd(
     def show(console) -> None:
         render_table(console, title, summaries, rec, ideal, base.checks, evicting)
         if searching:
-            console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to "
-                          f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
-                          + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
-                          + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
-                          highlight=False)
+            console.print(headroom_note(summaries, unreachable, screened, min_pass), highlight=False)
         if rec is not None:
             render_recommendation(console, rec, evicting)
         for label, path in (("plot", plot), ("csv", csv_path)):

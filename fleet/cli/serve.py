@@ -329,8 +329,10 @@ def explain_cmd(
     last_dec = store.last_decided_ts(0, 2**62) or 0
     run_set = store.run_set_at(last_dec)
     now_warm = card in run_set
+    released = sum(r.kind == "release" for r in warm)  # an eviction takes a card out of the run set too
+    left = times(released + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
     lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set "
-                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {times(sum(r.kind == 'release' for r in warm))}")
+                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {left}")
     # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
     ranking = None
     size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
