@@ -199,11 +199,12 @@ def _replay_seeds(p, fix: bool, scenario, seeds: int, as_json: bool, export: Pat
             export_month(r, export / f"seed-{s}")
         rows.append(r.figures)
     summary = spread(rows)
-    got = {"preset": p.name, "fix": fix, "seeds": [first, first + seeds - 1], "spread": summary}
+    got = {"preset": p.name, "fix": fix, "seeds": list(range(first, first + seeds)), "spread": summary}  # every seed
     if export is not None:
         from fleet.core.verdict import json_safe
+        from fleet.report.export import cents
 
-        (export / "spread.json").write_text(json.dumps(json_safe(got), indent=2) + "\n")
+        (export / "spread.json").write_text(json.dumps(cents(json_safe(got)), indent=2) + "\n")
     if as_json:
         out.append(got)
     else:

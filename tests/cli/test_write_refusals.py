@@ -80,3 +80,11 @@ def test_a_writer_names_a_missing_folder_of_a_sqlite_url(tmp_path):
     assert p.returncode == 2
     assert _one_line(p) == "fleet: error: database 'sqlite:///nofolder/s.db': no folder 'nofolder' to hold it (nothing was created)"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_ingest_of_a_folder_says_it_is_a_folder(tmp_path):
+    (tmp_path / "drop").mkdir()
+    p = fleet("ingest", "drop/", "--db", "sqlite:///s.db", cwd=tmp_path)
+    assert p.returncode == 2
+    assert _one_line(p) == "fleet: error: 'drop': is a folder, not a file (--watch drop --once takes every file in it)"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["drop"]
