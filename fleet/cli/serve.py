@@ -63,6 +63,8 @@ def serve_cmd(
     logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    # Alembic's own lines (plugins set up, the migration context) say nothing of fleet's; a failed migration is an error.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, getattr(logging, log_level.upper())))
     # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
     lease_log = logging.getLogger("fleet.service.lease")
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
@@ -104,6 +106,8 @@ def serve_cmd(
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    if sim is not None and sys.stderr.isatty():
+        _show_progress(service, sim)
     service.start()
     try:
         while not stop.wait(0.1):
@@ -119,6 +123,34 @@ def serve_cmd(
         f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
         f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
     )
+
+
+def progress_line(billed_hours: int, month_hours: int) -> str:
+    """The line a simulated month prints on a terminal as each of its days is billed."""
+    days = -(-month_hours // 24)
+    return f"fleet serve: day {-(-billed_hours // 24)} of {days} billed (hour {billed_hours} of {month_hours})"
+
+
+def _show_progress(service, sim, every_s: float = 0.5) -> None:
+    """On a daemon thread, a line on stderr each time a simulated day is billed (a demo month at the default speed
+    runs for minutes and would otherwise say nothing between its first line and its last)."""
+    hours = (sim.end_ts - sim.start_ts) // HOUR_S
+
+    def run() -> None:
+        shown_day = 0
+        while shown_day * 24 < hours:
+            threading.Event().wait(every_s)
+            try:
+                last = service.store.last_billed_ts(sim.start_ts)
+            except Exception:  # the store is the service's to report on; a progress line never fails a run
+                continue
+            billed = 0 if last is None else (last - sim.start_ts) // HOUR_S + 1
+            day = billed // 24 if billed < hours else -(-hours // 24)
+            if day > shown_day:
+                shown_day = day
+                print(progress_line(billed, hours), file=sys.stderr, flush=True)
+
+    threading.Thread(target=run, daemon=True, name="fleet-progress").start()
 
 
 def _refuse_busy_port(host: str, port: int) -> None:
