@@ -12,8 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from fleet.core.scenario import ConfigError
-from fleet.presets import load_preset, preset_names
+from fleet.core.errors import ConfigError
 
 HELP_OPTION_NAMES = ["-h", "--help"]
 
@@ -122,6 +121,8 @@ def presets_cmd() -> None:
     """List the presets with a one-line story each."""
     from rich.table import Table
 
+    from fleet.presets import load_preset, preset_names
+
     table = Table("preset", "the month", "the fix", box=None)
     for name in preset_names():
         p = load_preset(name)
@@ -146,7 +147,7 @@ def replay_cmd(
 
     The month is drawn from the preset's seed, or, with --db or --telemetry, read from a real pool's telemetry: the preset then gives the market, demand and policy, and the ideal operator uses hindsight (each card's whole-month mean rate as its true rate). A stored month shorter than the preset's warm-up + hours replays every hour it holds after a shorter warm-up.
     """
-    from fleet.presets import resolve_scenario
+    from fleet.presets import load_preset, preset_names, resolve_scenario
 
     if all_presets == (preset is not None):
         raise UsageError("give one of --preset NAME or --all")
@@ -296,7 +297,7 @@ def _telemetry_rollups(path: Path, scenario):
 
 def _register_extensions() -> None:
     """Command groups that live in their own modules."""
-    for module in ("fleet.cli.store", "fleet.cli.compare", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes"):
+    for module in ("fleet.cli.store", "fleet.cli.compare_command", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:

@@ -8,7 +8,6 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -275,30 +274,8 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
         console.print("  " + _describe(rec.runner_up, evicting), highlight=False)
 
 
-def compare_cmd(
-    preset: Annotated[str, typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")],
-    fix: Annotated[bool, typer.Option("--fix", help="Start from the preset's fix instead.")] = False,
-    window: Annotated[Optional[str], typer.Option("--window", help="Eviction windows (what the rule judges cards through), e.g. hour,day,week or 36h.")] = None,
-    size_window: Annotated[Optional[str], typer.Option("--size-window", help="Sizing windows (what the greedy scores cards through), e.g. day,week.")] = None,
-    share: Annotated[Optional[str], typer.Option("--share", help="Eviction shares, e.g. 0.05,0.1,0.2.")] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="Sizing modes, e.g. held,steady.")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
-    card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain,any ('any': every class on the market).")] = None,
-    score: Annotated[Optional[str], typer.Option("--score", help="Score estimators, e.g. mean,dip-aware.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter of the preset before the grid, KEY=VALUE (repeatable), as fleet replay --set.")] = None,
-    months: Annotated[Optional[int], typer.Option("--months", help="Seeded months to replay each combination on (default 50).", min=1, max=100_000)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
-    recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
-    min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months in which a recommendation must pass all three checks.", min=0.0, max=1.0)] = MIN_PASS_RATE,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw convergence and wrong evictions against the window to this PNG (or .svg/.pdf).")] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Write one row per combination to this CSV file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per combination, instead of the table.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", help="Worker processes (default: every core).", min=1)] = None,
-    exact: Annotated[bool, typer.Option("--exact/--greedy-ideal", help="Convergence against the exact ideal (default) or the greedy one.")] = True,
-    db: Annotated[Optional[str], typer.Option("--db", help="Compare on the month stored at this database URL instead of seeded months.")] = None,
-    telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Compare on the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
-    dask: Annotated[Optional[str], typer.Option("--dask", help="Run on the Dask scheduler at this address (tcp://HOST:PORT), or 'local' for a cluster of --jobs (default 2) worker processes.")] = None,
-) -> None:
+def run_compare(preset, fix, window, size_window, share, mode, headroom, card_class, score, set_, months, seed, recommend_grid, min_pass, plot, csv_path, as_json, jobs, exact, db, telemetry, dask) -> None:
+    """`fleet compare` with its options parsed (`fleet.cli.compare_command` declares them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from fleet.cli.app import console, err_console
@@ -306,6 +283,7 @@ def compare_cmd(
     from fleet.report.plot import PLOT_SUFFIXES, plot_compare
     from fleet.core.verdict import json_safe
 
+    min_pass = MIN_PASS_RATE if min_pass is None else min_pass
     stored = db is not None or telemetry is not None
     if db is not None and telemetry is not None:
         raise _usage("give one of --db URL or --telemetry FILE")
@@ -449,6 +427,3 @@ def _engine(dask: str | None, jobs: int | None) -> Engine:
 
     return DaskEngine.open(dask.strip(), jobs)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("compare", help=HELP)(compare_cmd)

@@ -29,7 +29,13 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from fleet.core.errors import ConfigError
-from storage.db import StoreError, shown_url
+
+
+def shown_url(url: str) -> str:
+    """`storage.db.shown_url` (the URL, password masked), imported when first used: SQLAlchemy is not loaded at start."""
+    from storage.db import shown_url as shown
+
+    return shown(url)
 
 HOUR_S = 3600
 
@@ -252,7 +258,7 @@ def _store_check(url: str, wanted) -> str:
 
     from sqlalchemy.engine import make_url
 
-    from storage.db import head_revision
+    from storage.db import StoreError, head_revision
     from storage.existing import existing_revision
 
     try:

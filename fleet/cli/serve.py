@@ -11,8 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fleet.cli.plan import DbOption, _iso, grouped, percent, times
-from storage.db import shown_url
+from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
 
 HOUR_S = 3600
 
