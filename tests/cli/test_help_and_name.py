@@ -9,6 +9,8 @@ import tomllib
 from importlib.metadata import version
 from pathlib import Path
 
+import pytest
+
 from fleet import DISTRIBUTION
 from tests.cli.test_terminal_80x24 import cuts, in_terminal, lines_wider_than
 
@@ -73,3 +75,16 @@ def test_a_docstring_paragraph_is_wrapped_by_the_terminal_not_by_its_source_line
     assert rc == 0
     assert "1 nothing stored because every record was quarantined" in " ".join(text.split())
     assert not any(ln.rstrip().endswith("every") for ln in text.splitlines())  # no source line break mid-sentence
+
+
+COMMANDS = [[], ["replay"], ["compare"], ["ingest"], ["serve"], ["status"], ["explain"], ["plan"], ["journal"],
+            ["quarantine"], ["classes"], ["db"], ["db", "prune"], ["db", "copy"], ["db", "upgrade"]]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c) or "fleet")
+def test_every_help_fits_80_columns_uncut(cmd):
+    rc, text = in_terminal(*cmd, "-h")
+    assert rc == 0, text[-800:]
+    assert cuts(text) == [] and lines_wider_than(text, 80) == []
+    blocks = _option_blocks(text)
+    assert blocks and max(len(lines) for lines in blocks.values()) <= 4, blocks
