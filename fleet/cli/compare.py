@@ -16,12 +16,18 @@ from fleet.core.compare import (
     AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, ComboSummary, Recommendation, combo_of,
     csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
+from fleet.report.verdict import KNEW_DEMAND
 from fleet.cli.tables import Columns, piped_text, print_table, wide_console
 from fleet.sweep import SCREEN_MONTHS, Engine, LocalEngine, Sweep, combo_scenarios, search
 
+DEMAND_SEARCH_MONTHS = 60
+"""Months the forecaster is chosen on (the search's first): a forecast's cost is demand's alone, so few suffice."""
+
+
 HELP = (
     "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
-    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class, --score; "
+    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class, --score, "
+    "--forecast, --quantile; "
     "comma-separated) replays the same months (seeds S, S+1, ...): each month is drawn once and shared, so differences "
     "are the policy's. An axis not given keeps the preset's value (after --set). Each combination gets the median and "
     "90% interval (p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share "
@@ -33,7 +39,9 @@ HELP = (
     "nearest one fails; it never recommends a policy that fails.\n\n"
     "With --recommend, axes not given search a default grid: every score estimator and sizing mode, every card class "
     "and 'any' of them, eviction off, and where the preset evicts, its rule through the "
-    f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. Unless "
+    f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. A policy "
+    "that must forecast demand runs with the forecaster and error quantile that hold the least capacity on the first "
+    f"{DEMAND_SEARCH_MONTHS} months' demand alone (last-hour, seasonal, holt-winters; no margin, 0.5, 0.75, 0.9). Unless "
     "--headroom is given, the headroom of each combination is searched: the smallest (in steps of "
     f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) whose months pass the capacity check in --min-pass of "
     "them. A large search first runs every combination on the first 30 months and keeps the 4 best for every "
@@ -154,11 +162,13 @@ FIGURE_HEADERS = {
 CHECK_HEADERS = {"capacity": "cap", "convergence": "conv", "eviction": "evict"}
 
 AXIS_HEADERS = {"window": "evict window", "size_window": "size window", "share": "share", "mode": "mode", "headroom": "headroom",
-                "card_class": "class", "score": "score"}
+                "card_class": "class", "score": "score", "forecast": "forecast", "forecast_quantile": "error q"}
 
 
 def _axis_value(s: ComboSummary, axis: str) -> str:
     v = s.combo.class_label if axis == "card_class" else getattr(s.combo, axis)
+    if v is None:
+        return "none"
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
@@ -218,6 +228,10 @@ def render_table(
     if fixed:
         console.print("  every row: " + escape(every_row(summaries, fixed, evicting)), highlight=False)
     console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
+    knew = [s for s in summaries if s.combo.knows_demand]
+    if knew:
+        which = "every row" if len(knew) == len(summaries) else f"{len(knew)} rows (forecast known)"
+        console.print(f"  demand: in {which} {KNEW_DEMAND}", highlight=False)
     cols = Columns(
         headers=([""] if rec is not None else []) + [AXIS_HEADERS[a] for a in varying] + list(FIGURE_HEADERS.values())
         + [f"pass {CHECK_HEADERS[c]}" for c in CHECKS],
@@ -268,13 +282,15 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
         highlight=False,
     )
     console.print("  " + _describe(rec.best, evicting), highlight=False)
+    if rec.best.combo.knows_demand:
+        console.print(f"  demand: {KNEW_DEMAND}", highlight=False)
     if rec.runner_up is not None:
         tie = rec.runner_up.figures == rec.best.figures and rec.runner_up.pass_rate == rec.best.pass_rate
         console.print("[bold]Runner-up[/bold]" + (" (the same figures as the best: the axes that differ change nothing here)" if tie else "") + ":", highlight=False)
         console.print("  " + _describe(rec.runner_up, evicting), highlight=False)
 
 
-def run_compare(preset, fix, window, size_window, share, mode, headroom, card_class, score, set_, months, seed, recommend_grid, min_pass, plot, csv_path, as_json, jobs, exact, db, telemetry, dask) -> None:
+def run_compare(preset, fix, window, size_window, share, mode, headroom, card_class, score, forecast, quantile, set_, months, seed, recommend_grid, min_pass, plot, csv_path, as_json, jobs, exact, db, telemetry, dask) -> None:
     """`fleet compare` with its options parsed (`fleet.cli.compare_command` declares them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -285,6 +301,7 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
 
     min_pass = MIN_PASS_RATE if min_pass is None else min_pass
     stored = db is not None or telemetry is not None
+    demand_choice = None
     if db is not None and telemetry is not None:
         raise _usage("give one of --db URL or --telemetry FILE")
     if stored and (months not in (None, 1) or seed is not None):
@@ -304,6 +321,8 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
         "headroom": _floats("--headroom", headroom, 0.5, 5.0),
         "card_class": _split("--class", card_class),
         "score": _split("--score", score),
+        "forecast": _split("--forecast", forecast),
+        "forecast_quantile": _quantiles_option(quantile),
     }
     searching = recommend_grid and axes["headroom"] is None and not stored
     if recommend_grid:
@@ -312,6 +331,9 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
         grid = default_grid_axes(base, resolve_policy(base).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
         for k, v in grid.items():
             axes[k] = axes[k] or list(v)
+        if not stored and not base.policy.knows_demand and axes["forecast"] is None and axes["forecast_quantile"] is None:
+            demand_choice = choose_forecast(p, base, fix, overrides, seed, months, min_pass)
+            axes["forecast"], axes["forecast_quantile"] = [demand_choice.forecast], [demand_choice.forecast_quantile]
     _check_classes(base, axes["card_class"])
     combos = distinct(expand_grid(base, **axes))
     if plot:
@@ -392,6 +414,11 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
 
     def show(console) -> None:
         render_table(console, title, summaries, rec, ideal, base.checks, evicting)
+        if demand_choice is not None:
+            q = demand_choice.forecast_quantile
+            console.print(f"  forecast: {demand_choice.forecast}" + (f" sized to its errors' {q:g} quantile" if q else " with no error margin")
+                          + f", chosen on the search's demand alone (least capacity held, {demand_choice.held_over_demand:.3f}× demand,"
+                          f" at the least headroom covering it, {demand_choice.headroom:g})", highlight=False)
         if searching:
             console.print(headroom_note(summaries, unreachable, screened, min_pass), highlight=False)
         if rec is not None:
@@ -408,6 +435,44 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
     with wide.capture() as captured:
         show(wide)
     sys.stdout.write(piped_text(captured.get()))
+
+
+def _quantiles_option(text: str | None) -> list[float | None] | None:
+    values = _split("--quantile", text)
+    if values is None:
+        return None
+    out: list[float | None] = []
+    for v in values:
+        if v.lower() == "none":
+            out.append(None)
+            continue
+        try:
+            q = float(v)
+        except ValueError:
+            raise _usage(f"--quantile {text!r}: {v!r} is not a number or 'none'") from None
+        if not 0 < q < 1:
+            raise _usage(f"--quantile {text!r}: {v!r} is not between 0 and 1")
+        out.append(q)
+    return out
+
+
+def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, months: int, min_pass: float):
+    """The forecaster and error quantile the card-side search runs with, judged on the search's demand alone."""
+    import policies
+    from fleet.core.demand_search import rank_forecasts, scenario_demand
+    from fleet.presets import demand_file_tps
+
+    first = base.seed if seed is None else seed
+    file_tps = demand_file_tps(base, p.path.parent if p.path else None)
+    demand = [scenario_demand(base, s, file_tps) for s in range(first, first + min(months, DEMAND_SEARCH_MONTHS))]
+
+    def build(name: str):
+        own = base.policy.forecaster if name == base.policy.forecast else {}
+        return policies.forecaster(base.policy.model_copy(update={"forecast": name, "forecaster": own}))
+
+    ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
+                            max_unmet=base.checks.max_unmet_share)
+    return ranked[0]
 
 
 def _check_classes(base, wanted: list[str] | None) -> None:

@@ -37,6 +37,8 @@ def compare_cmd(
     headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
     card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain,any ('any': every class on the market).")] = None,
     score: Annotated[Optional[str], typer.Option("--score", help="Score estimators, e.g. mean,dip-aware.")] = None,
+    forecast: Annotated[Optional[str], typer.Option("--forecast", help="Demand forecasters, e.g. last-hour,seasonal,holt-winters ('known': each hour's own demand, the seed's clairvoyant view).")] = None,
+    quantile: Annotated[Optional[str], typer.Option("--quantile", help="Quantiles of the forecast's own recent errors to size for, e.g. none,0.75,0.9.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter of the preset before the grid, KEY=VALUE (repeatable), as fleet replay --set.")] = None,
     months: Annotated[Optional[int], typer.Option("--months", help="Seeded months to replay each combination on (default 50).", min=1, max=100_000)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
@@ -53,7 +55,7 @@ def compare_cmd(
 ) -> None:
     from fleet.cli.compare import run_compare
 
-    run_compare(preset=preset, fix=fix, window=window, size_window=size_window, share=share, mode=mode, headroom=headroom, card_class=card_class, score=score, set_=set_, months=months, seed=seed, recommend_grid=recommend_grid, min_pass=min_pass, plot=plot, csv_path=csv_path, as_json=as_json, jobs=jobs, exact=exact, db=db, telemetry=telemetry, dask=dask)
+    run_compare(preset=preset, fix=fix, window=window, size_window=size_window, share=share, mode=mode, headroom=headroom, card_class=card_class, score=score, forecast=forecast, quantile=quantile, set_=set_, months=months, seed=seed, recommend_grid=recommend_grid, min_pass=min_pass, plot=plot, csv_path=csv_path, as_json=as_json, jobs=jobs, exact=exact, db=db, telemetry=telemetry, dask=dask)
 
 
 def register(app: typer.Typer) -> None:

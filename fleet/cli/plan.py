@@ -199,7 +199,8 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
         scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
         scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
-    demand = MonthDemand(cfg.demand, cfg.month.hours, sim.month.demand_tps if sim is not None else None)
+    demand = MonthDemand(cfg.demand, cfg.month.hours, sim.month.demand_tps if sim is not None else None,
+                         sim.month.demand_history_tps if sim is not None else None)
     journal = KeptJournal()
     job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
                     policy_scores=scoring.policy_scores)
@@ -235,11 +236,13 @@ def _render(p: dict) -> list[str]:
         lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")
     else:
         lines.append(f"eviction pass ({ev['rule']}, {ev['window']} window): judged {times(ev['judged'], 'card')}, threshold "
-                     f"{ev['threshold_tps']:,.0f} tok/s ({ev['fraction']:.0%} of the median {ev['median_score_tps']:,.0f}); "
+                     f"{ev['threshold_tps']:,.0f} tok/s (the median {ev['median_score_tps']:,.0f}); "
                      f"budget {ev['budget_left_before']} -> {ev['budget_left_after']}: {grouped(ev['reason'])}")
         for k in ev["candidates"]:
             what = "evict" if k in ev["evicted"] else "held back"
-            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s -> {what}")
+            line = ev.get("thresholds", {}).get(k)
+            under = f" under its threshold {line:,.0f}" if line is not None else ""
+            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s{under} -> {what}")
     for kind in ("evict", "release", "add"):
         for d in p[kind]:
             lines.append(f"{kind} {d['card']}: {grouped(d['reason'])}")

@@ -343,7 +343,7 @@ def explain_cmd(
         median = d.get("median_score_tps")
         if median is None or median != median:  # several classes: the card's own class's median
             median = d.get("class_median_score_tps", {}).get(cls, median)
-        threshold = d.get("threshold_tps") if median == d.get("median_score_tps") else (d.get("fraction") or 0) * median
+        threshold = d.get("thresholds", {}).get(card, d.get("threshold_tps"))  # the rule's own line for this card
         judged.append({"ts": p.ts, "hour": d.get("hour"), "score_tps": score, "threshold_tps": threshold,
                        "median_score_tps": median, "window": d.get("window"), "verdict": verdict,
                        "budget_left_before": d.get("budget_left_before"), "pass_reason": p.reason})

@@ -105,7 +105,7 @@ def export_month(r, folder: Path) -> None:
                 "card_class": m.class_names[int(m.card_class[e.card])],
                 "score_tps": e.score_tps,
                 "median_score_tps": p.candidate_median_tps[p.candidates.index(e.card)] if p.candidate_median_tps else p.median_score_tps,
-                "threshold_tps": p.fraction * (p.candidate_median_tps[p.candidates.index(e.card)] if p.candidate_median_tps else p.median_score_tps),
+                "threshold_tps": p.threshold_of(e.card),
                 "true_tps": m.true_tps[e.card],
                 "median_true_tps": r.median_ticket_tps[k],
                 "wrong": bool(r.wrong[k]),

@@ -153,7 +153,8 @@ class Service:
             cards.update(simulation.cards())
         declare_pool(repo, [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in cfg.pool.classes], cards, clock.now())
         self.pool = PoolWatch(repo, self.store, cfg.month.hours)
-        demand = MonthDemand(cfg.demand, cfg.month.hours, simulation.month.demand_tps if simulation is not None else None)
+        demand = MonthDemand(cfg.demand, cfg.month.hours, simulation.month.demand_tps if simulation is not None else None,
+                             simulation.month.demand_history_tps if simulation is not None else None)
         stopping = self.stopping
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,

@@ -234,7 +234,8 @@ def test_plot_holds_the_other_axes_at_the_anchor():
     chosen, x_axis, held = plot_slice(rows + [other], anchor=rows[0].combo)
     assert x_axis == "window"
     assert [s.combo.window for s in chosen] == ["hour", "day"]
-    assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship", "score": "mean"}
+    assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship", "score": "mean",
+                    "forecast": "holt-winters", "forecast_quantile": None}
 
 
 # --- the command ------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def card(kind: str, c: int, reason: str) -> CardDecision:
 
 def evicting(c: int) -> EvictionPass:
     ev = CardDecision("evict", 24, c, float(EVICT_SCORE[c]), 1.0, f"below-median: {KEYS[c]} scored low")
-    return EvictionPass(hour=24, rule="below-median", window="hour", fraction=0.8, judged=3, candidates=(c,), candidate_median_tps=(5100.0,), evicted=(c,),
+    return EvictionPass(hour=24, rule="below-median", window="hour", judged=3, candidates=(c,), candidate_median_tps=(5100.0,), evicted=(c,),
                         evictions=(ev,), median_score_tps=5100.0, threshold_tps=4080.0, blocked_by_budget=0,
                         blocked_by_disruption=0, breaker_open=False, draining=0, allowed_now=1, budget_left_before=2,
                         budget_left_after=1, reason="below-median")

@@ -336,7 +336,9 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     assert [h.hour_ts for h in hours] == [t0 + h * HOUR_S for h in range(4)]  # hour 4 has not ended
     # Steady: the best tokens per dollar first until 10,000 tok/s of scores are covered: gpu-a and gpu-d.
     assert svc.store.run_set_at(t0 + 2 * HOUR_S) == {"gpu-a", "gpu-d"}
-    assert all(h.warm_usd == pytest.approx(2 * 2690 / 24) for h in hours)
+    # Hour 0 has no demand before it to forecast from: every card is warm; from hour 1 the forecast sizes the set.
+    assert hours[0].warm_usd == pytest.approx(4 * 2690 / 24)
+    assert all(h.warm_usd == pytest.approx(2 * 2690 / 24) for h in hours[1:])
     assert all(0 < h.ideal_usd <= h.warm_usd + 1e-9 for h in hours)
     clock.t += 10 * HOUR_S  # telemetry stops after hour 4: the hours go on, and with no scores every card is kept warm
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
