@@ -24,6 +24,7 @@ card_class = "flagship"
 window = "hour"
 mode = "steady"
 headroom = 1.0
+forecast = "known"             # each hour's own demand: the run set is the demand's, not a forecast's
 
 [demand]
 shape = "flat"
