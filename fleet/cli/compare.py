@@ -8,7 +8,6 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -56,7 +55,7 @@ HELP = (
     "With --dask ADDRESS the months (or a stored month's combinations) run on an existing Dask cluster's workers "
     "(tcp://HOST:PORT; each worker needs fleet installed), with --dask local on a cluster of --jobs (default 2) "
     "worker processes started for the run; the figures are the same as on local processes. Needs the dask extra "
-    "(pip install 'fleet[dask]'). A scheduler that does not answer, or has no worker, within 10 s "
+    "(pip install -e '.[dask]' in the checkout). A scheduler that does not answer, or has no worker, within 10 s "
     "(FLEET_DASK_CONNECT_TIMEOUT seconds): exit status 1."
 )
 
@@ -182,6 +181,31 @@ def _label(s: ComboSummary, axes, evicting: bool) -> str:
     return text if not off else ", ".join(p for p in (text, "eviction off") if p)
 
 
+def every_row(summaries: list[ComboSummary], fixed, evicting: bool) -> str:
+    """What the rows share, in words: "eviction off" only when it is off in every row, not because the first is."""
+    if not evicting or all(s.combo.share == 0 for s in summaries):
+        return _label(summaries[0], fixed, evicting)
+    return summaries[0].combo.label([a for a in fixed if a != "share"])
+
+
+def headroom_note(summaries: list[ComboSummary], unreachable, screened: int, min_pass: float) -> str:
+    """The line under a searched table: how each row's headroom was found, the rows no headroom passes (shown at the
+    search's top), and the combinations the first round dropped (of them, those that reached it nowhere)."""
+    shown = {s.combo for s in summaries}
+    in_table = {c for c in unreachable if c in shown}
+    dropped = len({c for c in unreachable if c not in shown})
+    top = HEADROOM_SEARCH[1]
+    note = (f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of unseen months with "
+            f"{SEARCH_CONFIDENCE:.0%} confidence (searched up to {top:g} in steps of {HEADROOM_SEARCH[2]:g})")
+    if in_table:
+        note += f"; {len(in_table)} {'row reaches' if len(in_table) == 1 else 'rows reach'} it nowhere and {'is' if len(in_table) == 1 else 'are'} shown at {top:g}"
+    if screened:
+        note += f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months"
+        if dropped:
+            note += f" ({dropped} of them reach it nowhere there)"
+    return note
+
+
 def _describe(s: ComboSummary, evicting: bool = True) -> str:
     f = s.figures
     pr = s.pass_rate
@@ -203,7 +227,7 @@ def render_table(
     fixed = [a for a in AXES if a not in varying]
     console.print(f"[bold]{escape(title)}[/bold]", highlight=False)
     if fixed:
-        console.print("  every row: " + escape(_label(summaries[0], fixed, evicting)), highlight=False)
+        console.print("  every row: " + escape(every_row(summaries, fixed, evicting)), highlight=False)
     console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
     knew = [s for s in summaries if s.combo.knows_demand]
     if knew:
@@ -267,32 +291,8 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
         console.print("  " + _describe(rec.runner_up, evicting), highlight=False)
 
 
-def compare_cmd(
-    preset: Annotated[str, typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")],
-    fix: Annotated[bool, typer.Option("--fix", help="Start from the preset's fix instead.")] = False,
-    window: Annotated[Optional[str], typer.Option("--window", help="Eviction windows (what the rule judges cards through), e.g. hour,day,week or 36h.")] = None,
-    size_window: Annotated[Optional[str], typer.Option("--size-window", help="Sizing windows (what the greedy scores cards through), e.g. day,week.")] = None,
-    share: Annotated[Optional[str], typer.Option("--share", help="Eviction shares, e.g. 0.05,0.1,0.2.")] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="Sizing modes, e.g. held,steady.")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
-    card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain,any ('any': every class on the market).")] = None,
-    score: Annotated[Optional[str], typer.Option("--score", help="Score estimators, e.g. mean,dip-aware.")] = None,
-    forecast: Annotated[Optional[str], typer.Option("--forecast", help="Demand forecasters, e.g. last-hour,seasonal,holt-winters ('known': each hour's own demand, the seed's clairvoyant view).")] = None,
-    quantile: Annotated[Optional[str], typer.Option("--quantile", help="Quantiles of the forecast's own recent errors to size for, e.g. none,0.75,0.9.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter of the preset before the grid, KEY=VALUE (repeatable), as fleet replay --set.")] = None,
-    months: Annotated[Optional[int], typer.Option("--months", help="Seeded months to replay each combination on (default 50).", min=1, max=100_000)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
-    recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
-    min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months in which a recommendation must pass all three checks.", min=0.0, max=1.0)] = MIN_PASS_RATE,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw convergence and wrong evictions against the window to this PNG (or .svg/.pdf).")] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Write one row per combination to this CSV file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per combination, instead of the table.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", help="Worker processes (default: every core).", min=1)] = None,
-    exact: Annotated[bool, typer.Option("--exact/--greedy-ideal", help="Convergence against the exact ideal (default) or the greedy one.")] = True,
-    db: Annotated[Optional[str], typer.Option("--db", help="Compare on the month stored at this database URL instead of seeded months.")] = None,
-    telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Compare on the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
-    dask: Annotated[Optional[str], typer.Option("--dask", help="Run on the Dask scheduler at this address (tcp://HOST:PORT), or 'local' for a cluster of --jobs (default 2) worker processes.")] = None,
-) -> None:
+def run_compare(preset, fix, window, size_window, share, mode, headroom, card_class, score, forecast, quantile, set_, months, seed, recommend_grid, min_pass, plot, csv_path, as_json, jobs, exact, db, telemetry, dask) -> None:
+    """`fleet compare` with its options parsed (`fleet.cli.compare_command` declares them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from fleet.cli.app import console, err_console
@@ -300,6 +300,7 @@ def compare_cmd(
     from fleet.report.plot import PLOT_SUFFIXES, plot_compare
     from fleet.core.verdict import json_safe
 
+    min_pass = MIN_PASS_RATE if min_pass is None else min_pass
     stored = db is not None or telemetry is not None
     demand_choice = None
     if db is not None and telemetry is not None:
@@ -420,12 +421,7 @@ def compare_cmd(
                           + f", chosen on the search's demand alone (least capacity held, {demand_choice.held_over_demand:.3f}× demand,"
                           f" at the least headroom covering it, {demand_choice.headroom:g})", highlight=False)
         if searching:
-            console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of unseen months with "
-                          f"{SEARCH_CONFIDENCE:.0%} confidence (searched up to "
-                          f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
-                          + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
-                          + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
-                          highlight=False)
+            console.print(headroom_note(summaries, unreachable, screened, min_pass), highlight=False)
         if rec is not None:
             render_recommendation(console, rec, evicting)
         for label, path in (("plot", plot), ("csv", csv_path)):
@@ -497,6 +493,3 @@ def _engine(dask: str | None, jobs: int | None) -> Engine:
 
     return DaskEngine.open(dask.strip(), jobs)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("compare", help=HELP)(compare_cmd)

@@ -31,7 +31,13 @@ import typer
 
 from fleet.cli.demand import forecast_beside_measured, knew_demand_line
 from fleet.core.errors import ConfigError
-from storage.db import StoreError, shown_url
+
+
+def shown_url(url: str) -> str:
+    """`storage.db.shown_url` (the URL, password masked), imported when first used: SQLAlchemy is not loaded at start."""
+    from storage.db import shown_url as shown
+
+    return shown(url)
 
 HOUR_S = 3600
 
@@ -96,6 +102,43 @@ class KeptJournal:
         self.written.append((hour_ts, list(entries), dict(open_cards), list(close_cards), list(retire_cards)))
 
 
+class DeclaredPool:
+    """The store's classes and cards as `fleet serve` sees them once it has declared the config's pool (each class's
+    rated rate and rent, the cards it names), read without writing anything: a store that only ingested telemetry
+    holds its classes without a rent until serve writes the config's, and the plan must be what serve then decides."""
+
+    def __init__(self, repo, pool):
+        self._repo = repo
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._repo, name)
+
+    def classes(self) -> dict:
+        from storage.values import ClassSpec
+
+        got = dict(self._repo.classes())
+        for c in self._pool.classes:  # as `declare_classes` updates them
+            got[c.name] = ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month)
+        return got
+
+    def cards(self) -> dict:
+        from dataclasses import replace
+
+        from storage.values import CardInfo
+
+        classes = self.classes()
+        got = {k: replace(c, rated_tps=classes[c.class_name].rated_tps) if c.class_name in classes else c
+               for k, c in self._repo.cards().items()}
+        next_id = max((c.id for c in got.values()), default=0) + 1
+        for card in self._pool.cards:  # as `declare_cards` adds them: new ids after the store's, a known card kept
+            if card.card_id not in got:
+                spec = classes.get(card.card_class)
+                got[card.card_id] = CardInfo(next_id, card.card_id, card.card_class, spec.rated_tps if spec else None)
+                next_id += 1
+        return got
+
+
 class _StillClock:
     def __init__(self, now_ts: float):
         self._now = float(now_ts)
@@ -150,7 +193,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     if hour_ts > cal.last_hour_ts:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
     clock = _StillClock(max(now, hour_ts))
-    pool = PoolWatch(repo, store, cfg.month.hours)
+    pool = PoolWatch(repo if cfg.pool is None else DeclaredPool(repo, cfg.pool), store, cfg.month.hours)
     windows = policy_windows(parts)
     scoring = ScoreJob(store, pool, cal, clock, windows, lambda _now: hour_ts, parts=parts, busy_floor=cfg.ingest.busy_floor)
     marker = list(windows.values())[-1]
@@ -262,7 +305,7 @@ def _store_check(url: str, wanted) -> str:
 
     from sqlalchemy.engine import make_url
 
-    from storage.db import head_revision
+    from storage.db import StoreError, head_revision
     from storage.existing import existing_revision
 
     try:

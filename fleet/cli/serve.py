@@ -12,8 +12,7 @@ from typing import Annotated, Optional
 import typer
 
 from fleet.cli.demand import forecast_beside_measured, knew_demand_line
-from fleet.cli.plan import DbOption, _iso, grouped, percent, times
-from storage.db import shown_url
+from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
 
 HOUR_S = 3600
 
@@ -65,6 +64,8 @@ def serve_cmd(
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
     # A job's failure is one line from the job runner (`job NAME failed: ...`), not APScheduler's traceback.
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
+    # Alembic's own lines (plugins set up, the migration context) say nothing of fleet's; a failed migration is an error.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, getattr(logging, log_level.upper())))
     # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
     lease_log = logging.getLogger("fleet.service.lease")
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
@@ -82,6 +83,7 @@ def serve_cmd(
         sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
     else:
         cfg.require_pool(f"config file {config!r}" if config else "the service config")
+    _refuse_busy_port(cfg.metrics.host, cfg.metrics.port)  # before the store is opened, or made
     repo = open_repository(cfg.storage.url)
     if sim is not None:
         last = ServiceStore(repo.engine).last_decided_ts(sim.start_ts, sim.end_ts)
@@ -98,8 +100,8 @@ def serve_cmd(
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
-    except OSError as err:
-        raise UsageError(f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
+    except OSError as err:  # taken since the check: a failure at run time, as a busy port is
+        raise OSError(err.errno, f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
     host, port = server.server_address[:2]
     print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
     stop = threading.Event()
@@ -111,6 +113,8 @@ def serve_cmd(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
+    if sim is not None and sys.stderr.isatty():
+        _show_progress(service, sim)
     service.start()
     try:
         while not stop.wait(0.1):
@@ -128,6 +132,54 @@ def serve_cmd(
     )
     if got and got[0] == signal.SIGINT:
         raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C
+
+
+def progress_line(billed_hours: int, month_hours: int) -> str:
+    """The line a simulated month prints on a terminal as each of its days is billed."""
+    days = -(-month_hours // 24)
+    return f"fleet serve: day {-(-billed_hours // 24)} of {days} billed (hour {billed_hours} of {month_hours})"
+
+
+def _show_progress(service, sim, every_s: float = 0.5) -> None:
+    """On a daemon thread, a line on stderr each time a simulated day is billed (a demo month at the default speed
+    runs for minutes and would otherwise say nothing between its first line and its last)."""
+    hours = (sim.end_ts - sim.start_ts) // HOUR_S
+
+    def run() -> None:
+        shown_day = 0
+        while shown_day * 24 < hours:
+            threading.Event().wait(every_s)
+            try:
+                last = service.store.last_billed_ts(sim.start_ts)
+            except Exception:  # the store is the service's to report on; a progress line never fails a run
+                continue
+            billed = 0 if last is None else (last - sim.start_ts) // HOUR_S + 1
+            day = billed // 24 if billed < hours else -(-hours // 24)
+            if day > shown_day:
+                shown_day = day
+                print(progress_line(billed, hours), file=sys.stderr, flush=True)
+
+    threading.Thread(target=run, daemon=True, name="fleet-progress").start()
+
+
+def _refuse_busy_port(host: str, port: int) -> None:
+    """An `OSError` (exit status 1, a failure at run time) when /metrics cannot listen on host:port, found by binding
+    it as the server will (address reuse on) and letting it go; port 0 picks a free one and cannot be busy."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # the server's own bind says what is wrong with the address
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise OSError(err.errno, f"metrics on {host}:{port}: {err.strerror or err}; nothing was started") from None
 
 
 def _reasons() -> tuple[str, ...]:
@@ -340,8 +392,10 @@ def explain_cmd(
     last_dec = store.last_decided_ts(0, 2**62) or 0
     run_set = store.run_set_at(last_dec)
     now_warm = card in run_set
+    released = sum(r.kind == "release" for r in warm)  # an eviction takes a card out of the run set too
+    left = times(released + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
     lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set "
-                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {times(sum(r.kind == 'release' for r in warm))}")
+                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {left}")
     # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
     ranking = None
     size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)

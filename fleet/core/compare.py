@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from fleet.core.headroom import SEARCH_CONFIDENCE, passing_headroom  # noqa: F401  (the search's, re-exported)
 from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
@@ -312,29 +313,6 @@ def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
         cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False)
         out.append((seed, np.array([min_headroom(cache, s, p, batch.search) for s, p in zip(scenarios, batch.parts)])))
     return out
-
-
-SEARCH_CONFIDENCE = 0.8
-"""The recommendation's headroom must pass capacity in `--min-pass` of months it has not seen, not only of the months
-it was searched on: it is the order statistic of the months' least passing headrooms that bounds the `min_pass`
-quantile from above with this confidence (for 200 months at 95%: the 194th, 97% of them)."""
-
-
-def passing_headroom(month_headrooms: np.ndarray, min_pass_rate: float, confidence: float = 0.0) -> float | None:
-    """The smallest headroom at which at least `min_pass_rate` of the months pass capacity (None: none within the search).
-
-    With `confidence` > 0, the headroom that passes `min_pass_rate` of months drawn like these with that confidence:
-    the k-th smallest month, k the least with P(Binomial(n, min_pass_rate) < k) >= confidence (at most n).
-    """
-    h = np.sort(np.asarray(month_headrooms, dtype=np.float64))
-    need = max(1, int(np.ceil(min_pass_rate * h.size - 1e-9)))
-    if confidence > 0:
-        from scipy.stats import binom
-
-        ks = np.arange(need, h.size + 1)
-        ok = binom.cdf(ks - 1, h.size, min_pass_rate) >= confidence
-        need = int(ks[np.argmax(ok)]) if ok.any() else h.size
-    return float(h[need - 1]) if np.isfinite(h[need - 1]) else None
 
 
 def run_batch(batch: MonthBatch) -> list[MonthFigures]:

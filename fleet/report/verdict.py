@@ -67,7 +67,10 @@ def headline(preset, fix: bool, r, overrides=(), source: str | None = None) -> s
         same.update(hours=told.hours, warmup_hours=told.warmup_hours)
     as_told = r.scenario.model_copy(update=same) == told
     if as_told and source is None:
-        return f"{name}: {preset.scenario.fix_story if fix else preset.scenario.story}"
+        if r.scenario.seed == told.seed:
+            return f"{name}: {preset.scenario.fix_story if fix else preset.scenario.story}"
+        # The story's figures (26 cards) are its own seed's draw; another seed's month has its own.
+        return f"{name}, seed {r.scenario.seed}: {describe_policy(r.figures)}"
     what = [] if as_told else ["with --set " + " --set ".join(overrides) if overrides else "changed"]
     if source is not None:
         what.append(f"on the month stored at {source}")

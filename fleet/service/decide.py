@@ -109,13 +109,14 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
                 acted=True,
             )
         )
-        for e in d.evictions:
+        for n, e in enumerate(d.evictions, start=1):
             entries.append(
                 JournalEntry(
                     f"{hour_ts}:evict:{keys[e.card]}", hour_ts, "evict", e.reason, keys[e.card],
                     detail={"hour": d.hour, "score_tps": e.score_tps, "tokens_per_usd": e.tokens_per_usd,
-                            "window": p.window, "threshold_tps": p.threshold_tps,
-                            "median_score_tps": p.median_score_tps, "budget_left": d.budget_left},
+                            "window": p.window, "threshold_tps": p.threshold_of(e.card),
+                            "median_score_tps": p.median_score_tps,
+                            "budget_left": p.budget_left_before - n},  # after this card, as its reason says
                 )
             )
     evicted = set(change.evicted)

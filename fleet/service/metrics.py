@@ -33,6 +33,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterable
+from urllib.parse import urlsplit
 
 import numpy as np
 from prometheus_client import generate_latest
@@ -351,13 +352,21 @@ def make_registry(collector: FleetCollector) -> FleetRegistry:
 
 
 class _MetricsHandler(BaseHTTPRequestHandler):
-    """Answers every GET (as prometheus-client's server does) in the format the scraper's `Accept` asks for
-    (OpenMetrics or the text format; the text format 0.0.4 when it names neither), gzipped when its
-    `Accept-Encoding` takes gzip, through prometheus-client's own negotiation."""
+    """Answers a GET of /metrics in the format the scraper's `Accept` asks for (OpenMetrics or the text format; the
+    text format 0.0.4 when it names neither), gzipped when its `Accept-Encoding` takes gzip, through
+    prometheus-client's own negotiation; any other path is 404 (a mistyped scrape target is told, not fed)."""
 
     registry: CollectorRegistry
 
     def do_GET(self) -> None:
+        if urlsplit(self.path).path != "/metrics":
+            body = b"not found: the metrics are at /metrics\n"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         reg = self.registry
         encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
         if isinstance(reg, FleetRegistry):
