@@ -67,8 +67,8 @@ def generate_pools(n: int, seed: int = 2027) -> list[dict]:
         if kind == "weekly":
             demand |= {"weekend_factor": float(rng.uniform(0.55, 0.8)), "day_to_day": float(rng.uniform(0.02, 0.05))}
         elif kind == "bursty":
-            demand |= {"shape": "flat", "burst_prob_per_hour": float(rng.uniform(0.003, 0.01)),
-                       "burst_mult": float(rng.uniform(1.2, 1.6)), "burst_hours": int(rng.integers(2, 6))}
+            demand |= {"shape": "flat", "burst_prob_per_hour": float(rng.uniform(0.002, 0.006)),
+                       "burst_mult": float(rng.uniform(1.15, 1.4)), "burst_hours": int(rng.integers(2, 6))}
         elif kind == "peaky":
             demand |= {"peak_to_avg": 4.0}
         elif kind == "drifting":
@@ -158,7 +158,8 @@ class Months:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pools", type=int, default=12)
-    ap.add_argument("--from-pool", type=int, default=1, metavar="K")
+    ap.add_argument("--from-pool", type=int, default=1, metavar="K", help="Start at the K-th pool (the same seeded draw).")
+    ap.add_argument("--only", default=None, metavar="K,L", help="Only these pools (1-based, comma-separated).")
     ap.add_argument("--search-months", type=int, default=40)
     ap.add_argument("--eval-months", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=None)
@@ -175,7 +176,9 @@ def main() -> int:
               "policy.window=\"1h\""]
     rows = []
     t_all = time.perf_counter()
-    for raw in generate_pools(args.pools)[args.from_pool - 1:]:
+    drawn = generate_pools(args.pools)
+    chosen = [drawn[int(k) - 1] for k in args.only.split(",")] if args.only else drawn[args.from_pool - 1:]
+    for raw in chosen:
         preset = Preset(raw, raw["name"])
         base = preset.resolve()
         t0 = time.perf_counter()
