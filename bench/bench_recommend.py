@@ -1,4 +1,5 @@
-"""Benchmark: `fleet compare -p P --recommend --months 200` for each preset, timed as a user runs it.
+"""Benchmark: `fleet compare -p P --recommend --months 200` for each preset and a pool whose demand must be
+forecast (`bench/pools/structured-demand.toml`), timed as a user runs it.
 
 Each run is the command itself in a child process (start-up, the search's two rounds,
 the exact ideal, the table), timed on the wall clock; the target is under a minute
@@ -27,7 +28,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--save", default=None, metavar="DIR", help="Also write each preset's --json output to DIR/P.json.")
     args = ap.parse_args()
-    presets = args.preset or ["noise-evictor", "golden-idler", "bargain-shortfall"]
+    here = os.path.dirname(os.path.abspath(__file__))
+    presets = args.preset or ["noise-evictor", "golden-idler", "bargain-shortfall",
+                              os.path.join(here, "pools", "structured-demand.toml")]
     print(f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start")
     failed = False
     for name in presets:
@@ -43,14 +46,14 @@ def main() -> int:
             rows = json.loads(out.stdout)
             if args.save:
                 os.makedirs(args.save, exist_ok=True)
-                with open(os.path.join(args.save, f"{name}.json"), "w") as f:
+                with open(os.path.join(args.save, f"{os.path.basename(name).removesuffix('.toml')}.json"), "w") as f:
                     f.write(out.stdout)
         wall = statistics.median(walls)
         failed |= wall >= TARGET_SECONDS
         best = next((r for r in rows if r["recommendation"] == "best"), None)
         what = " ".join(best["set"]) if best else "no recommendation"
         conv = f"{best['convergence_capped']['median']:.1%} capped median convergence, all checks {best['all_checks_pass_rate']:.1%}" if best else ""
-        print(f"{name}: {wall:.1f} s (median of {len(walls)}; target < {TARGET_SECONDS:.0f} s: "
+        print(f"{os.path.basename(name)}: {wall:.1f} s (median of {len(walls)}; target < {TARGET_SECONDS:.0f} s: "
               f"{'met' if wall < TARGET_SECONDS else 'missed'}); {len(rows)} rows; {conv}")
         print(f"    {what}")
     print(f"load {os.getloadavg()[0]:.2f} at the end")

@@ -158,7 +158,7 @@ def main() -> int:
     from fleet.core.scenario import Preset
     from fleet.sweep import Sweep, search
 
-    oracle_policy = ["policy.mode=\"steady\"", "policy.card_class=\"any\"", "policy.eviction.share=0.0",
+    oracle_policy = ["policy.mode=\"steady\"", "policy.card_class=\"any\"", "policy.eviction.share=0.0", "policy.forecast=\"known\"",
                      "policy.score=\"mean\"", "policy.window=\"1h\""]
     from fleet.presets import load_preset, preset_names
 

@@ -268,8 +268,9 @@ def section_ingest(sizes, repeats: int, quick: bool) -> list[Figure]:
                 ref_name="plain executemany",
                 ref_median_s=r["ref_s"],
                 ratio=rate / plain,
-                target=">= 0.5x plain and >= 300,000/s",
-                met=rate / plain >= 0.5 and rate >= 300_000,
+                # A smoke size is mostly the command's start-up: the target is judged at the full sizes only.
+                target=">= 0.5x plain and >= 300,000/s" + (" (judged at full sizes)" if quick else ""),
+                met=None if quick else rate / plain >= 0.5 and rate >= 300_000,
                 extra={"plain_rows_per_s": plain, "first_s": r["first_s"], "cpu_median_s": r["cpu_median_s"], "stored": r["stored"], "quarantined": r["quarantined"]},
             )
         )

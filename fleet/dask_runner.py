@@ -12,7 +12,9 @@ import asyncio
 import logging
 import math
 import os
+import shutil
 import signal
+import tempfile
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
@@ -20,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 from fleet.cli.memory import keep_freed_memory
 from fleet.core.errors import ConfigError
 
-INSTALL_HINT = "pip install 'fleet[dask]'"
+INSTALL_HINT = "pip install -e '.[dask]' in the checkout"
 LOCAL = "local"
 """`--dask local`: start a cluster of local worker processes for this run."""
 DEFAULT_LOCAL_WORKERS = 2
@@ -109,9 +111,10 @@ def _on_worker(fn: Callable, *args: Any) -> Any:
 class DaskEngine:
     """A sweep engine on a Dask cluster: one task per batch, results yielded as their futures complete."""
 
-    def __init__(self, client, cluster=None):
+    def __init__(self, client, cluster=None, scratch: str | None = None):
         self.client = client
         self._cluster = cluster  # started here (`--dask local`), so closed here
+        self._scratch = scratch  # its workers' scratch folder, removed when it is closed
         self.slots = max(1, sum(client.nthreads().values()))
 
     @classmethod
@@ -121,17 +124,24 @@ class DaskEngine:
         distributed = _distributed()
         timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
         if address == LOCAL:
-            with _workers_ignore_ctrl_c():
+            # The workers' scratch space in a folder of this run's own, removed with the cluster (Dask's default,
+            # dask-scratch-space in the temporary folder, outlives it).
+            scratch = tempfile.mkdtemp(prefix="fleet-dask-")
+            import dask
+
+            with _workers_ignore_ctrl_c(), dask.config.set({"temporary-directory": scratch}):
                 cluster = distributed.LocalCluster(
+                    local_directory=scratch,
                     n_workers=jobs or DEFAULT_LOCAL_WORKERS, threads_per_worker=1, processes=True, host="127.0.0.1",
                     # No dashboard; the scheduler's small HTTP server on a free port of 127.0.0.1, not on 8787.
                     dashboard_address=None, scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                     silence_logs=logging.ERROR,
                 )
             try:
-                return cls(distributed.Client(cluster, set_as_default=False), cluster)
+                return cls(distributed.Client(cluster, set_as_default=False), cluster, scratch)
             except BaseException:
                 cluster.close()
+                shutil.rmtree(scratch, ignore_errors=True)
                 raise
         _probe(address, timeout_s)
         client = distributed.Client(address, timeout=timeout_s, set_as_default=False)
@@ -165,3 +175,5 @@ class DaskEngine:
         self.client.close()
         if self._cluster is not None:
             self._cluster.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)

@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np
 
 from fleet.core.compare import (
-    HEADROOM_SEARCH, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend, replay_month,
+    HEADROOM_SEARCH, SEARCH_CONFIDENCE, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend,
+    replay_month,
     run_batch, run_headroom_batch, same_month, summarise,
 )
 from fleet.core.errors import ConfigError
@@ -226,7 +227,7 @@ def _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, o
     if on_stage:
         on_stage(f"{label}: headroom", len(seeds))
     h = sweep.headrooms(scenarios, seeds)
-    found = [passing_headroom(h[:, i], min_pass_rate) for i in range(len(combos))]
+    found = [passing_headroom(h[:, i], min_pass_rate, SEARCH_CONFIDENCE) for i in range(len(combos))]
     # A combination no headroom can pass is replayed at the search's top, so the table shows what it fails.
     chosen = [replace(c, headroom=round(x if x is not None else HEADROOM_SEARCH[1], 6)) for c, x in zip(combos, found)]
     unreachable = [c for c, x in zip(chosen, found) if x is None]

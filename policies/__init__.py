@@ -1,17 +1,22 @@
 """Policies by name: windows, sizing modes and eviction rules, and `resolve`, which turns a policy's settings into
 the plug-ins the core calls. A new mode or rule is one file and one line here."""
 
-from typing import Callable
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
 
 from fleet.core.plugins import EvictionRule, Judgement, PolicyParts, ScoreEstimator, SizingInput, SizingMode
+from fleet.core.errors import ConfigError
+from fleet.core.forecast import Forecaster
 from fleet.core.registry import Registry
-from fleet.core.scenario import Policy
+from fleet.core.scenario import Policy, format_validation
 from policies.admission import Limits
-from policies.below_median import BelowMedian
+from policies.below_median import BelowMedian, BelowMedianSettings
+from policies.forecasters import HoltWinters, HoltWintersSettings, Known, LastHour, NoSettings, Seasonal, SeasonalSettings
 from policies.held import Held
 from policies.hysteresis import ReleaseAfter
-from policies.no_eviction import NoEviction
-from policies.scores import DipAware, WindowMean
+from policies.no_eviction import NoEviction, NoEvictionSettings
+from policies.scores import DipAware, DipAwareSettings, WindowMean
 from policies.steady import Steady
 from policies.windows import WINDOWS, window_hours
 
@@ -19,13 +24,52 @@ SIZING_MODES: Registry[SizingMode] = Registry("sizing mode")
 SIZING_MODES.register("held", Held())
 SIZING_MODES.register("steady", Steady())
 
-SCORES: Registry[Callable[[Policy], ScoreEstimator]] = Registry("score estimator")
-SCORES.register("mean", lambda policy: WindowMean())
-SCORES.register("dip-aware", lambda policy: DipAware(**policy.dip_aware.model_dump()))
+Plugin = tuple[type[BaseModel], Callable[[Any], Any]]
+"""A plug-in as registered: the settings model it owns, and how it is built from them."""
 
-EVICTION_RULES: Registry[EvictionRule] = Registry("eviction rule")
-EVICTION_RULES.register("none", NoEviction())
-EVICTION_RULES.register("below-median", BelowMedian())
+SCORES: Registry[Plugin] = Registry("score estimator")
+SCORES.register("mean", (NoSettings, lambda settings: WindowMean()))
+SCORES.register("dip-aware", (DipAwareSettings, lambda settings: DipAware(**settings.model_dump())))
+
+FORECASTERS: Registry[Plugin] = Registry("forecaster")
+"""Each forecaster with the settings model it owns (`[policy.forecaster]`), validated when a policy is resolved."""
+FORECASTERS.register("known", (NoSettings, lambda settings: Known()))
+FORECASTERS.register("last-hour", (NoSettings, lambda settings: LastHour()))
+FORECASTERS.register("seasonal", (SeasonalSettings, Seasonal))
+FORECASTERS.register("holt-winters", (HoltWintersSettings, HoltWinters))
+
+
+def build(registry: Registry[Plugin], name: str, settings: dict, where: str):
+    """A plug-in built from its own settings; a bad setting is one `ConfigError` naming where it is written."""
+    settings_model, make = registry.get(name)
+    try:
+        own = settings_model.model_validate(settings)
+    except ValidationError as err:
+        raise ConfigError(f"{where} ({name!r}): {format_validation(err)}") from None
+    return make(own)
+
+
+def forecaster(policy: Policy) -> Forecaster:
+    """The forecaster a policy names, built from `[policy.forecaster]`."""
+    return build(FORECASTERS, policy.forecast, policy.forecaster, "policy.forecaster")
+
+
+EVICTION_RULES: Registry[Plugin] = Registry("eviction rule")
+"""Each rule with its settings, written beside `rule` in `[policy.eviction]` (below-median's `fraction`)."""
+EVICTION_RULES.register("none", (NoEvictionSettings, lambda settings: NoEviction()))
+EVICTION_RULES.register("below-median", (BelowMedianSettings, BelowMedian))
+
+
+def _score(policy: Policy) -> ScoreEstimator:
+    """The score estimator, built from its table `[policy.NAME]` (the name with `-` as `_`: `[policy.dip_aware]`);
+    every score's table given is validated, so a typo in one the policy does not use is still an error."""
+    built = None
+    for name in SCORES.names():
+        table = getattr(policy, name.replace("-", "_"), None)
+        if table or name == policy.score:
+            score = build(SCORES, name, table or {}, f"policy.{name.replace('-', '_')}")
+            built = score if name == policy.score else built
+    return built if built is not None else build(SCORES, policy.score, {}, "policy.score")
 
 
 def resolve(policy: Policy) -> PolicyParts:
@@ -33,18 +77,20 @@ def resolve(policy: Policy) -> PolicyParts:
     ev = policy.eviction
     return PolicyParts(
         policy=policy,
-        score=SCORES.get(policy.score)(policy),
+        score=_score(policy),
         mode=SIZING_MODES.get(policy.mode),
-        rule=EVICTION_RULES.get(ev.rule),
+        rule=build(EVICTION_RULES, ev.rule, ev.rule_settings, "policy.eviction"),
         admission=Limits(ev.breaker_share, ev.disruption_share, ev.drain_hours),
         hysteresis=ReleaseAfter(policy.release_after_hours),
         size_window_hours=window_hours(policy.window),
         evict_window_hours=window_hours(policy.eviction_window),
+        forecast=forecaster(policy),
     )
 
 
 __all__ = [
     "EVICTION_RULES",
+    "FORECASTERS",
     "SCORES",
     "SIZING_MODES",
     "WINDOWS",

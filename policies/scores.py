@@ -24,7 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pydantic import Field
+
 from fleet.core.plugins import Scored
+from fleet.core.scenario import Strict
 from fleet.core.scores import window_scores_many, windowed_scores
 
 _BLOCK_CELLS = 1 << 20
@@ -89,6 +92,14 @@ def _running(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     c = np.zeros_like(s)
     np.cumsum(have, axis=1, out=c[:, 1:])
     return s, c
+
+
+class DipAwareSettings(Strict):
+    """Settings of the `dip-aware` score (`[policy.dip_aware]`): a robust long level, a short test for a dip."""
+
+    level_hours: int = Field(default=168, ge=24, le=24 * 31)  # the level: median of the daily means over these hours
+    recent_hours: int = Field(default=3, ge=1, le=24)  # the test reads the last 1..recent_hours hours
+    sigmas: float = Field(default=2.5, gt=0, le=10)  # how far below the level, in the card's own noise, is a dip
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ commits, and PostgreSQL's sequences are set past the copied ids.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -135,12 +136,27 @@ def _check_target(engine: Engine, url: str, source_revision: str) -> bool:
     return False
 
 
+def _refuse_missing_sqlite_source(url: str) -> None:
+    """A SQLite source that is no file is a `StoreError` naming it, found without creating the file."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return  # make_engine says what is wrong with it
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).is_file():
+            raise StoreError(f"database {shown_url(url)!r}: no such file; nothing to copy (nothing was created)")
+
+
 def copy_store(from_url: str, to_url: str, batch_rows: int = 10_000, progress: Callable[[str, int], None] | None = None) -> CopyReport:
     """Copy every table of the store at `from_url` into the empty database at `to_url` (any backends), at the source's
     schema revision; the target's counts are checked against the source's before the copy commits."""
     src_shown, dst_shown = shown_url(from_url), shown_url(to_url)
     if batch_rows < 1:
         raise StoreError(f"batch of {batch_rows} rows: expected at least 1")
+    _refuse_missing_sqlite_source(from_url)  # a mistyped --from is an error, never a new empty file
     src, dst = make_engine(from_url), make_engine(to_url)
     if src.url.render_as_string(hide_password=False) == dst.url.render_as_string(hide_password=False):
         raise StoreError(f"--from and --to are the same database ({src_shown!r})")

@@ -93,12 +93,16 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
         raise StoreError(f"database URL {shown_url(url)!r}: not a SQLAlchemy URL (e.g. sqlite:///fleet.db)") from None
     kwargs: dict = {}
     memory = parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+    if parsed.get_backend_name() == "sqlite" and not memory and "uri" not in parsed.query:
+        folder = Path(parsed.database).parent
+        if not folder.is_dir():  # SQLite would say only "unable to open database file", and only when first used
+            raise StoreError(f"database {shown_url(url)!r}: no folder {str(folder)!r} to hold it (nothing was created)")
     if memory:
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     try:
         engine = create_engine(url, **kwargs)
     except ImportError as err:
-        extra = " (pip install 'fleet[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
+        extra = " (in the checkout: pip install -e '.[postgres]')" if parsed.get_backend_name() == "postgresql" else ""
         raise StoreError(f"database {shown_url(url)!r}: its driver is not installed: {_one_line(err)}{extra}") from None
     except (ArgumentError, SQLAlchemyError) as err:
         raise StoreError(f"database URL {shown_url(url)!r}: {_one_line(err)}") from None

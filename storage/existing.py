@@ -31,7 +31,15 @@ def _sqlite_path(url: str) -> str | None:
         return None  # make_engine says what is wrong with it
     if parsed.get_backend_name() != "sqlite":
         return None
-    return parsed.database or ""
+    database = parsed.database or ""
+    if str(parsed.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
+        from urllib.parse import unquote
+
+        # a SQLite URI filename (`file:/path/s.db?mode=ro` with uri=true): the file is its path
+        database = unquote(database[len("file:"):].split("?", 1)[0])
+        if database.startswith("//"):
+            database = database[2:]
+    return database
 
 
 def _sqlite_revision(url: str, path: str) -> str | None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from storage.busy import BUSY_FRACTION_FLOOR
-from storage.values import BatchOutcome, CardInfo, ClassSpec, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
+from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
 
 if TYPE_CHECKING:
+    from storage.demand import DemandHour
     import numpy as np
     import pandas as pd
 
@@ -60,6 +61,10 @@ class TelemetryStore(Protocol):
         """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps, busy_fraction, busy_tps."""
 
     def sample_count(self) -> int: ...
+
+    # -- measured demand ----------------------------------------------------------------
+    def write_demand(self, batch: DemandBatch) -> tuple[int, int]:
+        """Store measured demand samples of one part in one transaction; (stored, duplicates)."""
 
     # -- retention ----------------------------------------------------------------------
     def prune_raw(self, older_than_ts: int) -> Pruned:
@@ -136,6 +141,9 @@ class JournalStore(Protocol):
     def rollup_means(self, since_ts: int, until_ts: int, busy_floor: float = BUSY_FRACTION_FLOOR) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
     def last_rollup_ts(self) -> int | None: ...
+
+    def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
+        """Each hour in [since_ts, until_ts) with a part of its demand measured: served, unserved and offered tok/s."""
 
     def ingest_totals(self) -> dict[str, int]: ...
 

@@ -193,6 +193,19 @@ class ServiceHour(Base):
     ideal_usd: Mapped[float] = mapped_column(Float)
     evictions: Mapped[int] = mapped_column(Integer)
     wrong_evictions: Mapped[int] = mapped_column(Integer)
+    demand_measured_tps: Mapped[float | None] = mapped_column(Float)  # NULL: no demand was measured (revision 0006)
+
+
+class DemandSample(Base):
+    """A measured demand sample (revision 0006): `offered` is the whole demand (a gateway's counter, a demand file),
+    `unserved` the part the pool did not serve (its queue's growth); the key stores a re-sent sample once."""
+
+    __tablename__ = "demand_samples"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    part: Mapped[str] = mapped_column(String(20), primary_key=True)
+    ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True, autoincrement=False)
+    demand_tps: Mapped[float] = mapped_column(Float)
 
 
 class Bill(Base):

@@ -30,7 +30,8 @@ from storage.interfaces import TelemetryStore
 from storage.copy import copy_samples
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.retention import prune_raw, pruned_hours
-from storage.values import BatchOutcome, CardInfo, ClassSpec, Pruned, Rejected, SampleBatch
+from storage.demand import write_demand
+from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
 
 __all__ = [
     "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "SampleBatch", "SqlRepository", "TelemetryStore",
@@ -330,6 +331,10 @@ class SqlRepository:
             return int(conn.execute(text("SELECT COUNT(*) FROM telemetry_samples")).scalar_one())
 
     # -- retention ------------------------------------------------------------------
+    def write_demand(self, batch: DemandBatch) -> tuple[int, int]:
+        """Store measured demand samples (`storage.demand`); returns (stored, duplicates)."""
+        return write_demand(self.engine, batch)
+
     def prune_raw(self, older_than_ts: int) -> Pruned:
         """Delete the raw samples of whole hours ending at or before `older_than_ts` whose hourly rollup is written;
         never rollups, scores, the journal or bills. A sample sent later for a pruned hour is a duplicate."""

@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import Engine, text
 
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
+from storage.demand import DemandHour, demand_hours
 from storage.values import HourFigures, JournalEntry, JournalRow
 
 __all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
@@ -275,7 +276,10 @@ class ServiceStore:
         return [(r[0], int(r[1]), None if r[2] is None else int(r[2])) for r in rows]
 
     def record_hours(self, figs: Sequence[HourFigures], bill_lines: Sequence[Sequence[tuple[str, float, str | None]]]) -> bool:
-        """Write billed hours and their bill lines in one transaction; False (nothing written) if the first is billed already."""
+        """Write billed hours and their bill lines in one transaction; False (nothing written) if the first is billed already.
+
+        The hour's `size` record gains `demand_measured_tps` in the same transaction, so the journal carries the
+        demand each hour had beside the forecast it was sized to."""
         if not figs:
             return False
         ids = self._ids([k for lines in bill_lines for _, _, k in lines if k])
@@ -297,6 +301,7 @@ class ServiceStore:
                 conn.execute(
                     text("INSERT INTO bills (card_id, period_start_ts, period_end_ts, kind, usd) VALUES (:c, :a, :b, :k, :u)"), lines
                 )
+            _note_measured(conn, figs)
         return True
 
     def last_billed_ts(self, month_start_ts: int | None = None) -> int | None:
@@ -349,6 +354,10 @@ class ServiceStore:
         busy = busy_rate_tps(np.array(busy_sum, dtype=np.float64), np.array(busy_n, dtype=np.float64),
                              np.array(busy_tps_sum, dtype=np.float64), busy_floor)
         return np.array(card_id, dtype=np.int64), np.array(hour_ts, dtype=np.int64), np.where(np.isnan(busy), mean, busy)
+
+    def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
+        """Each hour in [since_ts, until_ts) with a part of its demand measured (`storage.demand`)."""
+        return demand_hours(self.engine, since_ts, until_ts)
 
     def card_count(self) -> int:
         """Cards in the pool with a class (what `SqlRepository.cards` lists), without reading them."""
@@ -419,6 +428,20 @@ class ServiceStore:
         with self.engine.connect() as conn:
             got = conn.execute(text("SELECT month_start_ts FROM service_hours WHERE hour_ts = :h"), {"h": int(hour_ts)}).scalar()
         return None if got is None else int(got)
+
+
+def _note_measured(conn, figs: Sequence[HourFigures]) -> None:
+    """Each billed hour's measured demand into its `size` record's detail (the record is journaled before it)."""
+    measured = {f"{f.hour_ts}:size": f.demand_measured_tps for f in figs if f.demand_measured_tps is not None}
+    if not measured:
+        return
+    names = [f"k{i}" for i in range(len(measured))]
+    rows = conn.execute(text(f"SELECT id, decision_key, detail_json FROM decisions WHERE decision_key IN ({', '.join(':' + n for n in names)})"),
+                        dict(zip(names, measured))).all()
+    updates = [{"i": r[0], "d": json.dumps({**json.loads(r[2] or "{}"), "demand_measured_tps": float(measured[r[1]])}, sort_keys=True)}
+               for r in rows]
+    if updates:
+        conn.execute(text("UPDATE decisions SET detail_json = :d WHERE id = :i"), updates)
 
 
 def _like_literal(text_: str) -> str:

@@ -76,6 +76,18 @@ class BatchOutcome:
 
 
 @dataclass(frozen=True)
+class DemandBatch:
+    """Measured demand samples of one part (`offered`: the whole demand; `unserved`: the part not served)."""
+
+    part: str
+    ts: np.ndarray  # int64, UTC epoch seconds
+    demand_tps: np.ndarray  # float64, finite and >= 0
+
+    def __len__(self) -> int:
+        return int(self.ts.size)
+
+
+@dataclass(frozen=True)
 class Pruned:
     """What a prune of raw samples deleted: samples of `cards` cards, from whole hours before `before_ts`."""
 
@@ -129,3 +141,4 @@ class HourFigures:
     ideal_usd: float
     evictions: int
     wrong_evictions: int
+    demand_measured_tps: float | None = None  # the demand the hour had, once it is over (None: none measured)

@@ -55,6 +55,12 @@ def test_every_tick_and_metrics_figure_at_every_quick_size(quick_output):
             assert len(_lines(quick_output, name, size)) == 1, name
 
 
+def test_no_verdict_is_given_at_smoke_sizes(quick_output):
+    # The targets name the full sizes; a smoke size that "misses" one says nothing about it.
+    assert "MISSED" not in quick_output
+    assert not [ln for ln in quick_output.splitlines() if ln.rstrip().endswith(" met")]
+
+
 def test_the_full_sizes_are_the_ones_the_targets_name():
     assert SIZES["replay"]["full"] == (1_000, 10_000, 100_000)
     assert SIZES["tick"]["full"][-1] == SIZES["metrics"]["full"][-1] == 10_000

@@ -87,7 +87,7 @@ def test_without_dask_the_option_names_the_extra_and_exits_2():
     )
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [
-        "fleet: error: --dask: dask is not installed (distributed is missing); install the extra: pip install 'fleet[dask]'"
+        "fleet: error: --dask: dask is not installed (distributed is missing); install the extra: pip install -e '.[dask]' in the checkout"
     ]
 
 

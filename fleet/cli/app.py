@@ -12,8 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from fleet.core.scenario import ConfigError
-from fleet.presets import load_preset, preset_names
+from fleet.core.errors import ConfigError
 
 HELP_OPTION_NAMES = ["-h", "--help"]
 
@@ -92,13 +91,19 @@ def _hide_flag_types() -> None:
 
 _hide_flag_types()
 
+from fleet.cli.help import hook as _hook_help  # noqa: E402
+
+_hook_help()
+
 
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"fleet {version('fleet')}")
+            from fleet import DISTRIBUTION
+
+            typer.echo(f"fleet {version(DISTRIBUTION)}")
         except PackageNotFoundError:
             typer.echo("fleet (not installed: no version)")
         raise typer.Exit()
@@ -115,6 +120,8 @@ def _root(
 def presets_cmd() -> None:
     """List the presets with a one-line story each."""
     from rich.table import Table
+
+    from fleet.presets import load_preset, preset_names
 
     table = Table("preset", "the month", "the fix", box=None)
     for name in preset_names():
@@ -140,7 +147,7 @@ def replay_cmd(
 
     The month is drawn from the preset's seed, or, with --db or --telemetry, read from a real pool's telemetry: the preset then gives the market, demand and policy, and the ideal operator uses hindsight (each card's whole-month mean rate as its true rate). A stored month shorter than the preset's warm-up + hours replays every hour it holds after a shorter warm-up.
     """
-    from fleet.presets import resolve_scenario
+    from fleet.presets import load_preset, preset_names, resolve_scenario
 
     if all_presets == (preset is not None):
         raise UsageError("give one of --preset NAME or --all")
@@ -193,11 +200,12 @@ def _replay_seeds(p, fix: bool, scenario, seeds: int, as_json: bool, export: Pat
             export_month(r, export / f"seed-{s}")
         rows.append(r.figures)
     summary = spread(rows)
-    got = {"preset": p.name, "fix": fix, "seeds": [first, first + seeds - 1], "spread": summary}
+    got = {"preset": p.name, "fix": fix, "seeds": list(range(first, first + seeds)), "spread": summary}  # every seed
     if export is not None:
         from fleet.core.verdict import json_safe
+        from fleet.report.export import cents
 
-        (export / "spread.json").write_text(json.dumps(json_safe(got), indent=2) + "\n")
+        (export / "spread.json").write_text(json.dumps(cents(json_safe(got)), indent=2) + "\n")
     if as_json:
         out.append(got)
     else:
@@ -289,7 +297,7 @@ def _telemetry_rollups(path: Path, scenario):
 
 def _register_extensions() -> None:
     """Command groups that live in their own modules."""
-    for module in ("fleet.cli.store", "fleet.cli.compare", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes"):
+    for module in ("fleet.cli.store", "fleet.cli.compare_command", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:
@@ -351,6 +359,10 @@ def main() -> None:
         _exit("fleet: interrupted", 130)
     except Exception as err:  # click's own usage errors (typer >= 0.2x carries its own copy of click)
         if isinstance(err, _click_exceptions()):
+            if err.exit_code == 2:  # a usage error: one line, as every other bad input
+                from fleet.cli.usage import usage_line
+
+                _exit(f"fleet: error: {usage_line(err, sys.argv[1:])}", 2)
             err.show()
             sys.exit(err.exit_code)
         reason = _run_time_failure(err)

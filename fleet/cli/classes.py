@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Annotated, Optional
 
-import numpy as np
 import typer
 
 MONTH_HOURS = 720  # a pool file names no month: its rent is read over 720 hours, the scenarios' default month
@@ -14,6 +13,8 @@ MONTH_HOURS = 720  # a pool file names no month: its rent is read over 720 hours
 def class_rows(classes, month_hours: int) -> list[dict]:
     """One row a class: rated rate (and how it was found), monthly and hourly rent, tokens per dollar at the rated
     rate, as the greedy ranks cards (`fleet.core.greedy.tokens_per_dollar`)."""
+    import numpy as np
+
     from fleet.core.greedy import tokens_per_dollar
 
     rows = []

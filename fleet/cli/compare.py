@@ -8,21 +8,26 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from fleet.core.compare import (
-    AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, ComboSummary, Recommendation, combo_of,
+    AXES, CHECKS, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, SEARCH_CONFIDENCE, ComboSummary, Recommendation, combo_of,
     csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
+from fleet.report.verdict import KNEW_DEMAND
 from fleet.cli.tables import Columns, piped_text, print_table, wide_console
 from fleet.sweep import SCREEN_MONTHS, Engine, LocalEngine, Sweep, combo_scenarios, search
 
+DEMAND_SEARCH_MONTHS = 60
+"""Months the forecaster is chosen on (the search's first): a forecast's cost is demand's alone, so few suffice."""
+
+
 HELP = (
     "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
-    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class, --score; "
+    "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class, --score, "
+    "--forecast, --quantile; "
     "comma-separated) replays the same months (seeds S, S+1, ...): each month is drawn once and shared, so differences "
     "are the policy's. An axis not given keeps the preset's value (after --set). Each combination gets the median and "
     "90% interval (p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share "
@@ -34,10 +39,13 @@ HELP = (
     "nearest one fails; it never recommends a policy that fails.\n\n"
     "With --recommend, axes not given search a default grid: every score estimator and sizing mode, every card class "
     "and 'any' of them, eviction off, and where the preset evicts, its rule through the "
-    f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. Unless "
+    f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. A policy "
+    "that must forecast demand runs with the forecaster and error quantile that hold the least capacity on the first "
+    f"{DEMAND_SEARCH_MONTHS} months' demand alone (last-hour, seasonal, holt-winters; no margin, 0.5, 0.75, 0.9). Unless "
     "--headroom is given, the headroom of each combination is searched: the smallest (in steps of "
-    f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) whose months pass the capacity check in --min-pass of "
-    "them. A large search first runs every combination on the first 30 months and keeps the 4 best for every "
+    f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) that passes the capacity check in --min-pass of months "
+    f"it has not seen with {SEARCH_CONFIDENCE:.0%} confidence (an order statistic of the months' own least passing "
+    "headrooms). A large search first runs every combination on the first 30 months and keeps the 4 best for every "
     "month.\n\n"
     "With --db URL or --telemetry FILE the combinations replay one stored month of a real pool instead (the "
     "preset gives market, demand and policy; the ideal uses hindsight, each card's month mean as its true rate).\n\n"
@@ -47,7 +55,7 @@ HELP = (
     "With --dask ADDRESS the months (or a stored month's combinations) run on an existing Dask cluster's workers "
     "(tcp://HOST:PORT; each worker needs fleet installed), with --dask local on a cluster of --jobs (default 2) "
     "worker processes started for the run; the figures are the same as on local processes. Needs the dask extra "
-    "(pip install 'fleet[dask]'). A scheduler that does not answer, or has no worker, within 10 s "
+    "(pip install -e '.[dask]' in the checkout). A scheduler that does not answer, or has no worker, within 10 s "
     "(FLEET_DASK_CONNECT_TIMEOUT seconds): exit status 1."
 )
 
@@ -155,11 +163,13 @@ FIGURE_HEADERS = {
 CHECK_HEADERS = {"capacity": "cap", "convergence": "conv", "eviction": "evict"}
 
 AXIS_HEADERS = {"window": "evict window", "size_window": "size window", "share": "share", "mode": "mode", "headroom": "headroom",
-                "card_class": "class", "score": "score"}
+                "card_class": "class", "score": "score", "forecast": "forecast", "forecast_quantile": "error q"}
 
 
 def _axis_value(s: ComboSummary, axis: str) -> str:
     v = s.combo.class_label if axis == "card_class" else getattr(s.combo, axis)
+    if v is None:
+        return "none"
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
@@ -169,6 +179,31 @@ def _label(s: ComboSummary, axes, evicting: bool) -> str:
     shown = [a for a in axes if not off or a not in ("window", "share")]
     text = s.combo.label(shown)
     return text if not off else ", ".join(p for p in (text, "eviction off") if p)
+
+
+def every_row(summaries: list[ComboSummary], fixed, evicting: bool) -> str:
+    """What the rows share, in words: "eviction off" only when it is off in every row, not because the first is."""
+    if not evicting or all(s.combo.share == 0 for s in summaries):
+        return _label(summaries[0], fixed, evicting)
+    return summaries[0].combo.label([a for a in fixed if a != "share"])
+
+
+def headroom_note(summaries: list[ComboSummary], unreachable, screened: int, min_pass: float) -> str:
+    """The line under a searched table: how each row's headroom was found, the rows no headroom passes (shown at the
+    search's top), and the combinations the first round dropped (of them, those that reached it nowhere)."""
+    shown = {s.combo for s in summaries}
+    in_table = {c for c in unreachable if c in shown}
+    dropped = len({c for c in unreachable if c not in shown})
+    top = HEADROOM_SEARCH[1]
+    note = (f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of unseen months with "
+            f"{SEARCH_CONFIDENCE:.0%} confidence (searched up to {top:g} in steps of {HEADROOM_SEARCH[2]:g})")
+    if in_table:
+        note += f"; {len(in_table)} {'row reaches' if len(in_table) == 1 else 'rows reach'} it nowhere and {'is' if len(in_table) == 1 else 'are'} shown at {top:g}"
+    if screened:
+        note += f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months"
+        if dropped:
+            note += f" ({dropped} of them reach it nowhere there)"
+    return note
 
 
 def _describe(s: ComboSummary, evicting: bool = True) -> str:
@@ -192,8 +227,12 @@ def render_table(
     fixed = [a for a in AXES if a not in varying]
     console.print(f"[bold]{escape(title)}[/bold]", highlight=False)
     if fixed:
-        console.print("  every row: " + escape(_label(summaries[0], fixed, evicting)), highlight=False)
+        console.print("  every row: " + escape(every_row(summaries, fixed, evicting)), highlight=False)
     console.print("  each figure: median (p05–p95) over the months; pass: share of months passing each check", highlight=False)
+    knew = [s for s in summaries if s.combo.knows_demand]
+    if knew:
+        which = "every row" if len(knew) == len(summaries) else f"{len(knew)} rows (forecast known)"
+        console.print(f"  demand: in {which} {KNEW_DEMAND}", highlight=False)
     cols = Columns(
         headers=([""] if rec is not None else []) + [AXIS_HEADERS[a] for a in varying] + list(FIGURE_HEADERS.values())
         + [f"pass {CHECK_HEADERS[c]}" for c in CHECKS],
@@ -244,36 +283,16 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
         highlight=False,
     )
     console.print("  " + _describe(rec.best, evicting), highlight=False)
+    if rec.best.combo.knows_demand:
+        console.print(f"  demand: {KNEW_DEMAND}", highlight=False)
     if rec.runner_up is not None:
         tie = rec.runner_up.figures == rec.best.figures and rec.runner_up.pass_rate == rec.best.pass_rate
         console.print("[bold]Runner-up[/bold]" + (" (the same figures as the best: the axes that differ change nothing here)" if tie else "") + ":", highlight=False)
         console.print("  " + _describe(rec.runner_up, evicting), highlight=False)
 
 
-def compare_cmd(
-    preset: Annotated[str, typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")],
-    fix: Annotated[bool, typer.Option("--fix", help="Start from the preset's fix instead.")] = False,
-    window: Annotated[Optional[str], typer.Option("--window", help="Eviction windows (what the rule judges cards through), e.g. hour,day,week or 36h.")] = None,
-    size_window: Annotated[Optional[str], typer.Option("--size-window", help="Sizing windows (what the greedy scores cards through), e.g. day,week.")] = None,
-    share: Annotated[Optional[str], typer.Option("--share", help="Eviction shares, e.g. 0.05,0.1,0.2.")] = None,
-    mode: Annotated[Optional[str], typer.Option("--mode", help="Sizing modes, e.g. held,steady.")] = None,
-    headroom: Annotated[Optional[str], typer.Option("--headroom", help="Headrooms, e.g. 1.0,1.05.")] = None,
-    card_class: Annotated[Optional[str], typer.Option("--class", help="Card classes to rent, e.g. flagship,bargain,any ('any': every class on the market).")] = None,
-    score: Annotated[Optional[str], typer.Option("--score", help="Score estimators, e.g. mean,dip-aware.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a parameter of the preset before the grid, KEY=VALUE (repeatable), as fleet replay --set.")] = None,
-    months: Annotated[Optional[int], typer.Option("--months", help="Seeded months to replay each combination on (default 50).", min=1, max=100_000)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="First seed (default: the preset's); months use seed, seed+1, ...", min=0)] = None,
-    recommend_grid: Annotated[bool, typer.Option("--recommend", help="Search the default grid on every axis not given (see above).")] = False,
-    min_pass: Annotated[float, typer.Option("--min-pass", help="Share of months in which a recommendation must pass all three checks.", min=0.0, max=1.0)] = MIN_PASS_RATE,
-    plot: Annotated[Optional[Path], typer.Option("--plot", help="Draw convergence and wrong evictions against the window to this PNG (or .svg/.pdf).")] = None,
-    csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Write one row per combination to this CSV file.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per combination, instead of the table.")] = False,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", help="Worker processes (default: every core).", min=1)] = None,
-    exact: Annotated[bool, typer.Option("--exact/--greedy-ideal", help="Convergence against the exact ideal (default) or the greedy one.")] = True,
-    db: Annotated[Optional[str], typer.Option("--db", help="Compare on the month stored at this database URL instead of seeded months.")] = None,
-    telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Compare on the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
-    dask: Annotated[Optional[str], typer.Option("--dask", help="Run on the Dask scheduler at this address (tcp://HOST:PORT), or 'local' for a cluster of --jobs (default 2) worker processes.")] = None,
-) -> None:
+def run_compare(preset, fix, window, size_window, share, mode, headroom, card_class, score, forecast, quantile, set_, months, seed, recommend_grid, min_pass, plot, csv_path, as_json, jobs, exact, db, telemetry, dask) -> None:
+    """`fleet compare` with its options parsed (`fleet.cli.compare_command` declares them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from fleet.cli.app import console, err_console
@@ -281,7 +300,9 @@ def compare_cmd(
     from fleet.report.plot import PLOT_SUFFIXES, plot_compare
     from fleet.core.verdict import json_safe
 
+    min_pass = MIN_PASS_RATE if min_pass is None else min_pass
     stored = db is not None or telemetry is not None
+    demand_choice = None
     if db is not None and telemetry is not None:
         raise _usage("give one of --db URL or --telemetry FILE")
     if stored and (months not in (None, 1) or seed is not None):
@@ -301,6 +322,8 @@ def compare_cmd(
         "headroom": _floats("--headroom", headroom, 0.5, 5.0),
         "card_class": _split("--class", card_class),
         "score": _split("--score", score),
+        "forecast": _split("--forecast", forecast),
+        "forecast_quantile": _quantiles_option(quantile),
     }
     searching = recommend_grid and axes["headroom"] is None and not stored
     if recommend_grid:
@@ -309,6 +332,9 @@ def compare_cmd(
         grid = default_grid_axes(base, resolve_policy(base).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
         for k, v in grid.items():
             axes[k] = axes[k] or list(v)
+        if not stored and not base.policy.knows_demand and axes["forecast"] is None and axes["forecast_quantile"] is None:
+            demand_choice = choose_forecast(p, base, fix, overrides, seed, months, min_pass)
+            axes["forecast"], axes["forecast_quantile"] = [demand_choice.forecast], [demand_choice.forecast_quantile]
     _check_classes(base, axes["card_class"])
     combos = distinct(expand_grid(base, **axes))
     if plot:
@@ -389,12 +415,13 @@ def compare_cmd(
 
     def show(console) -> None:
         render_table(console, title, summaries, rec, ideal, base.checks, evicting)
+        if demand_choice is not None:
+            q = demand_choice.forecast_quantile
+            console.print(f"  forecast: {demand_choice.forecast}" + (f" sized to its errors' {q:g} quantile" if q else " with no error margin")
+                          + f", chosen on the search's demand alone (least capacity held, {demand_choice.held_over_demand:.3f}× demand,"
+                          f" at the least headroom covering it, {demand_choice.headroom:g})", highlight=False)
         if searching:
-            console.print(f"  headroom: each row's smallest passing capacity in {min_pass:.0%} of months (searched up to "
-                          f"{HEADROOM_SEARCH[1]:g} in steps of {HEADROOM_SEARCH[2]:g})"
-                          + (f"; {len(unreachable)} rows reach it nowhere and are shown at {HEADROOM_SEARCH[1]:g}" if unreachable else "")
-                          + (f"; {screened} combinations dropped after the first {SCREEN_MONTHS} months" if screened else ""),
-                          highlight=False)
+            console.print(headroom_note(summaries, unreachable, screened, min_pass), highlight=False)
         if rec is not None:
             render_recommendation(console, rec, evicting)
         for label, path in (("plot", plot), ("csv", csv_path)):
@@ -409,6 +436,44 @@ def compare_cmd(
     with wide.capture() as captured:
         show(wide)
     sys.stdout.write(piped_text(captured.get()))
+
+
+def _quantiles_option(text: str | None) -> list[float | None] | None:
+    values = _split("--quantile", text)
+    if values is None:
+        return None
+    out: list[float | None] = []
+    for v in values:
+        if v.lower() == "none":
+            out.append(None)
+            continue
+        try:
+            q = float(v)
+        except ValueError:
+            raise _usage(f"--quantile {text!r}: {v!r} is not a number or 'none'") from None
+        if not 0 < q < 1:
+            raise _usage(f"--quantile {text!r}: {v!r} is not between 0 and 1")
+        out.append(q)
+    return out
+
+
+def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, months: int, min_pass: float):
+    """The forecaster and error quantile the card-side search runs with, judged on the search's demand alone."""
+    import policies
+    from fleet.core.demand_search import rank_forecasts, scenario_demand
+    from fleet.presets import demand_file_tps
+
+    first = base.seed if seed is None else seed
+    file_tps = demand_file_tps(base, p.path.parent if p.path else None)
+    demand = [scenario_demand(base, s, file_tps) for s in range(first, first + min(months, DEMAND_SEARCH_MONTHS))]
+
+    def build(name: str):
+        own = base.policy.forecaster if name == base.policy.forecast else {}
+        return policies.forecaster(base.policy.model_copy(update={"forecast": name, "forecaster": own}))
+
+    ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
+                            max_unmet=base.checks.max_unmet_share)
+    return ranked[0]
 
 
 def _check_classes(base, wanted: list[str] | None) -> None:
@@ -428,6 +493,3 @@ def _engine(dask: str | None, jobs: int | None) -> Engine:
 
     return DaskEngine.open(dask.strip(), jobs)
 
-
-def register(app: typer.Typer) -> None:
-    app.command("compare", help=HELP)(compare_cmd)

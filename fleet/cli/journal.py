@@ -102,7 +102,7 @@ def journal_cmd(
     db: Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="Database URL of the service's store.")] = DEFAULT_URL,
     card: Annotated[Optional[str], typer.Option("--card", help="Only this card's decisions.")] = None,
     kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Only decisions of this kind (repeatable): evict, add, release, act-failed, act-expired; also size, eviction-pass. Default: all but size and eviction-pass.")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only decisions at or after this time: ISO 8601 (UTC), Unix seconds, or a span ago (24h, 7d).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Only decisions at or after this time: ISO 8601 (UTC), Unix seconds, or a span ago (24h, 7d; in a simulated store, before its newest decision).")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many, the newest.", min=1)] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the events as a JSON list, newest first.")] = False,
 ) -> None:
@@ -120,8 +120,9 @@ def journal_cmd(
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise ConfigError(f"--kind {unknown[0]}: not a decision kind (one of {', '.join(KINDS)})")
-    since_ts = parse_since(since, time.time()) if since is not None else None
-    store = ServiceStore(existing_store(db))
+    engine = existing_store(db)
+    store = ServiceStore(engine)
+    since_ts = parse_since(since, store_now(engine, store, time.time())) if since is not None else None
     events = [event(r) for r in store.decisions(card_key=card, kinds=kinds, since_ts=since_ts, limit=limit, newest_first=True)]
     mark_set_aside(store, events)
     if as_json:
@@ -134,21 +135,50 @@ def journal_cmd(
     _print_events(console, events, matched)
 
 
+def store_now(engine, store, wall_ts: float) -> float:
+    """The time a span ago (`--since 7d`) counts back from: the wall clock for a real pool, and for a simulated
+    store its own clock, the hour of its newest decision (a simulated month is years from the wall clock)."""
+    from storage.identity import read_identity
+
+    identity = read_identity(engine)
+    if identity is None or identity.kind != "simulation":
+        return wall_ts
+    newest = store.last_decided_ts(0, 2**62)
+    return wall_ts if newest is None else float(newest)
+
+
+REASON_MIN_WIDTH = 40
+"""Below this many columns for the reason, each event is stacked: its time, kind, card and acted on one line, its
+reason under it at the whole width (as `compare` stacks a row that does not fit)."""
+
+
 def _print_events(console, events: list[dict], matched: int) -> None:
+    from rich.padding import Padding
     from rich.table import Table
     from rich.text import Text
 
-    t = Table("time", "kind", "card", "acted", "reason", box=None, padding=(0, 1))
-    t.columns[-1].overflow = "fold"  # a long reason wraps; the figures in it are never cut
-    for e in events:
+    from fleet.cli.plan import grouped
+
+    def acted(e: dict) -> str:
         if e["kind"] in SET_ASIDE_KINDS:
-            acted = "-"
-        elif "set_aside" in e:
-            acted = "set aside" if e["set_aside"] == "act-failed" else "expired"
-        else:
-            acted = iso(e["acted_ts"]) if e["acted"] else "not yet"
-        t.add_row(e["time"], e["kind"], Text(e["card"] or "-"), acted, Text(e["reason"]))  # as written, never markup
-    console.print(t)
+            return "-"
+        if "set_aside" in e:
+            return "set aside" if e["set_aside"] == "act-failed" else "expired"
+        return iso(e["acted_ts"]) if e["acted"] else "not yet"
+
+    rows = [(e["time"], e["kind"], e["card"] or "-", acted(e), grouped(e["reason"])) for e in events]
+    heads = ("time", "kind", "card", "acted")
+    fixed = sum(max(len(h), *(len(r[i]) for r in rows)) + 2 for i, h in enumerate(heads)) + 2
+    if console.width - fixed < REASON_MIN_WIDTH:
+        for r in rows:
+            console.print(Text(f"{r[0]}  {r[1]}  {r[2]}  acted {r[3]}", style="bold"))
+            console.print(Padding(Text(r[4]), (0, 0, 0, 4)))  # as written, never markup
+    else:
+        t = Table(*heads, "reason", box=None, padding=(0, 1))
+        t.columns[-1].overflow = "fold"  # a long reason wraps; the figures in it are never cut
+        for r in rows:
+            t.add_row(r[0], r[1], Text(r[2]), r[3], Text(r[4]))  # as written, never markup
+        console.print(t)
     if matched > len(events):
         console.print(f"  the newest {len(events)} of {matched} decisions; --limit shows more", highlight=False, markup=False, soft_wrap=True)
 

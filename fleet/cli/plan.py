@@ -19,6 +19,7 @@ bounded time. It prints one line for each check.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
@@ -28,8 +29,15 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
+from fleet.cli.demand import forecast_beside_measured, knew_demand_line
 from fleet.core.errors import ConfigError
-from storage.db import StoreError, shown_url
+
+
+def shown_url(url: str) -> str:
+    """`storage.db.shown_url` (the URL, password masked), imported when first used: SQLAlchemy is not loaded at start."""
+    from storage.db import shown_url as shown
+
+    return shown(url)
 
 HOUR_S = 3600
 
@@ -64,7 +72,7 @@ def grouped(text: str) -> str:
 CHECK_TIMEOUT_S = 5.0
 READS = frozenset({
     "last_decided_ts", "eviction_hours", "run_set_at", "decisions", "scores_at", "last_scored_ts", "rollup_means",
-    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class",
+    "card_count", "retired", "scores_by_window", "last_rollup_ts", "month_start_of", "card_class", "demand_hours",
 })
 
 
@@ -92,6 +100,43 @@ class KeptJournal:
 
     def write(self, hour_ts, entries, open_cards, close_cards, retire_cards) -> None:
         self.written.append((hour_ts, list(entries), dict(open_cards), list(close_cards), list(retire_cards)))
+
+
+class DeclaredPool:
+    """The store's classes and cards as `fleet serve` sees them once it has declared the config's pool (each class's
+    rated rate and rent, the cards it names), read without writing anything: a store that only ingested telemetry
+    holds its classes without a rent until serve writes the config's, and the plan must be what serve then decides."""
+
+    def __init__(self, repo, pool):
+        self._repo = repo
+        self._pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self._repo, name)
+
+    def classes(self) -> dict:
+        from storage.values import ClassSpec
+
+        got = dict(self._repo.classes())
+        for c in self._pool.classes:  # as `declare_classes` updates them
+            got[c.name] = ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month)
+        return got
+
+    def cards(self) -> dict:
+        from dataclasses import replace
+
+        from storage.values import CardInfo
+
+        classes = self.classes()
+        got = {k: replace(c, rated_tps=classes[c.class_name].rated_tps) if c.class_name in classes else c
+               for k, c in self._repo.cards().items()}
+        next_id = max((c.id for c in got.values()), default=0) + 1
+        for card in self._pool.cards:  # as `declare_cards` adds them: new ids after the store's, a known card kept
+            if card.card_id not in got:
+                spec = classes.get(card.card_class)
+                got[card.card_id] = CardInfo(next_id, card.card_id, card.card_class, spec.rated_tps if spec else None)
+                next_id += 1
+        return got
 
 
 class _StillClock:
@@ -133,7 +178,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     """The decisions the service would journal for the hour after the last one decided, as a JSON-ready dict."""
     import policies
     from fleet.service.decide import DecideJob
-    from fleet.service.demand import MonthDemand
+    from fleet.service.demand import month_demand
     from fleet.service.pool import PoolWatch
     from fleet.service.scoring import ScoreJob
     from fleet.service.service import make_calendar, policy_windows
@@ -148,7 +193,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     if hour_ts > cal.last_hour_ts:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
     clock = _StillClock(max(now, hour_ts))
-    pool = PoolWatch(repo, store, cfg.month.hours)
+    pool = PoolWatch(repo if cfg.pool is None else DeclaredPool(repo, cfg.pool), store, cfg.month.hours)
     windows = policy_windows(parts)
     scoring = ScoreJob(store, pool, cal, clock, windows, lambda _now: hour_ts, parts=parts, busy_floor=cfg.ingest.busy_floor)
     marker = list(windows.values())[-1]
@@ -156,12 +201,14 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
         scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
         scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
-    demand = MonthDemand(cfg.demand, cfg.month.hours, sim.month.demand_tps if sim is not None else None)
+    demand = month_demand(store, cfg.month.hours, sim)
     journal = KeptJournal()
     job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
                     policy_scores=scoring.policy_scores)
     index = pool.current()
     job.decide_hour(hour_ts, index)
+    m0, h = cal.month_of(hour_ts)
+    before = float(demand.billed(m0, h - 1, 1)[1][0]) if h > 0 else None  # the hour before's, as measured so far
     _, entries, opened, closed, _retired = journal.written[0]
     by_kind = lambda k: [e for e in entries if e.kind == k]  # noqa: E731
     size = by_kind("size")[0]
@@ -176,6 +223,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
         "evict": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("evict")],
         "eviction_pass": None if not passes else {"reason": passes[0].reason, **passes[0].detail},
         "entries": [{"key": e.key, "kind": e.kind, "card": e.card_key, "reason": e.reason} for e in entries],
+        "demand_measured_before_tps": before if before is not None and math.isfinite(before) else None,
     }
 
 
@@ -187,16 +235,21 @@ def _render(p: dict) -> list[str]:
         f"run set: {times(p['run_set_cards'], 'card')} for {s['demand_tps']:,.0f} tok/s demand (target {s['target_tps']:,.0f}, "
         f"scored capacity {s['scored_capacity_tps']:,.0f}); eviction budget left {s['budget_left']}",
     ]
+    lines.append(f"demand: {forecast_beside_measured(s.get('demand_forecast_tps'), None)}; the hour before measured "
+                 f"{'nothing' if p.get('demand_measured_before_tps') is None else format(p['demand_measured_before_tps'], ',.0f') + ' tok/s'}")
+    lines.extend(knew_demand_line(s))
     ev = p["eviction_pass"]
     if ev is None:
         lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")
     else:
         lines.append(f"eviction pass ({ev['rule']}, {ev['window']} window): judged {times(ev['judged'], 'card')}, threshold "
-                     f"{ev['threshold_tps']:,.0f} tok/s ({ev['fraction']:.0%} of the median {ev['median_score_tps']:,.0f}); "
+                     f"{ev['threshold_tps']:,.0f} tok/s (the median {ev['median_score_tps']:,.0f}); "
                      f"budget {ev['budget_left_before']} -> {ev['budget_left_after']}: {grouped(ev['reason'])}")
         for k in ev["candidates"]:
             what = "evict" if k in ev["evicted"] else "held back"
-            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s -> {what}")
+            line = ev.get("thresholds", {}).get(k)
+            under = f" under its threshold {line:,.0f}" if line is not None else ""
+            lines.append(f"  candidate {k}: scored {ev['scores'].get(k, float('nan')):,.0f} tok/s{under} -> {what}")
     for kind in ("evict", "release", "add"):
         for d in p[kind]:
             lines.append(f"{kind} {d['card']}: {grouped(d['reason'])}")
@@ -252,7 +305,7 @@ def _store_check(url: str, wanted) -> str:
 
     from sqlalchemy.engine import make_url
 
-    from storage.db import head_revision
+    from storage.db import StoreError, head_revision
     from storage.existing import existing_revision
 
     try:

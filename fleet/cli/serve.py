@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from fleet.cli.plan import DbOption, _iso, grouped, percent, times
-from storage.db import shown_url
+from fleet.cli.demand import forecast_beside_measured, knew_demand_line
+from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
 
 HOUR_S = 3600
 
@@ -64,6 +64,8 @@ def serve_cmd(
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
     # A job's failure is one line from the job runner (`job NAME failed: ...`), not APScheduler's traceback.
     logging.getLogger("apscheduler").setLevel(logging.CRITICAL)
+    # Alembic's own lines (plugins set up, the migration context) say nothing of fleet's; a failed migration is an error.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, getattr(logging, log_level.upper())))
     # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
     lease_log = logging.getLogger("fleet.service.lease")
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
@@ -81,6 +83,7 @@ def serve_cmd(
         sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
     else:
         cfg.require_pool(f"config file {config!r}" if config else "the service config")
+    _refuse_busy_port(cfg.metrics.host, cfg.metrics.port)  # before the store is opened, or made
     repo = open_repository(cfg.storage.url)
     if sim is not None:
         last = ServiceStore(repo.engine).last_decided_ts(sim.start_ts, sim.end_ts)
@@ -97,8 +100,8 @@ def serve_cmd(
     service.metrics_job()  # the first scrape already sees the store's state
     try:
         server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
-    except OSError as err:
-        raise UsageError(f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
+    except OSError as err:  # taken since the check: a failure at run time, as a busy port is
+        raise OSError(err.errno, f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
     host, port = server.server_address[:2]
     print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
     stop = threading.Event()
@@ -110,6 +113,8 @@ def serve_cmd(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
+    if sim is not None and sys.stderr.isatty():
+        _show_progress(service, sim)
     service.start()
     try:
         while not stop.wait(0.1):
@@ -127,6 +132,54 @@ def serve_cmd(
     )
     if got and got[0] == signal.SIGINT:
         raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C
+
+
+def progress_line(billed_hours: int, month_hours: int) -> str:
+    """The line a simulated month prints on a terminal as each of its days is billed."""
+    days = -(-month_hours // 24)
+    return f"fleet serve: day {-(-billed_hours // 24)} of {days} billed (hour {billed_hours} of {month_hours})"
+
+
+def _show_progress(service, sim, every_s: float = 0.5) -> None:
+    """On a daemon thread, a line on stderr each time a simulated day is billed (a demo month at the default speed
+    runs for minutes and would otherwise say nothing between its first line and its last)."""
+    hours = (sim.end_ts - sim.start_ts) // HOUR_S
+
+    def run() -> None:
+        shown_day = 0
+        while shown_day * 24 < hours:
+            threading.Event().wait(every_s)
+            try:
+                last = service.store.last_billed_ts(sim.start_ts)
+            except Exception:  # the store is the service's to report on; a progress line never fails a run
+                continue
+            billed = 0 if last is None else (last - sim.start_ts) // HOUR_S + 1
+            day = billed // 24 if billed < hours else -(-hours // 24)
+            if day > shown_day:
+                shown_day = day
+                print(progress_line(billed, hours), file=sys.stderr, flush=True)
+
+    threading.Thread(target=run, daemon=True, name="fleet-progress").start()
+
+
+def _refuse_busy_port(host: str, port: int) -> None:
+    """An `OSError` (exit status 1, a failure at run time) when /metrics cannot listen on host:port, found by binding
+    it as the server will (address reuse on) and letting it go; port 0 picks a free one and cannot be busy."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # the server's own bind says what is wrong with the address
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise OSError(err.errno, f"metrics on {host}:{port}: {err.strerror or err}; nothing was started") from None
 
 
 def _reasons() -> tuple[str, ...]:
@@ -215,6 +268,8 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     evicted = {k: ts for ts, k in store.eviction_hours(m0, last_dec + HOUR_S)}
     figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
     chk = checks(figs, cfg.checks)
+    billed = store.decisions(kinds=["size"], since_ts=last_billed, until_ts=last_billed + 1, limit=1)
+    billed_detail = billed[0].detail if billed else {}
     out = json_safe({
         "month_start": _iso(m0), "hours_billed": len(hours), "hour_decided": _iso(last_dec),
         "run_set": run_set, "run_set_cards": len(run_set), "demand_tps": detail.get("demand_tps"),
@@ -223,11 +278,17 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
         "evicted": {k: _iso(ts) for k, ts in evicted.items()},
         "bill_by_part_usd": parts, **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         "scores": {("policy" if w == 0 else "in_dip" if w == -1 else str(w)): s for w, s in scores.items()}, "checks": chk,
+        "demand_forecast_tps": detail.get("demand_forecast_tps"), "knew_demand": bool(detail.get("knew_demand")),
+        "last_billed": {"hour": _iso(last_billed), "demand_forecast_tps": billed_detail.get("demand_forecast_tps"),
+                        "demand_measured_tps": hours[-1].demand_measured_tps if hours else None},
     })
     shown: list = [
         f"month from {out['month_start']}: {len(hours)} hours billed, decided through {out['hour_decided']}",
         f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
         f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})",
+        f"demand of {_iso(last_billed)} (last billed): "
+        + forecast_beside_measured(billed_detail.get("demand_forecast_tps"), out["last_billed"]["demand_measured_tps"]),
+        *knew_demand_line(detail),
         f"evictions: {out['evictions']}, budget left {out['budget_left']}",
         f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
         f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
@@ -314,7 +375,7 @@ def explain_cmd(
         median = d.get("median_score_tps")
         if median is None or median != median:  # several classes: the card's own class's median
             median = d.get("class_median_score_tps", {}).get(cls, median)
-        threshold = d.get("threshold_tps") if median == d.get("median_score_tps") else (d.get("fraction") or 0) * median
+        threshold = d.get("thresholds", {}).get(card, d.get("threshold_tps"))  # the rule's own line for this card
         judged.append({"ts": p.ts, "hour": d.get("hour"), "score_tps": score, "threshold_tps": threshold,
                        "median_score_tps": median, "window": d.get("window"), "verdict": verdict,
                        "budget_left_before": d.get("budget_left_before"), "pass_reason": p.reason})
@@ -331,8 +392,10 @@ def explain_cmd(
     last_dec = store.last_decided_ts(0, 2**62) or 0
     run_set = store.run_set_at(last_dec)
     now_warm = card in run_set
+    released = sum(r.kind == "release" for r in warm)  # an eviction takes a card out of the run set too
+    left = times(released + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
     lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set "
-                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {times(sum(r.kind == 'release' for r in warm))}")
+                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {left}")
     # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
     ranking = None
     size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
@@ -348,6 +411,11 @@ def explain_cmd(
             lines.append(f"  at {_iso(last_dec)} it scored {scores[card]:,.0f} tok/s through the {w}-hour window, rank "
                          f"{ranking['rank']} of {len(order)} scored cards; the run set held {len(run_set)} for a target of "
                          f"{ranking['target_tps']:,.0f} tok/s")
+        d = size[0].detail
+        ranking = {**(ranking or {}), "demand_forecast_tps": d.get("demand_forecast_tps"),
+                   "demand_measured_tps": d.get("demand_measured_tps"), "knew_demand": bool(d.get("knew_demand"))}
+        lines.append(f"  demand of {_iso(last_dec)}: {forecast_beside_measured(d.get('demand_forecast_tps'), d.get('demand_measured_tps'))}")
+        lines.extend("  " + x for x in knew_demand_line(d))
     for r in warm[-5:]:
         lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
     unacted = [r for r in own if r.acted_ts is None and r.kind in ("add", "release", "evict")]

@@ -41,6 +41,7 @@ def _print_report(out: dict, as_json: bool) -> None:
 def ingest_cmd(
     file: Annotated[Optional[Path], typer.Argument(help="A CSV, JSON Lines (.jsonl/.ndjson) or Parquet file of telemetry records.")] = None,
     db: DbOption = DEFAULT_URL,
+    demand: Annotated[Optional[Path], typer.Option("--demand", help="A CSV of the pool's measured demand: header ts,demand_tps (tokens/s offered).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: read, stored, duplicates, quarantined, reasons.")] = False,
     strict: Annotated[bool, typer.Option("--strict/--register-unknown", help="Quarantine records of undeclared cards, or register such cards on first sight.")] = False,
     pool: Annotated[Optional[Path], typer.Option("--pool", help="Pool file (TOML) declaring classes and cards before ingest.")] = None,
@@ -69,13 +70,16 @@ def ingest_cmd(
 
     Exit status: 0 every record stored (or already there), 3 some quarantined, 1 nothing stored because every
     record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
-    went to failed/)."""
+    went to failed/). With --demand: 0 every sample stored (or already there), 2 a bad file (nothing stored), 1 a
+    store write failed."""
     from fleet.cli.app import UsageError
-    from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, ingest_prometheus, load_pool, read_file
+    from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, load_pool, read_file
 
-    sources = sum(x is not None for x in (file, watch, prometheus))
+    sources = sum(x is not None for x in (file, watch, prometheus, demand))
     if sources != 1:
-        raise UsageError("give one of FILE, --watch DIR or --prometheus URL")
+        raise UsageError("give one of FILE, --watch DIR, --prometheus URL or --demand FILE")
+    if demand is not None:
+        _ingest_demand(demand, db, as_json)
     pull_flags = {"--query": query, "--busy-query": busy_query, "--card-label": card_label, "--bearer-token-file": bearer_token_file,
                   "--bearer-token-env": bearer_token_env, "--username": username, "--password-file": password_file, "--password-env": password_env}
     given = [flag for flag, value in pull_flags.items() if value is not None]
@@ -96,6 +100,8 @@ def ingest_cmd(
     settings()  # a bad option is an error before anything is opened
     if file is not None:
         parsed = read_file(file, fmt)  # a bad file fails here, before the store is touched
+    if prometheus is not None:  # so does a bad URL or a server that does not answer: the pull comes first
+        parsed = _pull(prometheus, query, start, end, step, card_label, busy_query, auth)
     repo = _open(db)
     if pool_decl:
         declare_pool(repo, pool_decl, int(time.time()))
@@ -113,16 +119,7 @@ def ingest_cmd(
         raise typer.Exit(ingest_status([report]))
 
     if prometheus is not None:
-        from fleet.ingest.prometheus import busy_query as default_busy_query, card_labels, rate_query
-
-        labels = card_labels(card_label or ["instance"])  # a bad label is a ConfigError naming it
-        label = labels[0] if len(labels) == 1 else labels
-        now = time.time()
-        t_end = end if end is not None else now
-        t_start = start if start is not None else t_end - 3600
-        busy = default_busy_query(label) if busy_query is None else (busy_query or None)
-        report = ingest_prometheus(repo, prometheus, query or rate_query(label), t_start, t_end, step, settings(), label,
-                                   busy_query=busy, auth=auth)
+        report = ingest_parsed(repo, parsed, settings())
         _print_report(report.as_json(), as_json)
         raise typer.Exit(ingest_status([report]))
 
@@ -144,6 +141,34 @@ def ingest_cmd(
                 raise typer.Exit(2)  # a bad file, told above, moved to failed/
             raise typer.Exit(ingest_status(reports))
         time.sleep(interval)
+
+
+def _ingest_demand(path: Path, db: str, as_json: bool) -> None:
+    """`fleet ingest --demand FILE`: the file read and checked whole before the store is opened, then stored."""
+    from fleet.ingest.demand import DemandRequest, file_source, store_demand
+    from fleet.ingest.formats import BadSource
+
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise BadSource(f"demand file {str(path)!r}: cannot read ({err.strerror or err})") from None
+    source = file_source(path.suffix.lstrip(".").lower(), str(path))
+    batch = source.samples(DemandRequest(str(path), data=data))  # a bad file fails here, before the store is touched
+    report = store_demand(_open(db), batch, str(path))
+    _print_report(report.as_json(), as_json)
+    raise typer.Exit(0)
+
+
+def _pull(prometheus: str, query, start, end, step, card_label, busy_query, auth):
+    """The range query (and its busy query) pulled from Prometheus, parsed as a file would be."""
+    from fleet.ingest.prometheus import busy_query as default_busy_query, card_labels, pull_prometheus, rate_query
+
+    labels = card_labels(card_label or ["instance"])  # a bad label is a ConfigError naming it
+    label = labels[0] if len(labels) == 1 else labels
+    t_end = end if end is not None else time.time()
+    t_start = start if start is not None else t_end - 3600
+    busy = default_busy_query(label) if busy_query is None else (busy_query or None)
+    return pull_prometheus(prometheus, query or rate_query(label), t_start, t_end, step, label, busy, auth)
 
 
 INGEST_SOME_QUARANTINED = 3
@@ -223,6 +248,9 @@ def db_prune_cmd(
 
     from storage.db import shown_url
 
+    from storage.existing import existing_revision
+
+    existing_revision(db)  # a store that is not there is an error, and none is made
     repo = _open(db)
     pruned = repo.prune_raw(int(time.time()) - raw_older_than * DAY_S)
     before = datetime.fromtimestamp(pruned.before_ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")

@@ -34,6 +34,25 @@ def idle_usd_by_hour(warm_usd: np.ndarray, delivered: np.ndarray, capacity_tps: 
     return warm_usd * (1.0 - used)
 
 
+def serving_share(warm: np.ndarray, boot_hours: np.ndarray, warm_before: np.ndarray | None = None) -> np.ndarray:
+    """The share of each warm card-hour a card serves: a card added serves only once it has booted, and bills from
+    its start, so the k-th hour after it turned warm (k = 0, 1, ...) serves clip(k + 1 − boot, 0, 1) of the hour.
+    A card warm in the hour before the stretch (`warm_before`) has been up at least that long."""
+    warm = np.asarray(warm, dtype=bool)
+    boot = np.asarray(boot_hours, dtype=np.float64)
+    share = warm.astype(np.float32)
+    limit = int(np.ceil(boot.max())) if boot.size else 0
+    if limit == 0:
+        return share
+    age = np.where(np.zeros(warm.shape[0], bool) if warm_before is None else np.asarray(warm_before, bool), limit, -1)
+    for t in range(warm.shape[1]):
+        age = np.where(warm[:, t], np.minimum(age + 1, limit), -1)
+        young = warm[:, t] & (age < limit)
+        if young.any():
+            share[young, t] = np.clip(age[young] + 1 - boot[young], 0.0, 1.0)
+    return share
+
+
 @dataclass(frozen=True)
 class HoursBill:
     """A stretch of hours billed: one array entry per hour. Replay bills its month as one stretch, the service a day at a time."""
@@ -60,6 +79,8 @@ def bill_hours(
     demand_tps: np.ndarray,
     evicted: Sequence[np.ndarray],
     ideal_usd: np.ndarray | None = None,
+    boot_hours: np.ndarray | None = None,
+    warm_before: np.ndarray | None = None,
 ) -> HoursBill:
     """Warm rent, churn fees, capacity, delivered, idle cost and the ideal bill of a stretch of hours.
 
@@ -67,12 +88,14 @@ def bill_hours(
     evicted at hour j. The true rate is the simulation's truth, or hindsight (each
     card's month mean) for a real pool; it is read as given (float32 stays float32,
     so the ideal's greedy buckets it by rate). `ideal_usd` is the stretch's ideal
-    bill when the caller has it already (a sweep computes it once per month).
+    bill when the caller has it already (a sweep computes it once per month). `boot_hours` (cards,) is how long a
+    card takes to serve once added (`serving_share`); `warm_before` the run set of the hour before the stretch.
     """
     warm = np.asarray(run_set, dtype=bool)
     rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
     demand = np.asarray(demand_tps, dtype=np.float64)
-    capacity = np.einsum("ch,ch->h", true_rate_tps, warm, dtype=np.float64) if warm.shape[0] else np.zeros(demand.size)
+    serving = warm if boot_hours is None else serving_share(warm, boot_hours, warm_before)
+    capacity = np.einsum("ch,ch->h", true_rate_tps, serving, dtype=np.float64) if warm.shape[0] else np.zeros(demand.size)
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
     fees = churn_fee_usd(rent_usd_per_month)

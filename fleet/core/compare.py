@@ -19,11 +19,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
+from fleet.core.headroom import SEARCH_CONFIDENCE, passing_headroom  # noqa: F401  (the search's, re-exported)
+from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
-from fleet.core.replay import replay, score_month, scores_key
-from fleet.core.scenario import Scenario
+from fleet.core.replay import demand_key, month_demand, replay, score_month, scores_key
+from fleet.core.scenario import DEFAULT_FORECAST, KNOWN_FORECAST, Scenario
 
 FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped")
 """The figures summarised per combination, in the order tables and files show them. `convergence_capped` is each
@@ -32,9 +33,10 @@ reward a shortfall."""
 
 CHECKS = ("capacity", "convergence", "eviction")
 
-AXES = ("window", "size_window", "share", "mode", "headroom", "card_class", "score")
+AXES = ("window", "size_window", "share", "mode", "headroom", "card_class", "score", "forecast", "forecast_quantile")
 """The grid's axes, in the order combinations are expanded and shown. `window` is the window the
-eviction rule judges cards through; `size_window` the one the sizing score reads; `score` the estimator."""
+eviction rule judges cards through; `size_window` the one the sizing score reads; `score` the estimator;
+`forecast` the demand forecaster and `forecast_quantile` the quantile of its errors sized for (None: none)."""
 
 DEFAULT_EVICTION_WINDOWS = ("day", "week")
 DEFAULT_SHARES = (0.05, 0.1)
@@ -60,6 +62,12 @@ class Combo:
     headroom: float
     card_class: str | tuple[str, ...]
     score: str = "mean"
+    forecast: str = DEFAULT_FORECAST
+    forecast_quantile: float | None = None
+
+    @property
+    def knows_demand(self) -> bool:
+        return self.forecast == KNOWN_FORECAST
 
     def overrides(self) -> list[str]:
         """The `KEY=VALUE` overrides that put this combination onto a preset (`fleet replay -p P --set ...`)."""
@@ -72,6 +80,8 @@ class Combo:
             f"policy.headroom={self.headroom!r}",
             f"policy.card_class={json.dumps(classes)}",
             f"policy.score={json.dumps(self.score)}",
+            f"policy.forecast={json.dumps(self.forecast)}",
+            f"policy.forecast_quantile={'none' if self.forecast_quantile is None else repr(self.forecast_quantile)}",
         ]
 
     @property
@@ -87,14 +97,18 @@ class Combo:
             "headroom": f"headroom {self.headroom:g}",
             "card_class": f"{self.class_label} cards",
             "score": f"{self.score} score",
+            "forecast": "demand known" if self.knows_demand else f"{self.forecast} forecast",
+            "forecast_quantile": "" if self.knows_demand else
+            "no error margin" if self.forecast_quantile is None else f"error quantile {self.forecast_quantile:g}",
         }
-        return ", ".join(parts[a] for a in axes)
+        return ", ".join(parts[a] for a in axes if parts[a])
 
 
 def combo_of(scenario: Scenario) -> Combo:
     """The grid point a scenario's policy sits on."""
     p = scenario.policy
-    return Combo(str(p.eviction_window), str(p.window), float(p.eviction.share), p.mode, float(p.headroom), p.card_class, p.score)
+    return Combo(str(p.eviction_window), str(p.window), float(p.eviction.share), p.mode, float(p.headroom), p.card_class, p.score,
+                 p.forecast, p.forecast_quantile)
 
 
 def _unique(values: Sequence) -> tuple:
@@ -110,6 +124,8 @@ def expand_grid(
     headroom: Sequence[float] | None = None,
     card_class: Sequence[str] | None = None,
     score: Sequence[str] | None = None,
+    forecast: Sequence[str] | None = None,
+    forecast_quantile: Sequence[float | None] | None = None,
 ) -> list[Combo]:
     """Every combination of the axes given; an axis not given keeps the base scenario's value."""
     own = combo_of(base)
@@ -121,9 +137,11 @@ def expand_grid(
         "headroom": _unique(float(h) for h in headroom) if headroom else (own.headroom,),
         "card_class": _unique(card_class) if card_class else (own.card_class,),
         "score": _unique(score) if score else (own.score,),
+        "forecast": _unique(forecast) if forecast else (own.forecast,),
+        "forecast_quantile": _unique(None if q is None else float(q) for q in forecast_quantile) if forecast_quantile else (own.forecast_quantile,),
     }
     return [
-        Combo(w, z, s, m, h, c, e)
+        Combo(w, z, s, m, h, c, e, f, q)
         for w in axes["window"]
         for z in axes["size_window"]
         for s in axes["share"]
@@ -131,14 +149,18 @@ def expand_grid(
         for h in axes["headroom"]
         for c in axes["card_class"]
         for e in axes["score"]
+        for f in axes["forecast"]
+        for q in axes["forecast_quantile"]
     ]
 
 
 def distinct(combos: Sequence[Combo]) -> list[Combo]:
-    """The combinations that replay differently: with eviction off (share 0) the eviction window changes nothing."""
+    """The combinations that replay differently: with eviction off (share 0) the eviction window changes nothing, and a
+    policy that knows the demand has no forecast errors to size a margin for."""
     seen, out = set(), []
     for c in combos:
         key = replace(c, window="") if c.share == 0 else c
+        key = replace(key, forecast_quantile=None) if c.knows_demand else key
         if key not in seen:
             seen.add(key)
             out.append(c)
@@ -198,12 +220,17 @@ class MonthCache:
         self.exact_usd = ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand) if exact else self.greedy_usd
         self.ideal_usd = self.exact_usd if exact else self.greedy_usd
         self._scores: dict = {}
+        self._demand: dict = {}
 
     def replay(self, scenario: Scenario, parts: PolicyParts):
         key = scores_key(self.month, parts)
         if key not in self._scores:
             self._scores[key] = score_month(self.month, parts)
-        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=self._scores[key])
+        seen = demand_key(parts)
+        if seen not in self._demand:
+            self._demand[seen] = month_demand(self.month, parts)
+        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=self._scores[key],
+                      demand=self._demand[seen])
 
 
 def month_row(f: dict) -> list[float]:
@@ -288,13 +315,6 @@ def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
     return out
 
 
-def passing_headroom(month_headrooms: np.ndarray, min_pass_rate: float) -> float | None:
-    """The smallest headroom at which at least `min_pass_rate` of the months pass capacity (None: none within the search)."""
-    h = np.sort(np.asarray(month_headrooms, dtype=np.float64))
-    need = max(1, int(np.ceil(min_pass_rate * h.size - 1e-9)))
-    return float(h[need - 1]) if np.isfinite(h[need - 1]) else None
-
-
 def run_batch(batch: MonthBatch) -> list[MonthFigures]:
     """Replay each seed's month, drawn once, under every combination."""
     out = []
@@ -336,6 +356,9 @@ class ComboSummary:
             "headroom": self.combo.headroom,
             "card_class": self.combo.card_class,
             "score": self.combo.score,
+            "forecast": self.combo.forecast,
+            "forecast_quantile": self.combo.forecast_quantile,
+            "knew_demand": self.combo.knows_demand,
             "months": self.months,
             "set": self.combo.overrides(),
         }
@@ -377,7 +400,7 @@ def ideal_summary(months: Sequence[MonthFigures], exact: bool) -> dict:
         "method": "exact" if exact else "greedy",
         "greedy_gap_usd": _quantiles(gap) if exact else None,
         "greedy_gap_share": _quantiles(np.divide(gap, exact_usd, out=np.zeros_like(gap), where=exact_usd > 0)) if exact else None,
-        "months_with_gap": int((gap > 1e-6).sum()) if exact else None,
+        "months_with_gap": int((gap > GAP_TOL_USD).sum()) if exact else None,
         "hours_with_gap": _quantiles(np.array([m.gap_hours for m in months], dtype=np.float64)) if exact else None,
     }
 
@@ -444,6 +467,9 @@ def csv_rows(summaries: Sequence[ComboSummary], rec: Recommendation | None = Non
             "headroom": s.combo.headroom,
             "card_class": s.combo.class_label,
             "score": s.combo.score,
+            "forecast": s.combo.forecast,
+            "forecast_quantile": "" if s.combo.forecast_quantile is None else s.combo.forecast_quantile,
+            "knew_demand": s.combo.knows_demand,
             "months": s.months,
         }
         for k in FIGURES:

@@ -35,6 +35,8 @@ class Month:
     measured_tps: np.ndarray  # telemetry, (cards, warmup + hours) float32
     demand_tps: np.ndarray  # (hours,)
     rent_hours: int | None = None  # the hours a month's rent pays for; None: `hours` (a stored month may be shorter)
+    demand_history_tps: np.ndarray | None = None  # the demand of the hours before the month (a forecaster's past); None: none
+    boot_hours: np.ndarray | None = None  # (cards,) hours a card takes to serve once added (its class's boot_minutes / 60)
 
     @property
     def n_cards(self) -> int:
@@ -64,21 +66,82 @@ def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
 
 
 def demand_series(demand: Demand, hours: int, rng: np.random.Generator, file_tps: np.ndarray | None = None) -> np.ndarray:
-    """Hourly demand in tokens/s with the scenario's average and shape; `file_tps` is a `file` demand as the shell read it."""
-    h = np.arange(hours, dtype=np.float64)
-    if demand.shape == "flat":
-        shape = np.ones(hours)
-    elif demand.shape == "diurnal":
-        shape = diurnal_shape(h, demand.peak_to_avg, demand.peak_hour)
-    else:
+    """Hourly demand of the month in tokens/s with the scenario's average and shape; `file_tps` is a `file` demand as the
+    shell read it. The structure on top of the shape (noise, drift, weekends, bursts) is `draw_demand`'s."""
+    return draw_demand(demand, hours, 0, rng, None, file_tps)[1]
+
+
+def draw_demand(demand: Demand, hours: int, history_hours: int, rng: np.random.Generator,
+                seed: int | None = None, file_tps: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The demand's history (`history_hours` before the month) and the month's hourly demand, in tokens/s.
+
+    `rng` is the demand's own stream: the month's jitter is drawn from it first, exactly as the seed's model did, so a
+    demand without structure draws the very numbers it always drew. The history's jitter and the structure come from
+    streams of their own (by `seed`), and the whole series is scaled so that the month averages `avg_tps`. A `file`
+    demand is a real trace: the month as read, and no history.
+    """
+    if demand.shape == "file":
         if file_tps is None:
             raise ConfigError(f"demand file {demand.file!r}: not read (the shell reads it and passes the series)")
         if len(file_tps) < hours:
             raise ConfigError(f"demand file {demand.file!r}: {len(file_tps)} rows, the month needs {hours}")
-        return np.asarray(file_tps[:hours], dtype=np.float64)
+        return np.empty(0), np.asarray(file_tps[:hours], dtype=np.float64)
+    shape, past = _shape(demand, hours, history_hours)
     if demand.jitter > 0:
         shape = shape * np.clip(1.0 + demand.jitter * rng.standard_normal(hours), 0.0, None)
-    return demand.avg_tps * shape / shape.mean()
+    if demand.jitter > 0 and history_hours:
+        past = past * np.clip(1.0 + demand.jitter * stream(seed or 0, "demand:history").standard_normal(history_hours), 0.0, None)
+    if demand.structured:
+        lift = demand_structure(demand, history_hours, hours, stream(seed or 0, "demand:structure"))
+        past, shape = past * lift[:history_hours], shape * lift[history_hours:]
+    scale = demand.avg_tps / shape.mean()
+    return past * scale, demand.avg_tps * shape / shape.mean()
+
+
+def _shape(demand: Demand, hours: int, history_hours: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shape over the month's hours and over its history's (the daily bump fitted to the month, carried back)."""
+    if demand.shape != "diurnal":
+        return np.ones(hours), np.ones(history_hours)
+    h = np.arange(hours, dtype=np.float64)
+    month = diurnal_shape(h, demand.peak_to_avg, demand.peak_hour)
+    if not history_hours:
+        return month, np.ones(0)
+    # exp(k (cos − 1)) has its peak 1 at the peak hour; its log at the trough gives k back.
+    trough = float(month.min())
+    k = -np.log(trough) / 2.0 if trough < 1.0 else 0.0
+    hp = np.arange(-history_hours, 0, dtype=np.float64)
+    return month, np.exp(k * (np.cos(2 * np.pi * (hp - demand.peak_hour) / 24.0) - 1.0))
+
+
+def demand_structure(demand: Demand, history_hours: int, hours: int, rng: np.random.Generator) -> np.ndarray:
+    """The factor real traffic puts on the shape, per hour from `-history_hours` to `hours`: persistent AR(1) noise in
+    log-demand, a daily level that drifts as a random walk (linear between mid-days, so no step at midnight),
+    weekends, and bursts. Month hour 0 is a Monday at midnight. Every part draws in a fixed order from `rng`."""
+    from scipy.signal import lfilter
+
+    n = history_hours + hours
+    t = np.arange(-history_hours, hours, dtype=np.float64)
+    log_lift = np.zeros(n)
+    eps = rng.standard_normal(n)
+    if demand.noise > 0:
+        phi = float(np.exp(-1.0 / demand.noise_hours))
+        x0 = demand.noise * eps[0]
+        rest = lfilter([demand.noise * np.sqrt(1.0 - phi * phi)], [1.0, -phi], eps[1:], zi=[phi * x0])[0]
+        log_lift += np.concatenate([[x0], rest]) - demand.noise**2 / 2
+    day = np.floor(t / 24.0).astype(np.int64)
+    first_day, days = int(day[0]) if n else 0, int(day[-1] - day[0]) + 1 if n else 0
+    steps = rng.standard_normal(days + 1)
+    if demand.day_to_day > 0 and days:
+        level = np.concatenate([[0.0], np.cumsum(demand.day_to_day * steps[:days])])  # per day, and the day after
+        mid = (np.arange(days + 1) + first_day) * 24.0 + 12.0
+        log_lift += np.interp(t, mid, level)
+    if demand.weekend_factor != 1.0:
+        log_lift += np.where(np.mod(day, 7) >= 5, np.log(demand.weekend_factor), 0.0)
+    starts = rng.random(n) < demand.burst_prob_per_hour
+    if starts.any():
+        burst = dip_factor(starts[None, :], demand.burst_hours, 1.0 - demand.burst_mult)[0]
+        log_lift += np.log(burst.astype(np.float64))
+    return np.exp(log_lift)
 
 
 def diurnal_shape(h: np.ndarray, peak_to_avg: float, peak_hour: float) -> np.ndarray:
@@ -143,7 +206,9 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
         true.append(ticket)
         rent.append(np.full(n, cc.rent_usd_per_month))
         first += n
-    demand = demand_series(scenario.demand, scenario.hours, stream(scenario.seed, "demand"), demand_file_tps)
+    history, demand = draw_demand(scenario.demand, scenario.hours, scenario.warmup_hours, stream(scenario.seed, "demand"),
+                                  scenario.seed, demand_file_tps)
+    boot = np.concatenate([np.full(cc.pool_cards, cc.boot_minutes / 60.0) for cc in scenario.classes])
     return Month(
         hours=scenario.hours,
         warmup_hours=scenario.warmup_hours,
@@ -156,4 +221,6 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
         true_rate_tps=true_rate,
         measured_tps=measured,
         demand_tps=demand,
+        demand_history_tps=history,
+        boot_hours=boot if boot.any() else None,
     )

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fleet.core.forecast import Forecaster
 from fleet.core.scenario import Policy
 
 
@@ -26,11 +27,12 @@ class SizingInput:
     score_tps: np.ndarray  # scores at those hours, (cards, k)
     rent_usd_per_hour: np.ndarray  # (cards,)
     eligible: np.ndarray  # cards it may run: the policy's class, not evicted, (cards,)
-    demand_tps: np.ndarray  # (k,)
-    peak_demand_tps: float  # the month's peak demand, for modes that size once
+    demand_tps: np.ndarray  # (k,) the demand each hour is sized for: the forecast × its error margin
+    peak_demand_tps: np.ndarray | float  # (k,) the peak held mode sizes for: seen or forecast so far (known: the month's)
     headroom: float
     previous: np.ndarray | None  # run set of the hour before the stretch, or None at month start
     allowance: np.ndarray | None = None  # (k,) share of capacity held for dips to come; None: none
+    peak_before_tps: float = float("nan")  # the peak held mode had sized for at the hour before the stretch
 
     def target_tps(self, mode: "SizingMode") -> np.ndarray:
         """The mode's target each hour, with the capacity held for dips to come."""
@@ -41,7 +43,7 @@ class SizingInput:
 class SizingMode(Protocol):
     name: str
 
-    def target_tps(self, demand_tps: np.ndarray | float, peak_demand_tps: float, headroom: float) -> np.ndarray | float:
+    def target_tps(self, demand_tps: np.ndarray | float, peak_demand_tps: np.ndarray | float, headroom: float) -> np.ndarray | float:
         """The capacity the mode sizes the run set for, each hour."""
 
     def size(self, inp: SizingInput) -> np.ndarray:
@@ -83,18 +85,21 @@ class Judgement:
     """An eviction rule's opinion at one decision: the cards it would evict, worst first, and why."""
 
     candidates: np.ndarray  # card indices, worst first
-    median_tps: float  # the run set's median score (NaN when the run set holds several classes: see candidate_median_tps)
+    median_tps: float  # the rule's reference score (below-median: the run set's median; NaN when it differs by class)
     threshold_tps: float
     reason: str
-    candidate_median_tps: np.ndarray | None = None  # each candidate's own class's median, aligned with candidates
+    candidate_median_tps: np.ndarray | None = None  # each candidate's own reference, aligned with candidates
+    threshold_by_card_tps: np.ndarray | None = None  # (cards,) the line each judged card was held to (NaN: not judged)
+    candidate_reasons: tuple[str, ...] = ()  # why each candidate falls under its line, in the rule's words
 
 
 class EvictionRule(Protocol):
     name: str
     is_on: bool  # False for a rule that never evicts: the policy then has no decision hours
 
-    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, fraction: float, groups: np.ndarray | None = None) -> Judgement:
-        """Judge the run set on its scores, each card against its own group (class); the budget is the admission's."""
+    def judge(self, score_tps: np.ndarray, run_set: np.ndarray, groups: np.ndarray | None = None) -> Judgement:
+        """Judge the run set on its scores, each card against its own group (class), by the rule's own settings;
+        the budget is the admission's."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,12 @@ class PolicyParts:
     hysteresis: Hysteresis
     size_window_hours: int
     evict_window_hours: int
+    forecast: Forecaster | None = None  # None: the policy's own default, resolved by `policies.resolve`
+
+    @property
+    def knows_demand(self) -> bool:
+        """The policy sizes each hour to its own demand (the seed's clairvoyant view)."""
+        return bool(self.forecast is not None and self.forecast.knows_demand)
 
     @property
     def evicts(self) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fleet.core.billing import HoursBill, bill_hours
+from fleet.core.forecast import DemandView, demand_view
 from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
@@ -35,6 +36,7 @@ class MonthResult:
     wrong: np.ndarray  # (evictions,) bool, in the order of `evictions`
     median_ticket_tps: np.ndarray  # (evictions,) the median ticket of its class in the run set each eviction was judged in
     in_dip: np.ndarray | None = None  # (cards, hours) bool: scored on its recent level, as in a dip (dip-aware scores)
+    demand: DemandView | None = None  # what the policy believed of each hour's demand
     figures: dict = field(default_factory=dict)
 
     @property
@@ -98,11 +100,39 @@ def score_month(month: Month, parts: PolicyParts) -> MonthScores:
     return MonthScores(score, score if evict_score is None else evict_score, in_dip, allowance)
 
 
+def demand_key(parts: PolicyParts) -> tuple:
+    """Policies with the same key see the same `month_demand` (a sweep forecasts a month once per key)."""
+    p = parts.policy
+    if parts.knows_demand:
+        return ("known",)
+    return (p.forecast, tuple(sorted((k, repr(v)) for k, v in p.forecaster.items())), p.forecast_quantile, p.forecast_error_hours)
+
+
+def month_demand(month: Month, parts: PolicyParts) -> DemandView:
+    """What the policy believes of each hour's demand: forecasts from the demand before each hour (the history before
+    the month included), or the month's own demand under the seed's clairvoyant view."""
+    history = month.demand_history_tps if month.demand_history_tps is not None else np.empty(0)
+    observed = np.concatenate([np.asarray(history, dtype=np.float64), np.asarray(month.demand_tps, dtype=np.float64)[:-1]])
+    p = parts.policy
+    return demand_view(parts.forecast, observed, len(history), p.forecast_quantile, p.forecast_error_hours,
+                       known_tps=month.demand_tps if parts.knows_demand else None)
+
+
+def demand_figures(view: DemandView, demand_tps: np.ndarray, policy) -> dict:
+    """How the policy saw demand: the forecaster, its margin, and its mean absolute error over the month's hours."""
+    f = np.asarray(view.forecast_tps, dtype=np.float64)
+    d = np.asarray(demand_tps, dtype=np.float64)[: f.size]
+    ok = np.isfinite(f) & (d > 0)
+    error = float(np.mean(np.abs(f[ok] - d[ok]) / d[ok])) if ok.any() else float("nan")
+    return {"knew_demand": view.knew_demand, "forecast": policy.forecast, "forecast_quantile": policy.forecast_quantile,
+            "forecast_error": 0.0 if view.knew_demand else error}
+
+
 def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None,
-           scores: MonthScores | None = None) -> MonthResult:
+           scores: MonthScores | None = None, demand: DemandView | None = None) -> MonthResult:
     """Replay one month of `scenario` under its resolved policy (drawing the month unless given) and judge it.
 
-    `ideal_usd` is the month's ideal bill by hour and `scores` its `score_month` when
+    `ideal_usd` is the month's ideal bill by hour, `scores` its `score_month` and `demand` its `month_demand` when
     the caller has them (a sweep computes each once per month); otherwise they are computed.
     """
     month = month if month is not None else draw_month(scenario)
@@ -119,7 +149,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     eligible = in_class.copy()
     budget = budget_cards(policy.eviction.share, int(idx.size))
     budget_left = budget
-    peak = float(month.demand_tps.max()) if H else 0.0
+    view = demand if demand is not None else month_demand(month, parts)
     cadence = policy.eviction.cadence_hours
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
 
@@ -144,13 +174,15 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             score_tps=score[:, a:b],
             rent_usd_per_hour=rent_h,
             eligible=eligible,
-            demand_tps=month.demand_tps[a:b],
-            peak_demand_tps=peak,
+            demand_tps=view.sizing_tps[a:b],
+            peak_demand_tps=view.peak_tps[a:b],
             headroom=policy.headroom,
             previous=previous,
             allowance=None if allowance is None else allowance[a:b],
+            peak_before_tps=float(view.peak_tps[a - 1]) if a > 0 else float("nan"),
         )
-        warm[:, a:b], out_hours = size_stretch(inp, out_hours, parts)
+        sized = size_stretch(inp, out_hours, parts)
+        warm[:, a:b], out_hours = sized.warm, sized.out_hours
         previous = warm[:, b - 1].copy() if b > a else previous
         if b == H:
             break
@@ -159,7 +191,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)
-    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, month.true_rate_tps[:, W:], month.demand_tps, evicted_at, ideal_usd)
+    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, month.true_rate_tps[:, W:], month.demand_tps, evicted_at, ideal_usd,
+                      boot_hours=month.boot_hours)
     wrong, medians = [], []
     for p in passes:
         judged = warm[:, p.hour - 1]
@@ -176,6 +209,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
         wrong=np.array(wrong, dtype=bool),
         median_ticket_tps=np.array(medians, dtype=np.float64),
         in_dip=in_dip,
+        demand=view,
     )
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
+    result.figures.update(demand_figures(view, month.demand_tps, policy))
     return result

@@ -70,6 +70,7 @@ class CardClass(Strict):
     name: str = Field(min_length=1)
     rated_tps: float = Field(gt=0)
     rent_usd_per_month: float = Field(gt=0)
+    boot_minutes: float = Field(default=0.0, ge=0, le=24 * 60)  # a card added serves only after this; it bills from its start
     serving: Serving | None = None
 
     @model_validator(mode="before")
@@ -151,14 +152,30 @@ class Telemetry(Strict):
 
 
 class Demand(Strict):
-    """The hourly demand to serve, in tokens/s."""
+    """The hourly demand to serve, in tokens/s: a shape, and the structure real traffic has on top (each off by default).
+
+    Month hour 0 is a Monday at midnight; the `warmup_hours` before it are the demand's history, drawn the same way,
+    which a forecaster may read at the month's start.
+    """
 
     shape: Literal["flat", "diurnal", "file"] = "flat"
     avg_tps: float = Field(default=60_000, gt=0)
     peak_to_avg: float = Field(default=2.0, ge=1)
     peak_hour: float = Field(default=14, ge=0, lt=24)
-    jitter: float = Field(default=0.0, ge=0, le=1)
+    jitter: float = Field(default=0.0, ge=0, le=1)  # independent hour-to-hour noise (relative σ)
+    noise: float = Field(default=0.0, ge=0, le=2)  # σ of log-demand around the shape, persistent: an AR(1) process
+    noise_hours: float = Field(default=6.0, gt=0, le=24 * 31)  # the noise's correlation time
+    day_to_day: float = Field(default=0.0, ge=0, le=1)  # σ of the daily level's log change (a random walk of days)
+    weekend_factor: float = Field(default=1.0, gt=0, le=10)  # Saturday and Sunday against a weekday
+    burst_prob_per_hour: float = Field(default=0.0, ge=0, le=1)  # a burst starts in an hour with this probability
+    burst_mult: float = Field(default=2.0, ge=1, le=100)  # a burst multiplies demand by this
+    burst_hours: int = Field(default=3, ge=1, le=24 * 31)  # a burst lasts this many hours
     file: str | None = None
+
+    @property
+    def structured(self) -> bool:
+        """Any of the structure on top of the shape is on."""
+        return bool(self.noise or self.day_to_day or self.weekend_factor != 1.0 or self.burst_prob_per_hour)
 
     @model_validator(mode="after")
     def _file_given(self) -> "Demand":
@@ -168,11 +185,15 @@ class Demand(Strict):
 
 
 class Eviction(Strict):
-    """The eviction policy: a rule read through a window, at a cadence, within a monthly share."""
+    """The eviction policy: a rule read through a window, at a cadence, within a monthly share.
+
+    Any other key of `[policy.eviction]` is the rule's own setting (`below-median`'s `fraction`), validated by the
+    rule when the policy is resolved (`policies.resolve`), so a new rule's settings never touch this schema."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     rule: str = "none"
     window: str | None = None  # the window the rule reads; None reads the policy's window
-    fraction: float = Field(default=0.8, gt=0, le=1)
     cadence_hours: int = Field(default=24, ge=1)
     share: float = Field(default=0.0, ge=0, le=1)
     # Limits applied by policies.admission; the defaults never bind.
@@ -185,17 +206,17 @@ class Eviction(Strict):
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
+    @property
+    def rule_settings(self) -> dict[str, Any]:
+        """The keys that are the rule's own."""
+        return dict(self.model_extra or {})
+
 
 ANY_CLASS = "any"
+DEFAULT_FORECAST = "holt-winters"
+"""The forecaster a policy uses unless it names one: a real forecaster, never the clairvoyant `known`."""
+KNOWN_FORECAST = "known"
 """`policy.card_class = "any"`: the run set may take cards of every class on the market."""
-
-
-class DipAware(Strict):
-    """Settings of the `dip-aware` score (`policies.scores.DipAware`): a robust long level, a short test for a dip."""
-
-    level_hours: int = Field(default=168, ge=24, le=24 * 31)  # the level: median of the daily means over these hours
-    recent_hours: int = Field(default=3, ge=1, le=24)  # the test reads the last 1..recent_hours hours
-    sigmas: float = Field(default=2.5, gt=0, le=10)  # how far below the level, in the card's own noise, is a dip
 
 
 class Policy(Strict):
@@ -204,17 +225,32 @@ class Policy(Strict):
     card_class: str | tuple[str, ...]  # a class, a list of classes, or "any" (every class on the market)
     window: str = "day"
     score: str = "mean"  # the score estimator (policies.scores): "mean" of the window, or "dip-aware"
-    dip_aware: DipAware = DipAware()
+    dip_aware: dict[str, Any] = Field(default_factory=dict)  # the dip-aware score's own settings, validated by it
     mode: str = "steady"
     headroom: float = Field(default=1.0, ge=0.5, le=5)
     dip_allowance_hours: float = Field(default=0.0, ge=0, le=24)  # capacity held for dips this many hours ahead (0: none)
     release_after_hours: int = Field(default=1, ge=1, le=720)  # hysteresis (policies.hysteresis); 1 releases at once
     eviction: Eviction = Eviction()
+    # The demand forecaster (policies.forecasters): what each hour is sized for, from the demand before it. Only the
+    # seed's presets say "known" (each hour's own demand); `forecaster` holds the forecaster's own settings.
+    forecast: str = DEFAULT_FORECAST
+    forecaster: dict[str, Any] = Field(default_factory=dict)
+    forecast_quantile: float | None = Field(default=None, gt=0, lt=1)  # size to forecast × this quantile of recent actual/forecast
+    forecast_error_hours: int = Field(default=168, ge=1, le=24 * 31)  # the recent hours those errors are read over
 
     @field_validator("window", mode="before")
     @classmethod
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @field_validator("forecast_quantile", mode="before")
+    @classmethod
+    def _no_quantile(cls, v: Any) -> Any:
+        return None if isinstance(v, str) and v.strip().lower() == "none" else v
+
+    @property
+    def knows_demand(self) -> bool:
+        return self.forecast == KNOWN_FORECAST
 
     @field_validator("card_class", mode="before")
     @classmethod
@@ -338,9 +374,16 @@ def apply_override(raw: dict, assignment: str) -> dict:
         return _override_class(raw, path, value, assignment)
     node: Any = _template()
     for p in path:
+        if node is _ANY_KEYS:
+            break
+        if isinstance(node, dict) and p not in node and _OTHER_KEYS in node:
+            node = node[_OTHER_KEYS]
+            continue
         if not isinstance(node, dict) or p not in node:
             raise ConfigError(f"override {assignment!r}: unknown key {key!r}")
         node = node[p]
+    if node is _ANY_KEYS and path[-1] in _template_leaf_names():
+        raise ConfigError(f"override {assignment!r}: {key!r} is a table, set one of its keys")
     if isinstance(node, dict):
         raise ConfigError(f"override {assignment!r}: {key!r} is a table, set one of its keys")
     out = copy.deepcopy(raw)
@@ -366,6 +409,15 @@ def _override_class(raw: dict, path: list[str], value: Any, assignment: str) -> 
     raise ConfigError(f"override {assignment!r}: no card class named {name!r}")
 
 
+_OTHER_KEYS = "\0other"
+_ANY_KEYS = object()
+"""A plug-in's own settings table in the template: any key below it is the plug-in's to validate."""
+
+
+def _template_leaf_names() -> set[str]:
+    return {name for name, f in Policy.model_fields.items() if f.annotation == dict[str, Any]}
+
+
 def _template() -> dict:
     """Every settable key of a scenario, as a nested dict (values unused)."""
 
@@ -373,7 +425,12 @@ def _template() -> dict:
         out: dict = {}
         for name, f in model.model_fields.items():
             ann = f.annotation
-            out[name] = walk(ann) if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+            if ann == dict[str, Any]:
+                out[name] = _ANY_KEYS
+            else:
+                out[name] = walk(ann) if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        if model.model_config.get("extra") == "allow":
+            out[_OTHER_KEYS] = None  # any other key is a plug-in's leaf, validated by it
         return out
 
     return walk(Scenario)

@@ -48,10 +48,9 @@ class EvictionPass:
     hour: int
     rule: str
     window: str
-    fraction: float
     judged: int
     candidates: tuple[int, ...]
-    candidate_median_tps: tuple[float, ...]  # each candidate's own class's median score in the run set
+    candidate_median_tps: tuple[float, ...]  # each candidate's own reference score (below-median: its class's median)
     evicted: tuple[int, ...]
     evictions: tuple[CardDecision, ...]
     median_score_tps: float
@@ -64,6 +63,13 @@ class EvictionPass:
     budget_left_before: int
     budget_left_after: int
     reason: str  # the rule's reason, or why the admission held every candidate back
+    threshold_by_card_tps: dict[int, float] | None = None  # the line the rule held each judged card to
+
+    def threshold_of(self, card: int) -> float:
+        """The rule's line for a judged card (its own threshold, in the rule's terms)."""
+        if self.threshold_by_card_tps is not None and card in self.threshold_by_card_tps:
+            return self.threshold_by_card_tps[card]
+        return self.threshold_tps
 
 
 def is_decision_hour(hour: int, parts: PolicyParts, budget_left: int) -> bool:
@@ -87,18 +93,18 @@ def eviction_pass(
     ev = policy.eviction
     run_set = np.asarray(run_set, dtype=bool)
     judged = int(run_set.sum())
-    judgement = parts.rule.judge(evict_score_tps, run_set, ev.fraction, groups)
+    judgement = parts.rule.judge(evict_score_tps, run_set, groups)
     draining = parts.admission.draining(eviction_hours, hour)
     adm = parts.admission.admit(judgement, judged, budget_left, draining, pool_cards)
     taken = adm.taken
     tpd = tokens_per_dollar(np.asarray(evict_score_tps)[taken], np.asarray(rent_usd_per_hour)[taken]) if taken.size else np.empty(0)
     evictions = []
     left = int(budget_left)
-    medians = judgement.candidate_median_tps
+    why = dict(zip((int(c) for c in judgement.candidates), judgement.candidate_reasons))
     for i, c in enumerate(taken):
         left -= 1
         score = float(evict_score_tps[c])
-        median = float(medians[i]) if medians is not None and i < len(medians) else judgement.median_tps
+        own = why.get(int(c))
         evictions.append(
             CardDecision(
                 "evict",
@@ -106,19 +112,19 @@ def eviction_pass(
                 int(c),
                 score,
                 float(tpd[i]),
-                f"{judgement.reason}: scored {score:.0f} tok/s through the {policy.eviction_window} window, "
-                f"under the threshold {ev.fraction * median:.0f} tok/s (median {median:.0f}); "
-                f"budget left after it {left}",
+                f"{judgement.reason}: scored {score:.0f} tok/s through the {policy.eviction_window} window"
+                + (f", {own}" if own else "") + f"; budget left after it {left}",
             )
         )
+    lines = judgement.threshold_by_card_tps
     return EvictionPass(
         hour=int(hour),
         rule=ev.rule,
         window=policy.eviction_window,
-        fraction=ev.fraction,
         judged=judged,
         candidates=tuple(int(c) for c in judgement.candidates),
         candidate_median_tps=tuple(float(v) for v in (judgement.candidate_median_tps if judgement.candidate_median_tps is not None else ())),
+        threshold_by_card_tps=None if lines is None else {int(c): float(lines[c]) for c in np.flatnonzero(run_set)},
         evicted=tuple(int(c) for c in taken),
         evictions=tuple(evictions),
         median_score_tps=float(judgement.median_tps),
@@ -134,13 +140,25 @@ def eviction_pass(
     )
 
 
-def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyParts) -> tuple[np.ndarray, np.ndarray]:
-    """The run set of each hour of a stretch, (cards, k): the sizing mode's, then the hysteresis.
+@dataclass(frozen=True)
+class Sized:
+    """A stretch sized: the run set of each hour after the hysteresis, (cards, k); the mode's own choice before it;
+    and the hours the mode has left each card out at the stretch's end (the hysteresis carries them on)."""
+
+    warm: np.ndarray
+    chosen: np.ndarray
+    out_hours: np.ndarray
+
+
+def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyParts) -> Sized:
+    """The run set of each hour of a stretch: the sizing mode's, then the hysteresis.
 
     `out_hours` is how many hours the mode had left each card out before the stretch
-    (None: the month starts, nobody is warm); returned as it stands at the stretch's end.
+    (None: the month starts, nobody is warm).
     """
-    return parts.hysteresis.hold(parts.mode.size(inp), inp.eligible, out_hours)
+    chosen = np.asarray(parts.mode.size(inp)).astype(bool)
+    warm, after = parts.hysteresis.hold(chosen, inp.eligible, out_hours)
+    return Sized(warm, chosen, after)
 
 
 @dataclass(frozen=True)
@@ -153,8 +171,8 @@ class PoolState:
     rent_usd_per_hour: np.ndarray  # (cards,)
     eligible: np.ndarray  # (cards,) bool: the policy's class, not evicted
     run_set: np.ndarray | None  # (cards,) bool: warm in the previous hour; None at month start
-    demand_tps: float  # this hour's demand
-    peak_demand_tps: float  # the month's peak demand (held mode sizes for it)
+    demand_tps: float  # the demand this hour is sized for: its forecast × the forecast-error margin
+    peak_demand_tps: float  # the peak held mode sizes for: seen or forecast so far (the month's, when known)
     pool_cards: int  # cards of the policy's class at month start (the budget's base)
     budget_left: int  # evictions the month's budget still allows
     eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
@@ -162,6 +180,9 @@ class PoolState:
     groups: np.ndarray | None = None  # (cards,) class index: eviction judges each card against its own class
     in_dip: np.ndarray | None = None  # (cards,) bool: the score estimator scored the card on its recent level (a dip)
     allowance: float = 0.0  # share of capacity held for dips to come
+    peak_before_tps: float = float("nan")  # held mode's peak at the hour before (a rise adds the best spares)
+    demand_forecast_tps: float = float("nan")  # the forecast alone, before the margin
+    knew_demand: bool = False  # the forecast is the hour's own demand (the seed's clairvoyant view)
 
 
 @dataclass(frozen=True)
@@ -186,11 +207,6 @@ class Decisions:
     @property
     def evictions(self) -> tuple[CardDecision, ...]:
         return self.eviction.evictions if self.eviction is not None else ()
-
-    @property
-    def card_decisions(self) -> tuple[CardDecision, ...]:
-        """In the order they are acted on: evictions first, then releases, then additions."""
-        return self.evictions + self.releases + self.adds
 
 
 def tick(state: PoolState, parts: PolicyParts) -> Decisions:
@@ -219,6 +235,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         headroom=policy.headroom,
         previous=before,
         allowance=np.array([state.allowance]) if state.allowance else None,
+        peak_before_tps=float(state.peak_before_tps),
     )
     if before is None:
         out_before = None
@@ -226,9 +243,8 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         out_before = np.asarray(state.out_hours)
     else:
         out_before = np.where(before, 0, parts.hysteresis.release_after_hours)
-    chosen = np.asarray(parts.mode.size(inp))[:, :1].astype(bool)
-    warm_k, out_after = parts.hysteresis.hold(chosen, eligible, out_before)
-    warm = warm_k[:, 0]
+    sized = size_stretch(inp, out_before, parts)
+    warm, chosen, out_after = sized.warm[:, 0], sized.chosen[:, :1], sized.out_hours
     target = float(inp.target_tps(parts.mode)[0])
     capacity = float(np.asarray(score, dtype=np.float64)[warm].sum())
     was = np.zeros_like(warm) if before is None else before

@@ -20,6 +20,8 @@ loop, and a service calls it once per tick with its own clock.
   failure (locked, disk full) raises and leaves the file in `processing/`.
 - **Names**: errors and the ingest's records name a file as it was dropped
   (`FOLDER/NAME`), never by its `processing/` path.
+- **Demand**: a file named `NAME.demand.csv` is the pool's measured demand (`fleet.ingest.demand`), stored as
+  its demand samples; everything else about it (claim, settle, done/, failed/) is the same.
 """
 
 from __future__ import annotations
@@ -114,12 +116,18 @@ def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Cal
 def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], IngestSettings], done: Path, failed: Path) -> list[DropResult]:
     source = str(root / path.name)
     stat0 = _signature(path.stat())
+    from fleet.ingest.demand import source_of_file
+
     try:
-        parsed = _guarded(read_file(path, name=source))
-        if _signature(path.stat()) != stat0:  # written to after the claim: put it back
-            path.rename(root / path.name)
-            return []
-        report = ingest_parsed(repo, parsed, settings())
+        demand = source_of_file(path.name)
+        if demand is not None:
+            report = _demand(repo, path, source, demand)
+        else:
+            parsed = _guarded(read_file(path, name=source))
+            if _signature(path.stat()) != stat0:  # written to after the claim: put it back
+                path.rename(root / path.name)
+                return []
+            report = ingest_parsed(repo, parsed, settings())
     except BadSource as err:
         return [_fail(path, source, str(err), failed)]
     except OSError as err:  # the file could not be read past its start (the store's own failures are not OSError)
@@ -153,6 +161,13 @@ def _guarded(parsed: Parsed) -> Parsed:
             yield piece
 
     return Parsed(parsed.name, parsed.digest, parsed.n_records, pieces)
+
+
+def _demand(repo: TelemetryStore, path: Path, source: str, demand) -> IngestReport:
+    """A dropped demand file, read whole and refused whole if a line is bad (`BadSource`)."""
+    from fleet.ingest.demand import DemandRequest, store_demand
+
+    return store_demand(repo, demand.samples(DemandRequest(source, data=path.read_bytes())), source)
 
 
 def _fail(path: Path, source: str, error: str, failed: Path) -> DropResult:

@@ -114,6 +114,8 @@ def read_file(path: str | Path, fmt: str | None = None, name: str | None = None)
     ingest's records name it (default: the path)."""
     p = Path(path)
     shown = name or str(p)
+    if p.is_dir():  # before its suffix is looked at: a folder has none, and is not a file of an unknown type
+        raise BadSource(f"{shown!r}: is a folder, not a file (--watch {shown} --once takes every file in it)")
     kind = detect_format(shown if name else p, fmt)
     try:
         with open(p, "rb"):
@@ -121,7 +123,7 @@ def read_file(path: str | Path, fmt: str | None = None, name: str | None = None)
     except FileNotFoundError:
         raise BadSource(f"{shown!r}: no such file") from None
     except IsADirectoryError:
-        raise BadSource(f"{shown!r}: is a folder, not a file") from None
+        raise BadSource(f"{shown!r}: is a folder, not a file (--watch {shown} --once takes every file in it)") from None
     except OSError as err:
         raise BadSource(f"{shown!r}: cannot read ({err.strerror})") from None
 

@@ -105,7 +105,7 @@ def export_month(r, folder: Path) -> None:
                 "card_class": m.class_names[int(m.card_class[e.card])],
                 "score_tps": e.score_tps,
                 "median_score_tps": p.candidate_median_tps[p.candidates.index(e.card)] if p.candidate_median_tps else p.median_score_tps,
-                "threshold_tps": p.fraction * (p.candidate_median_tps[p.candidates.index(e.card)] if p.candidate_median_tps else p.median_score_tps),
+                "threshold_tps": p.threshold_of(e.card),
                 "true_tps": m.true_tps[e.card],
                 "median_true_tps": r.median_ticket_tps[k],
                 "wrong": bool(r.wrong[k]),
@@ -118,4 +118,6 @@ def export_month(r, folder: Path) -> None:
         columns=["hour", "card_id", "card_class", "score_tps", "median_score_tps", "threshold_tps", "true_tps", "median_true_tps", "wrong", "churn_fee_usd", "reason"],
     ).to_csv(folder / "evictions.csv", index=False)
     # The files keep the sums as computed, so every figure follows from the CSVs exactly; `--json` prints them to the cent.
-    (folder / "summary.json").write_text(json.dumps(json_safe(r.figures), indent=2) + "\n")
+    # Dollars to the cent, as `--json` prints them (28840.0, not 28839.999999999993); the CSV files keep every
+    # figure unrounded, so the summary still follows from them within a cent.
+    (folder / "summary.json").write_text(json.dumps(cents(json_safe(r.figures)), indent=2) + "\n")

@@ -39,15 +39,18 @@ def anchor_label(held: dict) -> str:
         "headroom": "headroom {:g}",
         "card_class": "{} cards",
         "score": "{} score",
+        "forecast": "{} forecast",
+        "forecast_quantile": "error quantile {}",
     }
     if held.get("share") == 0:
         held = {k: v for k, v in held.items() if k not in ("window", "share")} | {"eviction": "off"}
         names["eviction"] = "eviction {}"
-    return ", ".join(names[k].format(v if k != "card_class" or isinstance(v, str) else "+".join(v)) for k, v in held.items())
+    shown = lambda k, v: "none" if v is None else (v if k != "card_class" or isinstance(v, str) else "+".join(v))  # noqa: E731
+    return ", ".join(names[k].format(shown(k, v)) for k, v in held.items())
 
 
 # The axes the plot can run along, in the order it prefers them; the windows sort by their hours.
-X_AXES = ("window", "size_window", "headroom", "mode", "card_class", "score", "share")
+X_AXES = ("window", "size_window", "headroom", "mode", "card_class", "score", "forecast", "forecast_quantile", "share")
 AXIS_TITLES = {
     "window": "eviction window (scores the rule judges)",
     "size_window": "sizing window (scores the greedy sizes on)",
@@ -56,9 +59,12 @@ AXIS_TITLES = {
     "headroom": "headroom",
     "card_class": "card class",
     "score": "score estimator",
+    "forecast": "demand forecaster",
+    "forecast_quantile": "forecast-error quantile sized for",
 }
 AXIS_OPTIONS = {"window": "--window", "size_window": "--size-window", "share": "--share", "mode": "--mode",
-                "headroom": "--headroom", "card_class": "--class", "score": "--score"}
+                "headroom": "--headroom", "card_class": "--class", "score": "--score", "forecast": "--forecast",
+                "forecast_quantile": "--quantile"}
 
 
 def _varying(combos: Sequence[Combo]) -> list[str]:
@@ -75,11 +81,6 @@ def plot_axes(combos: Sequence[Combo]) -> tuple[str, str | None]:
                          + ", ".join(AXIS_OPTIONS[a] for a in X_AXES))
     x_axis = varying[0]
     return x_axis, "share" if "share" in varying[1:] else None
-
-
-def x_axis_of(summaries: Sequence[ComboSummary]) -> str:
-    """The axis the plot runs along: the first the grid varies (the eviction window before the sizing window)."""
-    return plot_axes([s.combo for s in summaries])[0]
 
 
 def _order(axis: str, values) -> list:

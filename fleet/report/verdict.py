@@ -42,6 +42,20 @@ def describe_policy(f: dict) -> str:
             f"{f['eviction_share']:g}), sized through the {f['window']} window in {f['mode']} mode")
 
 
+KNEW_DEMAND = "the policy knew each hour's demand (forecast \"known\", the seed's clairvoyant view): no real autoscaler can"
+
+
+def demand_line(f: dict) -> str:
+    """One line on how the policy saw demand; a policy that knew it says so."""
+    if f.get("knew_demand"):
+        return f"demand: {KNEW_DEMAND}"
+    q = f.get("forecast_quantile")
+    margin = f", sized to it × the {q:g} quantile of its recent errors" if q else ""
+    err = f.get("forecast_error")
+    shown = f"; its mean absolute error {err:.1%}" if err is not None and err == err else ""
+    return f"demand: forecast by {f.get('forecast', '?')} from the hours before each hour{margin}{shown}"
+
+
 def headline(preset, fix: bool, r, overrides=(), source: str | None = None) -> str:
     """The verdict's first line. The preset's story tells of its own month and policy, so it heads the verdict only
     when that is what was replayed (another seed is the same story); after a `--set` that changes the scenario, or on
@@ -53,7 +67,10 @@ def headline(preset, fix: bool, r, overrides=(), source: str | None = None) -> s
         same.update(hours=told.hours, warmup_hours=told.warmup_hours)
     as_told = r.scenario.model_copy(update=same) == told
     if as_told and source is None:
-        return f"{name}: {preset.scenario.fix_story if fix else preset.scenario.story}"
+        if r.scenario.seed == told.seed:
+            return f"{name}: {preset.scenario.fix_story if fix else preset.scenario.story}"
+        # The story's figures (26 cards) are its own seed's draw; another seed's month has its own.
+        return f"{name}, seed {r.scenario.seed}: {describe_policy(r.figures)}"
     what = [] if as_told else ["with --set " + " --set ".join(overrides) if overrides else "changed"]
     if source is not None:
         what.append(f"on the month stored at {source}")
@@ -72,6 +89,7 @@ def render_verdict(console: Console, preset, fix: bool, r, overrides=(), span=No
         f"eviction {f['eviction_rule']} through the {f['eviction_window']} window (share {f['eviction_share']:g}, budget {f['eviction_budget']} of {f['pool_cards']}), {where}",
         highlight=False,
     )
+    console.print(f"  {demand_line(f)}", highlight=False)
     t = Table(box=None, show_header=False, padding=(0, 2))
     t.add_row("bill", _usd(f["bill_usd"]), f"warm rent {_usd(f['bill_warm_usd'])} + churn fees {_usd(f['bill_churn_usd'])}")
     t.add_row("idle cost", _usd(f["idle_usd"]), f"{f['idle_share']:.1%} of the bill bought capacity that moved no tokens")
@@ -99,11 +117,14 @@ def spread(rows: list[dict]) -> dict:
             "max": float(v.max()),
         }
     out["pass_rate"] = {c: float(np.mean([r["checks"][c]["pass"] for r in rows])) for c in ("capacity", "convergence", "eviction")}
+    first = rows[0] if rows else {}
+    out["demand"] = {k: first.get(k) for k in ("knew_demand", "forecast", "forecast_quantile")}
     return out
 
 
 def render_spread(console: Console, preset, fix: bool, n: int, first_seed: int, s: dict) -> None:
     console.print(f"[bold]{preset.name}{' (fix)' if fix else ''}[/bold]: {n} seeds from {first_seed}", highlight=False)
+    console.print(f"  {demand_line(s.get('demand') or {})}", highlight=False)
     t = Table("figure", "median", "p05", "p95", "min", "max", box=None)
     for key in SPREAD_FIGURES:
         v = s[key]

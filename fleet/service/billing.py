@@ -3,7 +3,10 @@
 The run sets come from the store's run-set intervals and the evictions from the
 journal; the truth the bill reads is the simulation's (`SimulatedTruth`), or for
 a real pool hindsight (`Hindsight`: each card's mean measured rate over the month
-so far, as the replay of a stored month has it). Hours are billed in stretches of
+so far, as the replay of a stored month has it). The demand is the simulation's,
+or a real pool's measured demand (`MeasuredDemand`; an hour with none measured is
+billed at demand 0 and its `demand_measured_tps` left NULL); the billed hour's
+`size` record gains `demand_measured_tps` with it. Hours are billed in stretches of
 up to a day, each stretch in one transaction, so a rerun bills nothing twice.
 """
 
@@ -34,6 +37,9 @@ class Truth(Protocol):
     def rates(self, first_ts: int, k: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray]:
         """(each card's true rate in each of k hours, (cards, k); each card's ticket, (cards,))."""
 
+    def boot_hours(self, index: PoolIndex) -> np.ndarray | None:
+        """How long each card takes to serve once added (None: at once)."""
+
 
 class SimulatedTruth:
     """The simulated month's true rates and lottery tickets."""
@@ -51,6 +57,15 @@ class SimulatedTruth:
         m = self.sim.month
         W = m.warmup_hours
         return m.true_rate_tps[sel, W + h:W + h + k].astype(np.float64), np.asarray(m.true_tps)[sel].astype(np.float64)
+
+    def boot_hours(self, index: PoolIndex) -> np.ndarray | None:
+        """The simulated classes' `boot_minutes`, as replay bills them (`fleet.core.billing.serving_share`)."""
+        boot = self.sim.month.boot_hours
+        if boot is None:
+            return None
+        if self._rows is None or self._rows[0] is not index:
+            self._rows = (index, self.sim.rows(index.keys))
+        return np.asarray(boot, dtype=np.float64)[self._rows[1]]
 
 
 class Hindsight:
@@ -87,6 +102,9 @@ class Hindsight:
             if n and key in index.pos:
                 mean[index.pos[key]] = self._sum[key] / n
         return np.repeat(mean[:, None], k, axis=1), mean
+
+    def boot_hours(self, index: PoolIndex) -> np.ndarray | None:
+        return None  # a real pool's measured rates already say when a card served
 
 
 def warm_matrix(intervals, index: PoolIndex, first_ts: int, k: int) -> np.ndarray:
@@ -125,7 +143,9 @@ class BillJob:
             last_dec = self.store.last_decided_ts(nxt, cal.month_end_ts(m0))
             if last_dec is None:
                 break
-            upto = min(last_dec, int(now) - HOUR_S, nxt + (STRETCH_HOURS - 1) * HOUR_S)  # an hour is billed once it has ended
+            # An hour is billed once it has ended; a measured one once its telemetry has settled too, as it is scored.
+            settle = int(cal.settle_s) if self.demand.measured else 0
+            upto = min(last_dec, int(now) - HOUR_S - settle, nxt + (STRETCH_HOURS - 1) * HOUR_S)
             if upto < nxt:
                 break
             k = (upto - nxt) // HOUR_S + 1
@@ -143,8 +163,10 @@ class BillJob:
         evictions = self.store.eviction_hours(first_ts, hi)
         evicted = [[index.pos[key] for ts, key in evictions if ts == first_ts + j * HOUR_S] for j in range(k)]
         rate, ticket = self.truth.rates(first_ts, k, index)
-        demand = np.asarray(self.demand.of(m0)[h0:h0 + k], dtype=np.float64)
-        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted)
+        demand, measured = self.demand.billed(m0, h0, k)
+        # A card added serves once booted (a card warm the hour before the stretch has: exact for boots up to an hour).
+        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted,
+                       boot_hours=self.truth.boot_hours(index), warm_before=warm[:, 0])
         sizes = {r.ts: r.detail for r in self.store.decisions(kinds=["size"], since_ts=first_ts, until_ts=hi)}
         fees = churn_fee_usd(index.rent_usd_per_month)
         figs, lines = [], []
@@ -158,6 +180,7 @@ class BillJob:
                 delivered_tps=float(b.delivered_tps[j]), scored_capacity_tps=float(sizes.get(ts, {}).get("scored_capacity_tps", 0.0)),
                 cards_warm=int(b.cards_warm[j]), warm_usd=float(b.warm_usd[j]), churn_usd=float(b.churn_usd[j]),
                 idle_usd=float(b.idle_usd[j]), ideal_usd=float(b.ideal_usd[j]), evictions=len(evicted[j]), wrong_evictions=wrong,
+                demand_measured_tps=float(measured[j]) if np.isfinite(measured[j]) else None,
             ))
             lines.append([("rent", float(b.warm_usd[j]), None)] + [("churn", float(fees[c]), index.keys[c]) for c in evicted[j]])
         self.store.record_hours(figs, lines)

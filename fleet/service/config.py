@@ -22,6 +22,7 @@ from fleet.credentials import Credentials
 from fleet.ingest.drop import DEFAULT_SETTLE_S
 from storage.busy import BUSY_FRACTION_FLOOR
 from fleet.ingest.prometheus import DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
+from fleet.ingest.demand.vllm_queue import DEFAULT_UNSERVED_QUERY
 from fleet.presets import read_toml
 from fleet.service.journal import DEFAULT_PASS_ENV
 
@@ -139,6 +140,32 @@ class Ingest(Strict):
     step_s: int = Field(default=60, ge=1)
     strict: bool = False
     default_class: str | None = None
+    # The pool's demand beside its telemetry (`fleet.ingest.demand`): the part not served from vLLM's queue
+    # (`queue_query`), or the whole demand from a query of the user's own (`demand_query`, e.g. a gateway's
+    # offered-tokens counter). `demand_source` names the source (default: "query" if demand_query is set).
+    demand_source: str | None = None
+    demand_query: str | None = None
+    queue_query: str = DEFAULT_UNSERVED_QUERY
+
+    @model_validator(mode="after")
+    def _demand_source(self) -> "Ingest":
+        from fleet.ingest.demand import DEMAND_SOURCES
+
+        source = DEMAND_SOURCES.get(self.demand_source_name)  # an unknown name is refused, naming the known
+        if not source.pulled:
+            raise ValueError(f"demand_source {source.name!r} reads files (drop NAME.demand.{source.name} into the folder)")
+        if source.name == "query" and not self.demand_query:
+            raise ValueError("demand_source 'query' needs demand_query (PromQL giving the pool's offered tokens/s)")
+        return self
+
+    @property
+    def demand_source_name(self) -> str:
+        return self.demand_source or ("query" if self.demand_query else "vllm-queue")
+
+    @property
+    def demand_source_query(self) -> str | None:
+        """The query the demand source asks: the user's own, or the vLLM queue's."""
+        return self.demand_query if self.demand_source_name == "query" else self.queue_query
 
 
 class ServiceConfig(Strict):

@@ -79,6 +79,8 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
             detail={
                 "hour": d.hour, "mode": d.mode, "window": d.window, "target_tps": d.target_tps,
                 "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
+                **({"demand_forecast_tps": state.demand_forecast_tps} if np.isfinite(state.demand_forecast_tps) else {}),
+                **({"knew_demand": True} if state.knew_demand else {}),
                 "run_set_cards": len(change.run_set), "budget_left": d.budget_left,
                 "held_out_hours": held_out_hours(d, index),
                 **({} if state.in_dip is None else {"in_dip": [keys[i] for i in np.flatnonzero(state.in_dip)]}),
@@ -94,25 +96,27 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
             JournalEntry(
                 f"{hour_ts}:eviction-pass", hour_ts, "eviction-pass", p.reason,
                 detail={
-                    "hour": d.hour, "rule": p.rule, "window": p.window, "fraction": p.fraction, "judged": p.judged,
+                    "hour": d.hour, "rule": p.rule, "window": p.window, "judged": p.judged,
                     "candidates": [keys[c] for c in p.candidates], "evicted": [keys[c] for c in p.evicted],
                     "median_score_tps": p.median_score_tps, "threshold_tps": p.threshold_tps,
                     "blocked_by_budget": p.blocked_by_budget, "blocked_by_disruption": p.blocked_by_disruption,
                     "breaker_open": p.breaker_open, "draining": p.draining, "allowed_now": p.allowed_now,
                     "budget_left_before": p.budget_left_before, "budget_left_after": p.budget_left_after,
                     "scores": {keys[c]: float(state.evict_score_tps[c]) for c in judged},
+                    "thresholds": {keys[c]: p.threshold_of(int(c)) for c in judged},
                     **({} if state.groups is None else {"class_median_score_tps": _class_medians(state, index, judged)}),
                 },
                 acted=True,
             )
         )
-        for e in d.evictions:
+        for n, e in enumerate(d.evictions, start=1):
             entries.append(
                 JournalEntry(
                     f"{hour_ts}:evict:{keys[e.card]}", hour_ts, "evict", e.reason, keys[e.card],
                     detail={"hour": d.hour, "score_tps": e.score_tps, "tokens_per_usd": e.tokens_per_usd,
-                            "window": p.window, "threshold_tps": p.threshold_tps,
-                            "median_score_tps": p.median_score_tps, "budget_left": d.budget_left},
+                            "window": p.window, "threshold_tps": p.threshold_of(e.card),
+                            "median_score_tps": p.median_score_tps,
+                            "budget_left": p.budget_left_before - n},  # after this card, as its reason says
                 )
             )
     evicted = set(change.evicted)
@@ -221,7 +225,7 @@ class DecideJob:
         if previous is None and h > 0:
             previous = self.store.run_set_at(hour_ts - HOUR_S)
         pool_cards = int(in_class.sum())
-        demand = self.demand.of(m0)
+        view = self.demand.view(m0, h, parts)
         estimated = self.policy_scores(hour_ts, index)
         if estimated is None:
             score, in_dip, allowance = self._scores(hour_ts, index, parts.size_window_hours, in_class), None, 0.0
@@ -235,8 +239,11 @@ class DecideJob:
             rent_usd_per_hour=index.rent_usd_per_hour,
             eligible=eligible,
             run_set=None if h == 0 else index.mask(previous),
-            demand_tps=float(demand[h]),
-            peak_demand_tps=float(demand.max()),
+            demand_tps=float(view.sizing_tps[0]),
+            peak_demand_tps=float(view.peak_tps[0]),
+            peak_before_tps=view.peak_before_tps,
+            demand_forecast_tps=float(view.forecast_tps[0]),
+            knew_demand=view.knew_demand,
             pool_cards=pool_cards,
             budget_left=max(0, budget_cards(policy.eviction.share, pool_cards) - len(evictions)),
             eviction_hours=tuple((ts - m0) // HOUR_S for ts, _ in evictions),

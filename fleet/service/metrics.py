@@ -33,6 +33,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Iterable
+from urllib.parse import urlsplit
 
 import numpy as np
 from prometheus_client import generate_latest
@@ -208,6 +209,12 @@ class FleetCollector(Collector):
         yield gauge("fleet_pool_cards", "Cards of the policy's class in the pool at the month's start.", s.pool_cards)
         yield gauge("fleet_pool_eligible_cards", "Pool cards not evicted this month.", s.eligible_cards)
         yield gauge("fleet_demand_tokens_per_second", "Demand this hour.", s.demand_tps)
+        yield gauge("fleet_demand_forecast_tps", "The demand forecast this hour was sized to (tokens/s; NaN: none yet).",
+                    s.demand_forecast_tps)
+        yield gauge("fleet_demand_measured_tps", "The demand the last billed hour had (tokens/s): measured for a real pool, "
+                    "the simulation's under --simulate; NaN when none was measured.", s.demand_measured_tps)
+        yield gauge("fleet_demand_forecast_error_tps", "Mean |forecast - measured| demand over the last day of billed hours "
+                    "(tokens/s).", s.forecast_error_tps)
         yield gauge("fleet_scored_capacity_tokens_per_second", "Capacity of the run set by its scores this hour.", s.scored_capacity_tps)
         yield gauge("fleet_capacity_tokens_per_second",
                     "True capacity of the run set in the last billed hour (simulation truth, or hindsight).", s.capacity_tps)
@@ -345,13 +352,21 @@ def make_registry(collector: FleetCollector) -> FleetRegistry:
 
 
 class _MetricsHandler(BaseHTTPRequestHandler):
-    """Answers every GET (as prometheus-client's server does) in the format the scraper's `Accept` asks for
-    (OpenMetrics or the text format; the text format 0.0.4 when it names neither), gzipped when its
-    `Accept-Encoding` takes gzip, through prometheus-client's own negotiation."""
+    """Answers a GET of /metrics in the format the scraper's `Accept` asks for (OpenMetrics or the text format; the
+    text format 0.0.4 when it names neither), gzipped when its `Accept-Encoding` takes gzip, through
+    prometheus-client's own negotiation; any other path is 404 (a mistyped scrape target is told, not fed)."""
 
     registry: CollectorRegistry
 
     def do_GET(self) -> None:
+        if urlsplit(self.path).path != "/metrics":
+            body = b"not found: the metrics are at /metrics\n"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         reg = self.registry
         encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
         if isinstance(reg, FleetRegistry):

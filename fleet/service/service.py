@@ -40,7 +40,7 @@ from fleet.service.billing import BillJob, Hindsight, SimulatedTruth
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.config import ServiceConfig
 from fleet.service.decide import DecideJob
-from fleet.service.demand import MonthDemand
+from fleet.service.demand import month_demand
 from fleet.service.journal import Actuator, Command, DryRun, Journal, Webhook
 from fleet.service.pool import PoolWatch, declare_pool
 from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
@@ -159,7 +159,10 @@ class Service:
             cards.update(simulation.cards())
         declare_pool(repo, [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in cfg.pool.classes], cards, clock.now())
         self.pool = PoolWatch(repo, self.store, cfg.month.hours)
-        demand = MonthDemand(cfg.demand, cfg.month.hours, simulation.month.demand_tps if simulation is not None else None)
+        if simulation is None and self.parts.knows_demand:
+            raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster "
+                              "(e.g. \"seasonal\")")
+        demand = month_demand(self.store, cfg.month.hours, simulation)
         stopping = self.stopping
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,

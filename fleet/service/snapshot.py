@@ -50,6 +50,10 @@ class Snapshot:
     quarantine: dict[str, int]
     decisions: dict[str, tuple[int, int]]
     checks: dict = field(default_factory=dict)
+    demand_forecast_tps: float = float("nan")  # the forecast the last decided hour was sized to (NaN: none)
+    demand_measured_tps: float = float("nan")  # the demand the last billed hour had (NaN: none measured)
+    forecast_error_tps: float = float("nan")  # mean |forecast - measured| over the recent billed hours
+    knew_demand: bool = False  # the policy was handed the hour's true demand (the seed's clairvoyant view)
     card_classes: dict[str, str] = field(default_factory=dict)  # card → its class, for the per-card series' label
     oldest_unacted_ts: int | None = None  # the hour of the oldest action neither carried out nor set aside
 
@@ -60,6 +64,29 @@ def month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
     return core_month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
                              col("delivered_tps"), int(sum(h.evictions for h in hours)),
                              int(sum(h.wrong_evictions for h in hours)))
+
+
+FORECAST_ERROR_HOURS = 24
+"""The recent forecast error is measured over the last day of billed hours."""
+
+
+def forecast_error_tps(forecast_tps: Sequence[float], measured_tps: Sequence[float]) -> float:
+    """Mean |forecast − measured| over the hours that have both (NaN when none has)."""
+    f, m = np.asarray(forecast_tps, dtype=np.float64), np.asarray(measured_tps, dtype=np.float64)
+    ok = np.isfinite(f) & np.isfinite(m)
+    return float(np.mean(np.abs(f[ok] - m[ok]))) if ok.any() else float("nan")
+
+
+def _recent_forecasts(store: JournalStore, hours: Sequence[HourFigures]) -> tuple[float, float]:
+    """(the last billed hour's measured demand, the recent forecast error) from the billed hours and their size records."""
+    recent = list(hours[-FORECAST_ERROR_HOURS:])
+    if not recent:
+        return float("nan"), float("nan")
+    sizes = {r.ts: r.detail for r in store.decisions(kinds=["size"], since_ts=recent[0].hour_ts, until_ts=recent[-1].hour_ts + 1)}
+    nan = float("nan")
+    measured = [nan if h.demand_measured_tps is None else h.demand_measured_tps for h in recent]
+    forecast = [float(sizes.get(h.hour_ts, {}).get("demand_forecast_tps", nan)) for h in recent]
+    return measured[-1], forecast_error_tps(forecast, measured)
 
 
 def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, policy, windows: Mapping[str, int], marks,
@@ -93,6 +120,7 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
     size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1) if last_dec is not None else []
     passes = store.decisions(kinds=["eviction-pass"], since_ts=m0, until_ts=m1)
     figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
+    measured, error = _recent_forecasts(store, hours)
     return Snapshot(
         clock_ts=now_ts,
         month_start_ts=m0,
@@ -116,6 +144,10 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
         quarantine=store.quarantine_reasons(),
         decisions=store.decision_counts(m0, m1),
         checks=judge_checks(figs, marks) if hours else {},
+        demand_forecast_tps=float(size[0].detail.get("demand_forecast_tps", float("nan"))) if size else float("nan"),
+        demand_measured_tps=measured,
+        forecast_error_tps=error,
+        knew_demand=bool(size and size[0].detail.get("knew_demand")),
         card_classes=dict(zip(index.keys, map(str, index.class_names.tolist()))),
         oldest_unacted_ts=store.oldest_unacted_ts(),
     )

@@ -4,7 +4,8 @@ The simulated feed sends the month's hours as the clock passes them and keeps
 how far it has sent (`fed_through_ts`), which is a simulation's watermark. A
 drop folder is drained by `fleet.ingest.drop`, the same code as `fleet ingest
 --watch`; Prometheus is asked for the last hours of its rate and busy queries
-through `fleet.ingest.prometheus`, with the configured credentials. Everything
+through `fleet.ingest.prometheus`, with the configured credentials, and the
+pool's demand source (`fleet.ingest.demand`) for the same range. Everything
 lands through `fleet.ingest`, which drops duplicates, so re-sending an hour is
 free.
 """
@@ -88,6 +89,7 @@ class IngestJob:
     def _prometheus(self, settings) -> int:
         """Pull the rate and busy queries since the last rolled-up hour (at most 6 hours back, an hour at first)."""
         from fleet.ingest import ingest_prometheus
+        from fleet.ingest.demand import pull_demand
 
         ing = self.cfg.ingest
         end = int(self.clock.now()) // ing.step_s * ing.step_s
@@ -95,4 +97,6 @@ class IngestJob:
         start = min(max(end - 6 * HOUR_S, last if last is not None else end - HOUR_S), end - ing.step_s)
         report = ingest_prometheus(self.repo, ing.prometheus_url, ing.query, start, end, ing.step_s, settings, ing.card_label,
                                    busy_query=ing.busy_query, auth=ing.auth)
-        return report.read
+        demand = pull_demand(self.repo, ing.demand_source_name, ing.prometheus_url, start, end, ing.step_s,
+                             ing.demand_source_query, ing.auth)
+        return report.read + demand.read

@@ -103,18 +103,18 @@ def test_export_files_add_up_to_the_summary(tmp_path):
     assert len(hours) == H
     rent_h = cards.set_index("card_id")["rent_usd_per_month"] / H
     warm = float(((iv.end_hour - iv.start_hour) * rent_h.loc[iv.card_id].to_numpy()).sum())
-    assert warm == pytest.approx(summary["bill_warm_usd"])
+    assert warm == pytest.approx(summary["bill_warm_usd"], abs=0.005)  # summary.json: dollars to the cent
     churn = 0.15 * float(cards.set_index("card_id").loc[ev.card_id, "rent_usd_per_month"].sum())
-    assert churn == pytest.approx(summary["bill_churn_usd"])
-    assert summary["bill_usd"] == pytest.approx(warm + churn)
+    assert churn == pytest.approx(summary["bill_churn_usd"], abs=0.005)
+    assert summary["bill_usd"] == pytest.approx(warm + churn, abs=0.01)
     assert (iv.end_reason == "evicted").sum() <= summary["evictions"]
     assert set(iv.end_reason) <= {"evicted", "released", "month_end"}
     delivered = np.minimum(hours.demand_tps, hours.capacity_tps)
     assert np.allclose(delivered, hours.delivered_tps)
     assert delivered.mean() == pytest.approx(summary["delivered_avg_tps"])
-    assert hours.ideal_usd.sum() == pytest.approx(summary["ideal_bill_usd"])
+    assert hours.ideal_usd.sum() == pytest.approx(summary["ideal_bill_usd"], abs=0.005)
     idle = (hours.warm_usd * (1 - hours.delivered_tps / hours.capacity_tps)).sum()
-    assert idle == pytest.approx(summary["idle_usd"])
+    assert idle == pytest.approx(summary["idle_usd"], abs=0.005)
     assert summary["ideal_bill_usd"] / summary["bill_usd"] == pytest.approx(summary["convergence"])
     assert len(ev) == summary["evictions"] and int(ev.wrong.sum()) == summary["wrong_evictions"]
     assert (ev.true_tps >= ev.median_true_tps).sum() == summary["wrong_evictions"]

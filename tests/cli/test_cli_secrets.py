@@ -57,6 +57,7 @@ def test_db_upgrade_and_prune_print_the_url_masked(tmp_path, monkeypatch):
     """The lines `fleet db upgrade` and `fleet db prune` print name the database: masked. (A SQLite URL cannot
     carry a password, so the password URL's engine is a SQLite file here.)"""
     import storage.db
+    import storage.existing
     import storage.repository
     from fleet.cli.app import app
 
@@ -64,6 +65,7 @@ def test_db_upgrade_and_prune_print_the_url_masked(tmp_path, monkeypatch):
     sqlite_url = f"sqlite:///{tmp_path / 's.db'}"
     monkeypatch.setattr(storage.db, "make_engine", lambda url, **kw: real(sqlite_url if url == URL else url, **kw))
     monkeypatch.setattr(storage.repository, "make_engine", storage.db.make_engine)
+    monkeypatch.setattr(storage.existing, "make_engine", storage.db.make_engine)  # prune looks for the store first
     for args in (["db", "upgrade", "--db", URL], ["db", "upgrade", "--db", URL], ["db", "prune", "--raw-older-than", "7", "--db", URL]):
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output

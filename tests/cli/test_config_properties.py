@@ -8,9 +8,11 @@ Each property runs a few examples in every run and 100,000 under `pytest -m slow
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import json
 import math
+import shutil
 import tempfile
 import tomllib
 from pathlib import Path
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {p.stem: tomllib.loads(p.read_text()) for p in sorted(PRESETS_DIR.glob("*.toml"))}
 SERVICE = tomllib.loads((ROOT / "docs" / "serve-config.example.toml").read_text())
 _DIR = Path(tempfile.mkdtemp(prefix="fleet-config-props-"))
+atexit.register(shutil.rmtree, _DIR, ignore_errors=True)  # the files the examples wrote go with the run
 
 
 # -- a small TOML writer (the standard library only reads TOML) -------------------------------------

@@ -24,7 +24,7 @@ def first_line(text: str) -> str:
 def test_version_prints_the_installed_version():
     p = fleet("--version")
     assert p.returncode == 0, p.stderr
-    assert first_line(p.stdout) == f"fleet {version('fleet')}"
+    assert first_line(p.stdout) == f"fleet {version('fleet-autoscaler')}"
 
 
 @pytest.mark.parametrize("args", [["-h"], ["replay", "-h"], ["journal", "-h"], ["classes", "-h"]])
@@ -48,7 +48,7 @@ def test_shell_completion_is_offered():
 
 def test_an_unknown_option_of_a_command_is_a_usage_error_not_a_traceback():
     p = fleet("replay", "-x")
-    assert p.returncode == 2 and "No such option: -x" in p.stderr and "Traceback" not in p.stderr
+    assert p.returncode == 2 and "fleet: error: fleet replay: no such option: -x" in p.stderr and "Traceback" not in p.stderr
 
 
 # -- --export --------------------------------------------------------------------------------------------------------

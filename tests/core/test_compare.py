@@ -101,6 +101,17 @@ def test_passing_headroom(desc, headrooms, min_pass, expected):
     assert passing_headroom(np.array(headrooms), min_pass) == expected, desc
 
 
+@pytest.mark.parametrize("months, confidence, kth", [(100, 0.8, 98), (200, 0.8, 194), (30, 0.8, 30), (100, 0.0, 95)])
+def test_passing_headroom_with_confidence_bounds_the_quantile_on_unseen_months(months, confidence, kth):
+    """The k-th smallest of n months' headrooms is an upper bound of the 95% quantile with the confidence asked."""
+    from scipy.stats import binom
+
+    h = 1.0 + np.arange(months) / 1000
+    assert passing_headroom(np.random.default_rng(0).permutation(h), 0.95, confidence) == h[kth - 1]
+    if confidence and kth < months:
+        assert binom.cdf(kth - 1, months, 0.95) >= confidence > binom.cdf(kth - 2, months, 0.95)
+
+
 # --- running months ---------------------------------------------------------------------------
 
 
@@ -234,7 +245,8 @@ def test_plot_holds_the_other_axes_at_the_anchor():
     chosen, x_axis, held = plot_slice(rows + [other], anchor=rows[0].combo)
     assert x_axis == "window"
     assert [s.combo.window for s in chosen] == ["hour", "day"]
-    assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship", "score": "mean"}
+    assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship", "score": "mean",
+                    "forecast": "holt-winters", "forecast_quantile": None}
 
 
 # --- the command ------------------------------------------------------------------------------

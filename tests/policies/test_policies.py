@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fleet.core.scenario import ConfigError
-from policies import EVICTION_RULES, SIZING_MODES, SizingInput, window_hours
+from policies import EVICTION_RULES, SIZING_MODES, SizingInput, build, window_hours
 from fleet.core.registry import Registry
 
 
@@ -36,12 +36,17 @@ def test_registry_refuses_a_name_twice_and_names_known_on_a_miss():
     ],
 )
 def test_below_median(desc, scores, run_set, fraction, expected):
-    j = EVICTION_RULES.get("below-median").judge(np.array(scores, float), np.array(run_set, bool), fraction)
+    rule = build(EVICTION_RULES, "below-median", {"fraction": fraction}, "policy.eviction")
+    j = rule.judge(np.array(scores, float), np.array(run_set, bool))
     assert j.candidates.tolist() == expected, desc
+    judged = np.flatnonzero(run_set)
+    if judged.size:
+        np.testing.assert_allclose(j.threshold_by_card_tps[judged], fraction * np.median(np.array(scores, float)[judged]))
+    assert len(j.candidate_reasons) == len(expected)  # the rule says why each candidate falls under its line
 
 
 def test_no_eviction_never_has_candidates():
-    j = EVICTION_RULES.get("none").judge(np.array([1.0, 100.0]), np.array([True, True]), 0.99)
+    j = build(EVICTION_RULES, "none", {"fraction": 0.99}, "policy.eviction").judge(np.array([1.0, 100.0]), np.array([True, True]))
     assert j.candidates.size == 0
 
 

@@ -13,7 +13,9 @@ W, H = 168, 48
 
 
 def estimator(name: str, **settings):
-    return SCORES.get(name)(make_scenario(policy={"card_class": "flagship", "score": name, **settings}).policy)
+    import policies
+
+    return policies.resolve(make_scenario(policy={"card_class": "flagship", "score": name, **settings}).policy).score
 
 
 def telemetry(noise: float = 0.1, seed: int = 0, cards: int = 400) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +111,10 @@ def test_each_hour_reads_only_the_hours_before_it():
     ],
 )
 def test_below_median_judges_within_the_class(desc, scores, groups, expected):
-    j = EVICTION_RULES.get("below-median").judge(np.array(scores, float), np.ones(len(scores), bool), 0.7, np.array(groups))
+    from policies import build
+
+    rule = build(EVICTION_RULES, "below-median", {"fraction": 0.7}, "policy.eviction")
+    j = rule.judge(np.array(scores, float), np.ones(len(scores), bool), np.array(groups))
     assert j.candidates.tolist() == expected, desc
     assert len(j.candidate_median_tps) == len(expected)
 

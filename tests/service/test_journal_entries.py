@@ -38,7 +38,7 @@ def card(kind: str, c: int, reason: str) -> CardDecision:
 
 def evicting(c: int) -> EvictionPass:
     ev = CardDecision("evict", 24, c, float(EVICT_SCORE[c]), 1.0, f"below-median: {KEYS[c]} scored low")
-    return EvictionPass(hour=24, rule="below-median", window="hour", fraction=0.8, judged=3, candidates=(c,), candidate_median_tps=(5100.0,), evicted=(c,),
+    return EvictionPass(hour=24, rule="below-median", window="hour", judged=3, candidates=(c,), candidate_median_tps=(5100.0,), evicted=(c,),
                         evictions=(ev,), median_score_tps=5100.0, threshold_tps=4080.0, blocked_by_budget=0,
                         blocked_by_disruption=0, breaker_open=False, draining=0, allowed_now=1, budget_left_before=2,
                         budget_left_after=1, reason="below-median")
@@ -135,3 +135,17 @@ def test_entries_of_a_real_tick_name_each_of_its_decisions():
     assert by_kind.get("add", []) == [KEYS[c.card] for c in d.adds]
     assert by_kind.get("release", []) == [KEYS[c.card] for c in d.releases]
     assert [e.reason for e in entries if e.kind == "evict"] == [c.reason for c in d.evictions]
+
+
+def test_each_eviction_carries_the_budget_left_after_it():
+    """Two evictions in one pass: each record's budget_left is what its own reason says, not the pass's end."""
+    from dataclasses import replace
+
+    one, two = (CardDecision("evict", 24, c, float(EVICT_SCORE[c]), 1.0, f"{KEYS[c]}: budget left after it {left}")
+                for c, left in ((2, 4), (3, 3)))
+    p = replace(evicting(2), candidates=(2, 3), evicted=(2, 3), evictions=(one, two), budget_left_before=5, budget_left_after=3)
+    d = decided(mask(0, 1), eviction=p)
+    entries = journal_entries(TS, d, state(mask(0, 1, 2, 3)), INDEX, {"gpu-a", "gpu-b", "gpu-c", "gpu-d"})
+    evicts = [e for e in entries if e.kind == "evict"]
+    assert [e.detail["budget_left"] for e in evicts] == [4, 3]
+    assert all(e.reason.endswith(f"budget left after it {e.detail['budget_left']}") for e in evicts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import urllib.error
 import urllib.request
 
 import pytest
@@ -99,7 +100,7 @@ def test_metric_table(name, kind, suffix, labels, expected):
 def test_names_follow_the_rule():
     fams, text = families()
     units = ("_usd", "_tokens", "_tokens_per_second", "_seconds", "_cards", "_ratio", "_open", "_pass", "_billed",
-             "_records", "_runs", "_decisions", "_acted", "_actions", "_evictions", "_warm", "_tokens_per_usd")
+             "_records", "_runs", "_decisions", "_acted", "_actions", "_evictions", "_warm", "_tokens_per_usd", "_tps")
     for name, fam in fams.items():
         assert name.startswith("fleet_")
         assert name.endswith(units) or name in ("fleet_evictions", "fleet_wrong_evictions", "fleet_decisions",
@@ -151,6 +152,21 @@ def test_http_server_binds_localhost_and_serves_the_collector():
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             fams = {f.name: f for f in text_string_to_metric_families(resp.read().decode())}
         assert sample(fams, "fleet_run_set_cards") == 2
+    finally:
+        server.shutdown()
+
+
+def test_a_path_other_than_metrics_is_404():
+    server, _ = serve_metrics(make_registry(FleetCollector(snapshot, stats)), port=0)
+    try:
+        port = server.server_address[1]
+        for path in ("/nope", "/", "/metrics/x"):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5)
+            assert err.value.code == 404, path
+            assert b"fleet_" not in err.value.read()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?x=1", timeout=5) as resp:
+            assert resp.status == 200
     finally:
         server.shutdown()
 

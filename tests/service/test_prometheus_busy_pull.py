@@ -21,6 +21,7 @@ import pytest
 from fleet.ingest import (
     DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, busy_query, fetch_prometheus, ingest_prometheus, rate_query,
 )
+from fleet.ingest.demand.vllm_queue import DEFAULT_UNSERVED_QUERY
 from fleet.service.config import load_service_config
 from storage import sqlite_memory_repository
 from storage.repository import open_repository
@@ -90,7 +91,9 @@ def test_the_service_pulls_rate_and_busy_with_its_token_and_logs_no_secret(tmp_p
     job = IngestJob(_config(tmp_path, canned.url), repo, ServiceStore(repo.engine), StepClock(T0 + HOUR_S + 301))
     with caplog.at_level(logging.DEBUG):
         assert job.run() == 120
-    assert [(r.query, r.authorization) for r in canned.requests] == [(DEFAULT_PROMETHEUS_QUERY, f"Bearer {SECRET}"), (DEFAULT_BUSY_QUERY, f"Bearer {SECRET}")]
+    # The rate, the busy fraction, and the pool's demand (the part vLLM's queue did not serve), each with the token.
+    assert [(r.query, r.authorization) for r in canned.requests] == [
+        (DEFAULT_PROMETHEUS_QUERY, f"Bearer {SECRET}"), (DEFAULT_BUSY_QUERY, f"Bearer {SECRET}"), (DEFAULT_UNSERVED_QUERY, f"Bearer {SECRET}")]
     roll = repo.hourly_rollups().set_index("card_key")
     assert roll.loc["a", "busy_tps"] == pytest.approx(6000) and roll.loc["b", "busy_tps"] == pytest.approx(3000)
     assert roll.loc["a", "mean_tps"] == pytest.approx(3000)

@@ -288,7 +288,8 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
 
 
 def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
-    """A pool's telemetry dropped as files: taken once, scored after it settles, decided, billed on hindsight rates."""
+    """A pool's telemetry dropped as files: taken once, scored after it settles, decided, billed on hindsight rates.
+    Its demand is dropped too (`NAME.demand.csv`): measured, not drawn from `[demand]`."""
     from fleet.service.config import load_service_config
     from fleet.service.service import Service
 
@@ -321,6 +322,8 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
         f"{card},{t0 + h * HOUR_S + 60 * m},{rate * (1 + 0.01 * m)}" for h in range(-3, 5) for m in range(3) for card, rate in rates.items()
     ]
     (drop / "part-1.csv").write_text("\n".join(rows) + "\n")
+    demand = ["ts,demand_tps"] + [f"{t0 + h * HOUR_S + 60 * m},10000" for h in range(5) for m in range(3)]
+    (drop / "gateway.demand.csv").write_text("\n".join(demand) + "\n")
     (drop / ".part-2.csv").write_text("card_id,ts\n")  # still being written: not taken
     (drop / "broken.csv").write_text("no,such,columns\n1,2,3\n")
     for p in drop.iterdir():
@@ -330,20 +333,25 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
         job()
     assert (drop / "done" / "part-1.csv").exists() and (drop / "failed" / "broken.csv").exists()
-    assert (drop / ".part-2.csv").exists()
+    assert (drop / "done" / "gateway.demand.csv").exists() and (drop / ".part-2.csv").exists()
     assert svc.store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 4 * HOUR_S
     hours = svc.store.hours(t0)
     assert [h.hour_ts for h in hours] == [t0 + h * HOUR_S for h in range(4)]  # hour 4 has not ended
     # Steady: the best tokens per dollar first until 10,000 tok/s of scores are covered: gpu-a and gpu-d.
     assert svc.store.run_set_at(t0 + 2 * HOUR_S) == {"gpu-a", "gpu-d"}
-    assert all(h.warm_usd == pytest.approx(2 * 2690 / 24) for h in hours)
+    # Hour 0 has no demand before it to forecast from: every card is warm; from hour 1 the forecast sizes the set.
+    assert hours[0].warm_usd == pytest.approx(4 * 2690 / 24)
+    assert all(h.warm_usd == pytest.approx(2 * 2690 / 24) for h in hours[1:])
     assert all(0 < h.ideal_usd <= h.warm_usd + 1e-9 for h in hours)
+    assert all(h.demand_tps == h.demand_measured_tps == pytest.approx(10_000) for h in hours)
     clock.t += 10 * HOUR_S  # telemetry stops after hour 4: the hours go on, and with no scores every card is kept warm
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
         job()
     assert svc.store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 14 * HOUR_S
     assert svc.store.run_set_at(t0 + 10 * HOUR_S) == set(rates)
     assert svc.store.last_billed_ts(t0) == t0 + 13 * HOUR_S
+    unmeasured = svc.store.hours(t0)[5:]  # no telemetry and no demand: billed at demand 0, none measured
+    assert all(h.demand_tps == 0 and h.demand_measured_tps is None for h in unmeasured)
 
 
 def _served(tmp_path, preset_path, overrides=()):
@@ -399,3 +407,22 @@ def test_the_service_serves_replays_month_with_every_plug_in(tmp_path, overrides
     index = svc.pool.current()
     state = svc.decide.state_at(ts, index, svc.store.run_set_at(ts - HOUR_S))
     assert state.run_set.sum() == r.warm[:, h - 1].sum()
+
+
+def test_the_service_bills_a_cards_boot_as_replay_does(tmp_path):
+    """A class whose cards take 30 minutes to serve once added: the service's capacity, idle cost and unmet demand
+    are replay's, hour by hour (`fleet.core.billing.serving_share`), and differ from a class that serves at once."""
+    path = tmp_path / "boot.toml"
+    path.write_text(TINY_PRESET.replace("pool_cards = 12\n", "pool_cards = 12\nboot_minutes = 30\n", 1))
+    svc, scenario, sim = _served(tmp_path, path)
+    r = replay_scenario(scenario, month=sim.month)
+    hours = svc.store.hours(sim.start_ts)
+    assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
+    billed = {k: sum(getattr(h, k) for h in hours) for k in ("idle_usd", "delivered_tps")}
+    assert billed["idle_usd"] == pytest.approx(r.figures["idle_usd"], rel=1e-9)
+    assert np.allclose([h.capacity_tps for h in hours], r.bill.capacity_tps, rtol=1e-9)
+    assert billed["delivered_tps"] / len(hours) == pytest.approx(r.figures["delivered_avg_tps"], rel=1e-9)
+    (tmp_path / "at-once").mkdir()
+    (tmp_path / "at-once" / "tiny.toml").write_text(TINY_PRESET)
+    other, _, _ = _served(tmp_path / "at-once", tmp_path / "at-once" / "tiny.toml")
+    assert sum(h.idle_usd for h in other.store.hours(sim.start_ts)) != pytest.approx(billed["idle_usd"], rel=1e-6)

@@ -96,8 +96,14 @@ def test_a_non_empty_target_is_refused_and_left_alone(tmp_path, store_url):
     assert list(repo.classes()) == ["mine"]
     with pytest.raises(StoreError, match="same database"):
         copy_store(source, source)
-    with pytest.raises(StoreError, match="no fleet schema: nothing to copy"):
+    with pytest.raises(StoreError, match="no such file; nothing to copy"):
         copy_store(f"sqlite:///{tmp_path / 'nothing.db'}", f"sqlite:///{tmp_path / 'other.db'}")
+    assert not (tmp_path / "nothing.db").exists() and not (tmp_path / "other.db").exists()
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "empty.db").close()  # a SQLite file with no fleet schema
+    with pytest.raises(StoreError, match="no fleet schema: nothing to copy"):
+        copy_store(f"sqlite:///{tmp_path / 'empty.db'}", f"sqlite:///{tmp_path / 'other.db'}")
 
 
 def test_a_count_that_differs_fails_the_copy_and_keeps_nothing(tmp_path, store_url, monkeypatch):

@@ -14,4 +14,4 @@ def test_a_missing_postgresql_driver_names_the_extra(monkeypatch):
     with pytest.raises(StoreError) as err:
         make_engine("postgresql+psycopg://fleet:hunter2@127.0.0.1:1/x")
     assert str(err.value) == ("database 'postgresql+psycopg://fleet:***@127.0.0.1:1/x': its driver is not installed: "
-                              "No module named 'psycopg' (pip install 'fleet[postgres]')")
+                              "No module named 'psycopg' (in the checkout: pip install -e '.[postgres]')")

@@ -46,6 +46,7 @@ TELEMETRY = (
     "declare_classes", "declare_cards", "classes", "cards",  # the pool
     "begin_run", "write_batch", "finish_run",  # ingest
     "hourly_rollups", "sample_count",  # reading
+    "write_demand",  # measured demand
     "prune_raw",  # retention
 )
 JOURNAL = (
@@ -54,7 +55,7 @@ JOURNAL = (
     "set_aside", "oldest_unacted_ts",  # actions closed without being carried out, and the oldest still waiting
     "record_scores", "scores_at", "scores_by_window", "last_scored_ts",
     "record_hours", "hours", "last_billed_ts", "month_start_of", "bill_by_part",
-    "card_count", "card_class", "rollup_means", "last_rollup_ts", "ingest_totals", "quarantine_reasons",
+    "card_count", "card_class", "rollup_means", "last_rollup_ts", "demand_hours", "ingest_totals", "quarantine_reasons",
 )
 
 

@@ -94,8 +94,9 @@ def test_bad_urls_are_one_line_errors(tmp_path):
 
     with pytest.raises(StoreError, match="not a SQLAlchemy URL"):
         make_engine("fleet.db")
-    with pytest.raises(StoreError, match="unable to open"):
+    with pytest.raises(StoreError, match="no folder .*such.* to hold it"):
         open_repository(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    assert not (tmp_path / "no").exists()
     (tmp_path / "junk.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreError, match="junk.db.*not a database"):
         open_repository(f"sqlite:///{tmp_path / 'junk.db'}")

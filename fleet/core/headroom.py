@@ -1,0 +1,29 @@
+"""The headroom a recommendation runs at: from each searched month's least passing headroom, the one that passes
+the capacity check in `--min-pass` of months drawn like them, with a stated confidence."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+SEARCH_CONFIDENCE = 0.8
+"""The recommendation's headroom must pass capacity in `--min-pass` of months it has not seen, not only of the months
+it was searched on: it is the order statistic of the months' least passing headrooms that bounds the `min_pass`
+quantile from above with this confidence (for 200 months at 95%: the 194th, 97% of them)."""
+
+
+def passing_headroom(month_headrooms: np.ndarray, min_pass_rate: float, confidence: float = 0.0) -> float | None:
+    """The smallest headroom at which at least `min_pass_rate` of the months pass capacity (None: none within the search).
+
+    With `confidence` > 0, the headroom that passes `min_pass_rate` of months drawn like these with that confidence:
+    the k-th smallest month, k the least with P(Binomial(n, min_pass_rate) < k) >= confidence (at most n).
+    """
+    h = np.sort(np.asarray(month_headrooms, dtype=np.float64))
+    need = max(1, int(np.ceil(min_pass_rate * h.size - 1e-9)))
+    if confidence > 0:
+        from scipy.stats import binom
+
+        ks = np.arange(need, h.size + 1)
+        ok = binom.cdf(ks - 1, h.size, min_pass_rate) >= confidence
+        need = int(ks[np.argmax(ok)]) if ok.any() else h.size
+    return float(h[need - 1]) if np.isfinite(h[need - 1]) else None

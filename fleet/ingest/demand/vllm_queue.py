@@ -1,0 +1,38 @@
+"""vLLM's queue as the part of the demand a pool did not serve: the queue's growth in requests per second
+(`vllm:num_requests_waiting`) times the mean tokens generated per request (its histogram's sum over its count).
+
+Requests that join the queue faster than the pool serves them are demand it did not serve; a draining queue
+is negative (the pool served more than arrived). Requests a client gave up on leave the queue unserved and unseen
+here: a gateway's offered-tokens counter (`query`) sees them.
+"""
+
+from __future__ import annotations
+
+from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest, summed_matrix
+from storage.values import DemandBatch
+
+
+def unserved_query(window: str = "1m", tokens_window: str = "1h") -> str:
+    """Tokens/s joining the queue over `window`, with the mean tokens per request over `tokens_window`."""
+    return (f"sum(deriv(vllm:num_requests_waiting[{window}])) * "
+            f"(sum(increase(vllm:request_generation_tokens_sum[{tokens_window}])) / "
+            f"sum(increase(vllm:request_generation_tokens_count[{tokens_window}])))")
+
+
+DEFAULT_UNSERVED_QUERY = unserved_query()
+
+
+class VllmQueue:
+    name = "vllm-queue"
+    part = "unserved"
+    pulled = True
+
+    def samples(self, request: DemandRequest) -> DemandBatch:
+        from fleet.ingest.prometheus import fetch_prometheus
+
+        body, name = fetch_prometheus(request.prometheus_url or "", request.query or DEFAULT_UNSERVED_QUERY,
+                                      request.start_ts, request.end_ts, request.step_s, auth=request.auth)
+        return summed_matrix(body, name, self.part)
+
+
+DEMAND_SOURCES.register(VllmQueue.name, VllmQueue())

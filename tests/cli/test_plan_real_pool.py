@@ -1,0 +1,79 @@
+"""`fleet plan` on a freshly ingested real pool: the store's class rows have no rated rate or rent until `fleet serve`
+writes the config's, yet the plan is what serve then decides (before, it planned an empty run set)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from fleet.service.calendar import HOUR_S
+
+T0 = 1_767_225_600  # 2026-01-01T00:00Z, the config's month start
+CARDS = 5
+CONFIG = """\
+[month]
+start = 2026-01-01T00:00:00Z
+
+[[pool.classes]]
+name = "flagship"
+rated_tps = 6000
+rent_usd_per_month = 2690
+
+[policy]
+card_class = "flagship"
+window = "hour"
+mode = "steady"
+headroom = 1.0
+forecast = "known"             # each hour's own demand: the run set is the demand's, not a forecast's
+
+[demand]
+shape = "flat"
+avg_tps = 15000
+"""
+
+
+class StepClock:
+    def __init__(self, now_ts: float):
+        self.t = float(now_ts)
+
+    def now(self) -> float:
+        return self.t
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        return clock_seconds
+
+
+def _ingest(tmp_path) -> str:
+    rows = "".join(f"gpu-{c},{T0 - 3 * HOUR_S + 60 * k},{5000 + 300 * c}\n" for c in range(CARDS) for k in range(3 * 60))
+    (tmp_path / "t.csv").write_text("card_id,ts,tokens_per_s\n" + rows)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    p = subprocess.run([sys.executable, "-m", "fleet.cli.app", "ingest", str(tmp_path / "t.csv"), "--db", url,
+                        "--class", "flagship"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    return url
+
+
+def test_plan_on_a_freshly_ingested_pool_is_what_serve_decides(tmp_path):
+    from fleet.cli.plan import plan_hour
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+    from storage.existing import existing_repository
+    from storage.repository import open_repository
+
+    url = _ingest(tmp_path)
+    (tmp_path / "serve.toml").write_text(CONFIG)
+    cfg = load_service_config(str(tmp_path / "serve.toml"), {"storage": {"url": url}})
+    now = T0 + 600  # past the hour's settle time (300 s), so serve scores and decides it
+    reader = existing_repository(url)
+    assert not any(c.rent_usd_per_month for c in reader.classes().values())  # as ingested: no rent yet
+    plan = plan_hour(cfg, reader, None, now_ts=now)
+    reader.engine.dispose()
+    assert plan["hour_ts"] == T0
+    assert plan["run_set_cards"] == 3  # 15,000 tok/s on cards scoring 5,000-6,200: the three best
+
+    svc = Service(cfg, open_repository(url), StepClock(now))
+    svc.score_job()
+    svc.decide_job()
+    journal = sorted((r.kind, r.card_key or "", r.reason) for r in svc.store.decisions(since_ts=T0, until_ts=T0 + 1))
+    assert sorted((e["kind"], e["card"] or "", e["reason"]) for e in plan["entries"]) == journal
+    assert set(plan["run_set"]) == svc.store.run_set_at(T0) == {"gpu-2", "gpu-3", "gpu-4"}

@@ -1,0 +1,61 @@
+"""Each forecaster answers its own questions, table-driven: what it forecasts from a series it is walked through."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import policies
+from fleet.core.forecast import one_step
+from fleet.core.scenario import Policy
+
+
+def forecaster(name: str, **settings):
+    return policies.forecaster(Policy(card_class="x", forecast=name, forecaster=settings))
+
+
+DAY = 24
+hours = np.arange(24 * 21, dtype=np.float64)
+PERIODIC = 1000.0 + 400.0 * np.sin(2 * np.pi * hours / DAY)
+RAMP = np.linspace(100.0, 500.0, 200)
+
+
+@pytest.mark.parametrize("name, series, after, max_error", [
+    ("last-hour", RAMP, 1, 0.03),  # persistence trails a ramp by one step
+    ("seasonal", PERIODIC, 8 * DAY, 1e-9),  # a series that repeats daily is forecast exactly once a week is seen
+    ("holt-winters", PERIODIC, 8 * DAY, 0.01),
+    ("holt-winters", np.full(300, 750.0), DAY, 1e-9),
+])
+def test_forecasts_of_a_known_series(name, series, after, max_error):
+    f = one_step(forecaster(name), series)[:-1]
+    rel = np.abs(f[after:] - series[after:]) / series[after:]
+    assert rel.max() <= max_error
+
+
+@pytest.mark.parametrize("name", ["last-hour", "seasonal", "holt-winters"])
+def test_nothing_seen_is_nothing_forecast_and_a_missing_hour_is_carried(name):
+    f = one_step(forecaster(name), np.array([np.nan, 500.0, np.nan, 500.0]))
+    assert np.isnan(f[0]) and np.isnan(f[1])  # nothing seen yet
+    assert f[2] == pytest.approx(500.0) and f[3] == pytest.approx(500.0) and f[4] == pytest.approx(500.0)
+
+
+def test_seasonal_rescales_by_the_recent_level():
+    """A day twice as busy as the week before it: the same-hour references are lifted by the last hours' ratio."""
+    base = PERIODIC[: 8 * DAY].copy()
+    base[7 * DAY :] *= 2.0
+    f = one_step(forecaster("seasonal", recent_hours=3, lags_hours=[168]), base)
+    assert f[-1] == pytest.approx(2.0 * PERIODIC[8 * DAY % (7 * DAY)], rel=1e-9)
+
+
+def test_the_known_view_is_not_walked():
+    fc = forecaster("known")
+    assert fc.knows_demand
+    with pytest.raises(TypeError):
+        fc.start()
+
+
+def test_every_forecaster_is_registered_with_its_settings():
+    assert set(policies.FORECASTERS.names()) == {"known", "last-hour", "seasonal", "holt-winters"}
+    for name in policies.FORECASTERS.names():
+        settings_model, _ = policies.FORECASTERS.get(name)
+        assert settings_model.model_validate({}) is not None  # every setting has a default

@@ -1,0 +1,169 @@
+"""A real pool's measured demand in the service: the hour's demand from its parts, read by the decide job only from
+the hours before the one it sizes, and written into the bill and the journal once the hour is over."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from fleet.core.errors import ConfigError
+from fleet.ingest import IngestSettings, ingest_parsed, parse_bytes
+from fleet.service.demand import hour_demand_tps
+from storage.demand import DemandHour
+from storage.repository import open_repository
+from storage.service_store import ServiceStore
+from storage.values import DemandBatch
+from tests.fake_prometheus import StepClock
+
+T0 = 1_767_225_600  # 2026-01-01T00:00Z
+HOUR_S = 3600
+RATES = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}
+
+
+def test_an_hours_demand_is_offered_or_served_plus_unserved():
+    assert hour_demand_tps(DemandHour(0, 5000.0, 1500.0, None)) == 6500.0
+    assert hour_demand_tps(DemandHour(0, 5000.0, None, None)) == 5000.0  # no queue measured: what was served
+    assert hour_demand_tps(DemandHour(0, 5000.0, -6000.0, None)) == 0.0  # a draining queue never makes it negative
+    assert hour_demand_tps(DemandHour(0, 5000.0, 1500.0, 9000.0)) == 9000.0  # measured whole: the offered tokens
+    assert np.isnan(hour_demand_tps(None)) and np.isnan(hour_demand_tps(DemandHour(0, None, None, None)))
+
+
+def test_demand_samples_are_stored_once_and_read_by_hour(store_url):
+    repo = open_repository(store_url)
+    batch = DemandBatch("unserved", np.array([T0, T0 + 60, T0 + HOUR_S]), np.array([100.0, 300.0, -50.0]))
+    assert repo.write_demand(batch) == (3, 0)
+    assert repo.write_demand(DemandBatch("unserved", np.array([T0]), np.array([999.0]))) == (0, 1)  # the first kept
+    repo.write_demand(DemandBatch("offered", np.array([T0 + 2 * HOUR_S]), np.array([7000.0])))
+    telemetry = "card_id,ts,tokens_per_s\n" + "".join(f"{c},{T0 + 60 * m},{r}\n" for c, r in RATES.items() for m in range(2))
+    ingest_parsed(repo, parse_bytes(telemetry.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
+    got = ServiceStore(repo.engine).demand_hours(T0, T0 + 3 * HOUR_S)
+    assert got == {T0: DemandHour(T0, sum(RATES.values()), 200.0, None), T0 + HOUR_S: DemandHour(T0 + HOUR_S, None, -50.0, None),
+                   T0 + 2 * HOUR_S: DemandHour(T0 + 2 * HOUR_S, None, None, 7000.0)}
+    assert ServiceStore(repo.engine).demand_hours(T0 + 3 * HOUR_S, T0 + 4 * HOUR_S) == {}
+
+
+def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "last-hour"):
+    """A real pool with four cards' telemetry for hours -1..4 and the given measured demand by month hour,
+    stepped through the hours 0..4 on a hand-moved clock."""
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+
+    (tmp_path / f"{name}.toml").write_text(textwrap.dedent(f"""\
+        [month]
+        start = 2026-01-01T00:00:00Z
+        hours = 24
+        [[pool.classes]]
+        name = "flagship"
+        rated_tps = 6000
+        rent_usd_per_month = 2690
+        [policy]
+        card_class = "flagship"
+        window = "hour"
+        mode = "steady"
+        forecast = "{forecast}"
+        [schedule]
+        settle_s = 300
+        [ingest]
+        default_class = "flagship"
+        """))
+    cfg = load_service_config(tmp_path / f"{name}.toml")
+    repo = open_repository(f"sqlite:///{tmp_path / name}.db")
+    rows = "card_id,ts,tokens_per_s\n" + "".join(
+        f"{c},{T0 + h * HOUR_S + 60 * m},{r}\n" for h in range(-1, 6) for m in range(3) for c, r in RATES.items())
+    ingest_parsed(repo, parse_bytes(rows.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
+    hours = sorted(demand_tps)
+    repo.write_demand(DemandBatch("offered", np.array([T0 + h * HOUR_S for h in hours]), np.array([demand_tps[h] for h in hours])))
+    clock = StepClock(T0 + 5 * HOUR_S + 301)
+    return Service(cfg, repo, clock), clock
+
+
+def _sizes(svc) -> dict[int, dict]:
+    return {(r.ts - T0) // HOUR_S: r.detail for r in svc.store.decisions(kinds=["size"], since_ts=T0, until_ts=T0 + 24 * HOUR_S)}
+
+
+def test_the_decision_of_an_hour_cannot_read_its_own_measured_demand(tmp_path):
+    """Two pools alike but for hour 2's measured demand: hour 2 is decided the same in both (its forecast, target
+    and run set), hour 3 (forecast from hour 2) is not. Were the view to read the hour it sizes, hour 2 would differ."""
+    base = {0: 6000.0, 1: 6000.0, 2: 6000.0, 3: 6000.0, 4: 6000.0}
+    one, _ = _pool(tmp_path, "one", base)
+    other, _ = _pool(tmp_path, "other", {**base, 2: 15000.0})
+    for svc in (one, other):
+        for job in (svc.score_job, svc.decide_job):
+            job()
+    a, b = _sizes(one), _sizes(other)
+    assert sorted(a) == sorted(b) == [0, 1, 2, 3, 4, 5]
+    for key in ("demand_forecast_tps", "target_tps", "run_set_cards"):
+        assert a[2][key] == b[2][key], key
+    assert one.store.run_set_at(T0 + 2 * HOUR_S) == other.store.run_set_at(T0 + 2 * HOUR_S)
+    assert a[3]["demand_forecast_tps"] == pytest.approx(6000) and b[3]["demand_forecast_tps"] == pytest.approx(15000)
+    assert b[3]["run_set_cards"] > a[3]["run_set_cards"]
+
+
+def test_the_bill_and_the_journal_take_the_measured_demand_once_the_hour_is_over(tmp_path):
+    svc, clock = _pool(tmp_path, "p", {0: 6000.0, 1: 8000.0, 3: 12000.0})
+    for job in (svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    hours = {(h.hour_ts - T0) // HOUR_S: h for h in svc.store.hours(T0)}
+    assert sorted(hours) == [0, 1, 2, 3, 4]  # hour 5 has not ended (nor settled)
+    # Hour 2 has no demand measured beside its telemetry: what its cards served, measured all the same.
+    want = {0: 6000.0, 1: 8000.0, 2: sum(RATES.values()), 3: 12000.0, 4: sum(RATES.values())}
+    for h, row in hours.items():
+        assert row.demand_tps == row.demand_measured_tps == pytest.approx(want[h])
+        assert row.delivered_tps == pytest.approx(min(want[h], row.capacity_tps))
+    sizes = _sizes(svc)
+    assert all(sizes[h]["demand_measured_tps"] == pytest.approx(want[h]) for h in hours)
+    assert "demand_measured_tps" not in sizes[5]
+    assert sizes[2]["demand_forecast_tps"] == pytest.approx(8000)  # last hour's
+    # /metrics: the forecast the last decided hour (5) was sized to, the demand of the last billed one (4), and the
+    # mean |forecast - measured| of the billed hours 0..4 (hour 0's forecast is what hour -1's cards served).
+    from tests.service.test_metrics import families, sample
+
+    snap = svc.metrics_job()
+    fams, _ = families(snap=snap)
+    assert sample(fams, "fleet_demand_forecast_tps") == pytest.approx(sum(RATES.values()))
+    assert sample(fams, "fleet_demand_measured_tps") == pytest.approx(want[4])
+    assert sizes[0]["demand_forecast_tps"] == pytest.approx(sum(RATES.values()))
+    errors = [abs(sizes[h]["demand_forecast_tps"] - want[h]) for h in range(5)]
+    assert sample(fams, "fleet_demand_forecast_error_tps") == pytest.approx(sum(errors) / 5)
+
+
+def test_an_hour_with_nothing_measured_is_nan_to_the_forecaster_and_billed_at_zero(tmp_path):
+    svc, clock = _pool(tmp_path, "p", {0: 6000.0})
+    clock.t += 4 * HOUR_S  # hours 6..8 have no telemetry and no demand
+    for job in (svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    sizes = _sizes(svc)
+    measured = svc.decide.demand.hours_tps(T0 + 4 * HOUR_S, 4)
+    assert measured[:2] == pytest.approx([sum(RATES.values())] * 2) and np.isnan(measured[2:]).all()
+    # last-hour passes over the unmeasured hour 6: hour 7's forecast is hour 5's served demand
+    assert sizes[7]["demand_forecast_tps"] == pytest.approx(sum(RATES.values()))
+    row = {(h.hour_ts - T0) // HOUR_S: h for h in svc.store.hours(T0)}[6]
+    assert row.demand_tps == 0 and row.demand_measured_tps is None
+
+
+def test_a_real_pool_cannot_know_its_demand_ahead(tmp_path):
+    with pytest.raises(ConfigError, match="measured, not known ahead"):
+        _pool(tmp_path, "p", {0: 1.0}, forecast="known")
+
+
+def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_path):
+    import os
+
+    from fleet.ingest import drain_drop_folder
+    from storage import sqlite_memory_repository
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (drop / "gw.demand.csv").write_text(f"ts,demand_tps\n{T0},4000\n")
+    (drop / "bad.demand.csv").write_text(f"ts,demand_tps\n{T0 + HOUR_S},lots\n")
+    (drop / "x.demand.txt").write_text("ts,demand_tps\n")  # not a known suffix: left alone, as any such file is
+    for p in drop.iterdir():
+        os.utime(p, (1, 1))
+    repo = sqlite_memory_repository()
+    results = {r.name: r for r in drain_drop_folder(repo, drop, IngestSettings(now_ts=T0), clock=lambda: T0)}
+    assert results["gw.demand.csv"].report.stored == 1
+    assert results["bad.demand.csv"].error.endswith("line 2: demand_tps 'lots' is not a number >= 0")
+    assert (drop / "failed" / "bad.demand.csv.error.txt").exists() and (drop / "x.demand.txt").exists()
+    assert ServiceStore(repo.engine).demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0)}
