@@ -34,8 +34,9 @@ _BLOCK_CELLS = 1 << 20
 """Card-hours of the month scored at once by the dip-aware estimator (bounds its temporaries)."""
 
 
+@dataclass(frozen=True)
 class WindowMean:
-    name = "mean"
+    name: str = "mean"
     is_window_mean = True  # its score is the plain mean of the window
 
     def describe(self, window: str) -> str:

@@ -23,7 +23,7 @@ from fleet.core.headroom import SEARCH_CONFIDENCE, passing_headroom  # noqa: F40
 from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
-from fleet.core.replay import demand_key, month_demand, replay, score_month, scores_key
+from fleet.core.replay import demand_key, month_demand, replay, score_month
 from fleet.core.scenario import DEFAULT_FORECAST, KNOWN_FORECAST, Scenario
 
 FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped")
@@ -223,13 +223,11 @@ class MonthCache:
         self._demand: dict = {}
 
     def replay(self, scenario: Scenario, parts: PolicyParts):
-        key = scores_key(self.month, parts)
-        if key not in self._scores:
-            self._scores[key] = score_month(self.month, parts)
+        scores = score_month(self.month, parts, self._scores)
         seen = demand_key(parts)
         if seen not in self._demand:
             self._demand[seen] = month_demand(self.month, parts)
-        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=self._scores[key],
+        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=scores,
                       demand=self._demand[seen])
 
 
@@ -263,12 +261,14 @@ def with_headroom(scenario: Scenario, parts: PolicyParts, headroom: float) -> tu
     return scenario.model_copy(update={"policy": policy}), replace(parts, policy=policy)
 
 
-def min_headroom(cache: MonthCache, scenario: Scenario, parts: PolicyParts, search: tuple = HEADROOM_SEARCH) -> float:
+def min_headroom(cache: MonthCache, scenario: Scenario, parts: PolicyParts, search: tuple = HEADROOM_SEARCH,
+                 guess: float | None = None) -> float:
     """The smallest headroom on the search's steps at which this month passes the capacity check (inf: none does).
 
-    The search gallops up from the lowest headroom (most months pass at once or within
-    a few points), then halves the bracket. It takes a month that passes at one headroom
-    to pass at the next step up: the greedy takes the same cards first, and more of them.
+    The search gallops from `guess` (another month's answer: most months need about the same; the lowest headroom
+    when there is none), up while the month fails and down while it passes, then halves the bracket. It takes a
+    month that passes at one headroom to pass at the next step up: the greedy takes the same cards first, and more
+    of them; so wherever it starts, it finds the same step.
     """
     lo, hi, step = search
     top = int(round((hi - lo) / step))
@@ -277,14 +277,27 @@ def min_headroom(cache: MonthCache, scenario: Scenario, parts: PolicyParts, sear
         s, p = with_headroom(scenario, parts, lo + k * step)
         return bool(cache.replay(s, p).figures["checks"]["capacity"]["pass"])
 
-    if passes(0):
-        return lo
-    below, k = 0, 1
-    while k < top and not passes(k):
-        below, k = k, min(top, k * 2)
-    if k >= top and not passes(top):
-        return float("inf")
-    above = k
+    start = 0 if guess is None or not np.isfinite(guess) else min(top, max(0, int(round((guess - lo) / step))))
+    if passes(start):
+        above, d = start, 1
+        while True:  # gallop down to a step that fails
+            if above == 0:
+                return lo
+            k = max(0, above - d)
+            if not passes(k):
+                below = k
+                break
+            above, d = k, d * 2
+    else:
+        below, d = start, 1
+        while True:  # gallop up to a step that passes
+            k = min(top, start + d)
+            if passes(k):
+                above = k
+                break
+            if k >= top:
+                return float("inf")
+            below, d = k, d * 2
     while above - below > 1:
         mid = (above + below) // 2
         if passes(mid):
@@ -306,12 +319,16 @@ class HeadroomBatch:
 
 
 def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
-    """(seed, each combination's smallest passing headroom) for each seed's month."""
+    """(seed, each combination's smallest passing headroom) for each seed's month; each month's search starts from
+    the month before's answer."""
     out = []
+    guesses: list[float | None] = [None] * len(batch.scenarios)
     for seed in batch.seeds:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
         cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False)
-        out.append((seed, np.array([min_headroom(cache, s, p, batch.search) for s, p in zip(scenarios, batch.parts)])))
+        found = np.array([min_headroom(cache, s, p, batch.search, g) for s, p, g in zip(scenarios, batch.parts, guesses)])
+        guesses = [f if np.isfinite(f) else g for f, g in zip(found, guesses)]
+        out.append((seed, found))
     return out
 
 

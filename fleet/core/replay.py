@@ -18,7 +18,7 @@ from fleet.core.forecast import DemandView, demand_view
 from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
-from fleet.core.scores import of_rows
+from fleet.core.scores import of_rows, window_mean
 from fleet.core.step import CardDecision, EvictionPass, eviction_pass, is_decision_hour, size_stretch
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
@@ -74,30 +74,38 @@ class MonthScores:
     allowance: np.ndarray | None  # (hours,) share of capacity held for dips to come
 
 
-def scores_key(month: Month, parts: PolicyParts) -> tuple:
-    """Policies with the same key see the same `score_month` (a sweep scores a month once per key)."""
-    p = parts.policy
-    return (parts.score, parts.size_window_hours, parts.evict_window_hours if parts.evicts else None,
-            p.run_classes(month.class_names), p.dip_allowance_hours)
+def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> MonthScores:
+    """Score the month's run classes through the policy's estimator, and the eviction rule's window as a plain mean.
 
-
-def score_month(month: Month, parts: PolicyParts) -> MonthScores:
-    """Score the month's run classes through the policy's estimator (and the eviction rule's window)."""
+    `cache` (a sweep's, one per month) keeps each sizing score and each window mean once for every policy that
+    reads it: policies that differ only in their eviction window share the estimator's work.
+    """
+    cache = {} if cache is None else cache
     H, W = month.hours, month.warmup_hours
-    idx = np.flatnonzero(run_class_mask(month, parts.policy))
+    classes = parts.policy.run_classes(month.class_names)
     size_w, evict_w = parts.size_window_hours, parts.evict_window_hours
-    # The eviction rule reads the plain mean of its own window: ask for it unless the sizing score is that very mean.
-    others = (evict_w,) if parts.evicts and (evict_w != size_w or not parts.score.is_window_mean) else ()
-    scored = []
+    size_key = ("size", parts.score, size_w, classes, parts.policy.dip_allowance_hours)
+    if size_key not in cache:
+        idx = np.flatnonzero(run_class_mask(month, parts.policy))
+        scored = []
 
-    def estimate(rows_tps: np.ndarray) -> list:
-        got = parts.score.score(rows_tps, W, H, size_w, others)
-        scored.append(got)
-        return [got.score_tps, got.window_tps[0] if others else None, got.in_dip]
+        def estimate(rows_tps: np.ndarray) -> list:
+            got = parts.score.score(rows_tps, W, H, size_w, ())
+            scored.append(got)
+            return [got.score_tps, got.in_dip]
 
-    score, evict_score, in_dip = of_rows(month.measured_tps, idx, H, estimate)
-    allowance = dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None
-    return MonthScores(score, score if evict_score is None else evict_score, in_dip, allowance)
+        score, in_dip = of_rows(month.measured_tps, idx, H, estimate)
+        cache[size_key] = (score, in_dip, dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None)
+    score, in_dip, allowance = cache[size_key]
+    evict = score
+    # The eviction rule reads the plain mean of its own window, unless the sizing score is that very mean.
+    if parts.evicts and (evict_w != size_w or not parts.score.is_window_mean):
+        key = ("mean", evict_w, classes)
+        if key not in cache:
+            idx = np.flatnonzero(run_class_mask(month, parts.policy))
+            cache[key] = of_rows(month.measured_tps, idx, H, lambda rows: [window_mean(rows, W, H, evict_w)])[0]
+        evict = cache[key]
+    return MonthScores(score, evict, in_dip, allowance)
 
 
 def demand_key(parts: PolicyParts) -> tuple:

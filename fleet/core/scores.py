@@ -71,6 +71,13 @@ def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, wind
         return np.where(c > 0, s / np.maximum(c, 1), np.nan).astype(np.float32)
 
 
+def window_mean(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int) -> np.ndarray:
+    """The plain mean of the window before each hour (an hour without telemetry, NaN, left out of the mean)."""
+    if not np.isnan(hourly_tps).any():
+        return window_scores_many(hourly_tps, history_hours, hours, (window_hours,))[0]
+    return windowed_scores(hourly_tps, history_hours, hours, window_hours)
+
+
 def of_rows(measured_tps: np.ndarray, rows: np.ndarray, hours: int, fn) -> list[np.ndarray]:
     """`fn` over the cards in `rows` only, each (cards, hours) array it returns widened to every card (others zero).
 
