@@ -85,6 +85,25 @@ class MeasuredDemand:
     def __init__(self, store: JournalStore, month_hours: int):
         self.store = store
         self.month_hours = month_hours
+        self._kept: dict[int, float] = {}  # settled hours the view has read, by hour start
+
+    def _settled_tps(self, first_ts: int, k: int, fresh_ts: int) -> np.ndarray:
+        """`hours_tps` for the view: hours before `fresh_ts` once read are kept (their telemetry had settled, as the
+        scores that decided them had), so deciding an hour reads the newest hours, not a month of a pool's rollups
+        (868 hours of 1,000 cards: 0.69 s a decided hour on SQLite, read whole). A sample that arrives later for a
+        kept hour is in the store and the bill, not in the forecast."""
+        hours = range(first_ts, first_ts + k * HOUR_S, HOUR_S)
+        missing = [ts for ts in hours if ts >= fresh_ts or ts not in self._kept]
+        if missing:
+            lo = missing[0]
+            got = self.hours_tps(lo, (first_ts + k * HOUR_S - lo) // HOUR_S)
+            for j, v in enumerate(got.tolist()):
+                if lo + j * HOUR_S < fresh_ts:
+                    self._kept[lo + j * HOUR_S] = v
+            fresh = dict(zip(range(lo, first_ts + k * HOUR_S, HOUR_S), got.tolist()))
+        else:
+            fresh = {}
+        return np.array([fresh[ts] if ts in fresh else self._kept[ts] for ts in hours], dtype=np.float64)
 
     def hours_tps(self, first_ts: int, k: int) -> np.ndarray:
         """Measured demand of k hours from `first_ts` (NaN: none measured)."""
@@ -105,7 +124,8 @@ class MeasuredDemand:
     def view(self, month_start_ts: int, hour: int, parts) -> DemandView:
         if parts.knows_demand:
             raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster")
-        before = self.hours_tps(month_start_ts - HISTORY_HOURS * HOUR_S, HISTORY_HOURS + hour)
+        hour_ts = month_start_ts + hour * HOUR_S
+        before = self._settled_tps(month_start_ts - HISTORY_HOURS * HOUR_S, HISTORY_HOURS + hour, hour_ts - HOUR_S)
         return _view(before[HISTORY_HOURS:], before[:HISTORY_HOURS], hour, parts)
 
 
