@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from fleet.core.headroom import SEARCH_CONFIDENCE, passing_headroom  # noqa: F401  (the search's, re-exported)
+from fleet.core.headroom import SEARCH_CONFIDENCE, least_passing_step, passing_headroom  # noqa: F401  (re-exported)
 from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
@@ -278,33 +278,8 @@ def min_headroom(cache: MonthCache, scenario: Scenario, parts: PolicyParts, sear
         return bool(cache.replay(s, p).figures["checks"]["capacity"]["pass"])
 
     start = 0 if guess is None or not np.isfinite(guess) else min(top, max(0, int(round((guess - lo) / step))))
-    if passes(start):
-        above, d = start, 1
-        while True:  # gallop down to a step that fails
-            if above == 0:
-                return lo
-            k = max(0, above - d)
-            if not passes(k):
-                below = k
-                break
-            above, d = k, d * 2
-    else:
-        below, d = start, 1
-        while True:  # gallop up to a step that passes
-            k = min(top, start + d)
-            if passes(k):
-                above = k
-                break
-            if k >= top:
-                return float("inf")
-            below, d = k, d * 2
-    while above - below > 1:
-        mid = (above + below) // 2
-        if passes(mid):
-            above = mid
-        else:
-            below = mid
-    return lo + above * step
+    k = least_passing_step(passes, top, start)
+    return float("inf") if k is None else lo + k * step
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,42 @@ the capacity check in `--min-pass` of months drawn like them, with a stated conf
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
+
+
+def least_passing_step(passes: Callable[[int], bool], top: int, start: int = 0) -> int | None:
+    """The least step in 0..top that passes (None: none does), for a test that, once it passes, passes at every
+    step above: gallop from `start`, down while it passes and up while it fails, then halve the bracket. Wherever it
+    starts, it finds the same step; a good start (another month's answer) takes fewer tests."""
+    if passes(start):
+        above, d = start, 1
+        while True:  # gallop down to a step that fails
+            if above == 0:
+                return 0
+            k = max(0, above - d)
+            if not passes(k):
+                below = k
+                break
+            above, d = k, d * 2
+    else:
+        below, d = start, 1
+        while True:  # gallop up to a step that passes
+            k = min(top, start + d)
+            if passes(k):
+                above = k
+                break
+            if k >= top:
+                return None
+            below, d = k, d * 2
+    while above - below > 1:
+        mid = (above + below) // 2
+        if passes(mid):
+            above = mid
+        else:
+            below = mid
+    return above
 
 
 SEARCH_CONFIDENCE = 0.8
