@@ -3,8 +3,8 @@
 The replay is a pure function of a scenario, its resolved policy and its month
 (drawn or stored). It walks the month through the hour-step (`fleet.core.step`):
 an eviction pass at each decision hour, and the hours between two decisions sized
-in one vectorised stretch by the same sizing step the service's tick calls one
-hour at a time. The only Python loop is over decisions (30 a month at a daily cadence).
+in one stretch by the same sizing step the service's tick calls one hour at a time,
+the two carrying the same `Carry` from one to the next.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
 from fleet.core.scores import of_rows, window_mean
-from fleet.core.step import CardDecision, EvictionPass, eviction_pass, is_decision_hour, size_stretch
+from fleet.core.step import CardDecision, Carry, EvictionPass, eviction_pass, is_decision_hour, size_stretch
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
 
@@ -154,44 +154,39 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     ms = scores if scores is not None else score_month(month, parts)
     score, evict_score, in_dip, allowance = ms.score_tps, ms.evict_score_tps, ms.in_dip, ms.allowance
 
-    eligible = in_class.copy()
     budget = budget_cards(policy.eviction.share, int(idx.size))
-    budget_left = budget
     view = demand if demand is not None else month_demand(month, parts)
     cadence = policy.eviction.cadence_hours
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
 
     warm = np.zeros((n, H), dtype=bool)
     passes: list[EvictionPass] = []
-    eviction_hours: list[int] = []
-    previous: np.ndarray | None = None
-    out_hours: np.ndarray | None = None  # hours the sizing mode has left each card out (hysteresis)
+    carry = Carry.month_start(in_class, budget)
     a = 0
     for b in [*decision_hours, H]:
         if a > 0:
-            p = eviction_pass(a, evict_score[:, a], warm[:, a - 1], rent_h, budget_left, eviction_hours, int(idx.size), parts,
-                              month.card_class)
+            p = eviction_pass(a, evict_score[:, a], carry.run_set, rent_h, carry.budget_left, carry.eviction_hours, int(idx.size),
+                              parts, month.card_class)
             passes.append(p)
-            eligible[list(p.evicted)] = False
-            eviction_hours += [a] * len(p.evicted)
-            budget_left = p.budget_left_after
-        if budget_left == 0 or b == H:
+            carry = carry.evicted(p)
+        if carry.budget_left == 0 or b == H:
             b = H  # budget spent: the rest of the month is one stretch
         inp = SizingInput(
             hours=np.arange(a, b),
             score_tps=score[:, a:b],
             rent_usd_per_hour=rent_h,
-            eligible=eligible,
+            eligible=np.asarray(carry.eligible),
             demand_tps=view.sizing_tps[a:b],
             peak_demand_tps=view.peak_tps[a:b],
             headroom=policy.headroom,
-            previous=previous,
+            previous=None if carry.run_set is None else np.asarray(carry.run_set),
             allowance=None if allowance is None else allowance[a:b],
             peak_before_tps=float(view.peak_tps[a - 1]) if a > 0 else float("nan"),
         )
-        sized = size_stretch(inp, out_hours, parts)
-        warm[:, a:b], out_hours = sized.warm, sized.out_hours
-        previous = warm[:, b - 1].copy() if b > a else previous
+        sized = size_stretch(inp, carry.out_hours, parts)
+        warm[:, a:b] = sized.warm
+        if b > a:
+            carry = carry.sized(warm[:, b - 1], sized.out_hours)
         if b == H:
             break
         a = b

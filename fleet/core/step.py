@@ -15,7 +15,8 @@ No clock, no I/O: the hour and every input are arguments; policies arrive resolv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Mapping
 
 import numpy as np
 
@@ -162,8 +163,60 @@ def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyPa
 
 
 @dataclass(frozen=True)
+class Carry:
+    """What one hour hands the next: the run set, the cards that may still run, the month's eviction budget and
+    hours, and the hysteresis' count. `tick` hands it on as `Decisions.next`; replay moves it with `evicted` and
+    `sized` over a stretch of hours; the decide job resumes it from the store once. Nobody rebuilds it by hand.
+    """
+
+    eligible: np.ndarray  # (cards,) bool: the policy's class, not evicted
+    budget_left: int  # evictions the month's budget still allows
+    run_set: np.ndarray | None = None  # (cards,) bool: warm in the previous hour; None at month start
+    eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
+    out_hours: np.ndarray | None = None  # (cards,) hours the sizing mode has left each card out; None: warm cards were chosen
+
+    @classmethod
+    def month_start(cls, eligible: np.ndarray, budget_left: int) -> Carry:
+        return cls(_frozen(np.asarray(eligible, dtype=bool)), int(budget_left))
+
+    def evicted(self, p: EvictionPass) -> Carry:
+        """After an eviction pass: its cards leave the pool for the month and spend the budget."""
+        if not p.evicted:
+            return replace(self, budget_left=p.budget_left_after)
+        eligible = np.array(self.eligible, dtype=bool)
+        eligible[list(p.evicted)] = False
+        return replace(self, eligible=_frozen(eligible), budget_left=p.budget_left_after,
+                       eviction_hours=self.eviction_hours + (p.hour,) * len(p.evicted))
+
+    def sized(self, run_set: np.ndarray, out_hours: np.ndarray | None) -> Carry:
+        """After a sized hour (or the last hour of a stretch): its run set and the hysteresis' count."""
+        return replace(self, run_set=_frozen(np.asarray(run_set, dtype=bool)),
+                       out_hours=None if out_hours is None else _frozen(out_hours))
+
+    def held_out(self, hours_by_card: Mapping[int, int], release_after_hours: int) -> Carry:
+        """The hysteresis' count resumed from a record of it: warm cards were chosen unless the record says they are
+        held, cards out of the run set are out for good."""
+        out = self.out_hours_before(release_after_hours)
+        if out is None:
+            return self
+        out = np.array(out, dtype=np.int64)
+        for c, v in hours_by_card.items():
+            out[int(c)] = int(v)
+        return replace(self, out_hours=_frozen(out))
+
+    def out_hours_before(self, release_after_hours: int) -> np.ndarray | None:
+        """The hours each card has been left out, as the hysteresis reads them before an hour (None at month start)."""
+        if self.run_set is None:
+            return None
+        if self.out_hours is not None:
+            return np.asarray(self.out_hours)
+        return np.where(np.asarray(self.run_set, dtype=bool), 0, release_after_hours)
+
+
+@dataclass(frozen=True)
 class PoolState:
-    """What the service knows at the start of month hour `hour`, before deciding it."""
+    """What the service knows at the start of month hour `hour`, before deciding it: the carry of the hours before
+    and this hour's own inputs (its scores, rent and demand)."""
 
     hour: int
     score_tps: np.ndarray  # (cards,) the sizing window's score at this hour
@@ -184,20 +237,28 @@ class PoolState:
     demand_forecast_tps: float = float("nan")  # the forecast alone, before the margin
     knew_demand: bool = False  # the forecast is the hour's own demand (the seed's clairvoyant view)
 
+    @classmethod
+    def of(cls, carry: Carry, **hour_inputs) -> PoolState:
+        """The state of an hour: what the hours before carried, and the hour's own inputs."""
+        return cls(eligible=carry.eligible, run_set=carry.run_set, budget_left=carry.budget_left,
+                   eviction_hours=carry.eviction_hours, out_hours=carry.out_hours, **hour_inputs)
+
+    @property
+    def carry(self) -> Carry:
+        return Carry(np.asarray(self.eligible, dtype=bool), int(self.budget_left), self.run_set, tuple(self.eviction_hours),
+                     self.out_hours)
+
 
 @dataclass(frozen=True)
 class Decisions:
-    """Everything one hour decided. `run_set` and `eligible` are the state after it (read-only arrays)."""
+    """Everything one hour decided, and `next`: the carry it leaves for the next hour (read-only arrays)."""
 
     hour: int
     mode: str
     window: str
     target_tps: float
     scored_capacity_tps: float
-    run_set: np.ndarray
-    eligible: np.ndarray
-    budget_left: int
-    out_hours: np.ndarray | None = None  # (cards,) after this hour, for the next one (hysteresis)
+    next: Carry
     eviction: EvictionPass | None = None
     adds: tuple[CardDecision, ...] = ()
     releases: tuple[CardDecision, ...] = ()
@@ -208,23 +269,38 @@ class Decisions:
     def evictions(self) -> tuple[CardDecision, ...]:
         return self.eviction.evictions if self.eviction is not None else ()
 
+    @property
+    def run_set(self) -> np.ndarray:
+        return self.next.run_set
+
+    @property
+    def eligible(self) -> np.ndarray:
+        return self.next.eligible
+
+    @property
+    def budget_left(self) -> int:
+        return self.next.budget_left
+
+    @property
+    def out_hours(self) -> np.ndarray | None:
+        return self.next.out_hours
+
 
 def tick(state: PoolState, parts: PolicyParts) -> Decisions:
     """Decide one hour: evictions at a decision hour, then the run set."""
     policy = parts.policy
     rent = np.asarray(state.rent_usd_per_hour, dtype=np.float64)
     score = np.asarray(state.score_tps)
-    eligible = np.asarray(state.eligible, dtype=bool).copy()
-    budget_left = int(state.budget_left)
+    carry = state.carry
 
     passed = None
-    if state.run_set is not None and is_decision_hour(state.hour, parts, budget_left):
-        passed = eviction_pass(state.hour, np.asarray(state.evict_score_tps), state.run_set, rent, budget_left,
-                               state.eviction_hours, state.pool_cards, parts, state.groups)
-        eligible[list(passed.evicted)] = False
-        budget_left = passed.budget_left_after
+    if carry.run_set is not None and is_decision_hour(state.hour, parts, carry.budget_left):
+        passed = eviction_pass(state.hour, np.asarray(state.evict_score_tps), carry.run_set, rent, carry.budget_left,
+                               carry.eviction_hours, state.pool_cards, parts, state.groups)
+        carry = carry.evicted(passed)
+    eligible = np.asarray(carry.eligible, dtype=bool)
 
-    before = None if state.run_set is None else np.asarray(state.run_set, dtype=bool)
+    before = None if carry.run_set is None else np.asarray(carry.run_set, dtype=bool)
     inp = SizingInput(
         hours=np.array([state.hour]),
         score_tps=score[:, None],
@@ -237,12 +313,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         allowance=np.array([state.allowance]) if state.allowance else None,
         peak_before_tps=float(state.peak_before_tps),
     )
-    if before is None:
-        out_before = None
-    elif state.out_hours is not None:
-        out_before = np.asarray(state.out_hours)
-    else:
-        out_before = np.where(before, 0, parts.hysteresis.release_after_hours)
+    out_before = carry.out_hours_before(parts.hysteresis.release_after_hours)
     sized = size_stretch(inp, out_before, parts)
     warm, chosen, out_after = sized.warm[:, 0], sized.chosen[:, :1], sized.out_hours
     target = float(inp.target_tps(parts.mode)[0])
@@ -278,10 +349,7 @@ def tick(state: PoolState, parts: PolicyParts) -> Decisions:
         window=policy.window,
         target_tps=target,
         scored_capacity_tps=capacity,
-        run_set=_frozen(warm),
-        eligible=_frozen(eligible),
-        budget_left=budget_left,
-        out_hours=_frozen(out_after),
+        next=carry.sized(warm, out_after),
         eviction=passed,
         adds=adds,
         releases=releases,

@@ -10,7 +10,7 @@ from fleet.presets import load_preset
 from fleet.core.scores import window_scores
 from fleet.presets import replay_scenario
 from fleet.core.replay import run_class_mask, score_month
-from fleet.core.step import PoolState, is_decision_hour, tick
+from fleet.core.step import Carry, PoolState, is_decision_hour, tick
 from fleet.core.billing import bill_hours
 from policies import resolve
 from tests.conftest import make_scenario
@@ -29,20 +29,15 @@ def step_month(scenario, month, bill=True):
     if parts.score.is_window_mean:  # a plain window mean is the same number scored the old way, card by card
         np.testing.assert_array_equal(score[idx], window_scores(month.measured_tps[idx], W, H, parts.size_window_hours))
     rent_h = month.rent_usd_per_hour
-    eligible = in_class.copy()
-    budget_left = budget_cards(policy.eviction.share, int(idx.size))
-    run_set = None
-    out_hours = None
+    carry = Carry.month_start(in_class, budget_cards(policy.eviction.share, int(idx.size)))
     warm = np.zeros((n, H), dtype=bool)
-    evictions, passes, bills, eviction_hours, evicted_at = [], [], [], [], []
+    evictions, passes, bills, evicted_at = [], [], [], []
     peak = float(month.demand_tps.max())
     for h in range(H):
         d = tick(
-            PoolState(
-                hour=h, score_tps=score[:, h], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
-                eligible=eligible, run_set=run_set, demand_tps=float(month.demand_tps[h]), peak_demand_tps=peak,
-                pool_cards=int(idx.size), budget_left=budget_left, eviction_hours=tuple(eviction_hours),
-                out_hours=out_hours, groups=month.card_class,
+            PoolState.of(
+                carry, hour=h, score_tps=score[:, h], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
+                demand_tps=float(month.demand_tps[h]), peak_demand_tps=peak, pool_cards=int(idx.size), groups=month.card_class,
                 in_dip=None if scored.in_dip is None else scored.in_dip[:, h],
                 allowance=0.0 if scored.allowance is None else float(scored.allowance[h]),
             ),
@@ -51,8 +46,7 @@ def step_month(scenario, month, bill=True):
         if d.eviction is not None:
             passes.append(d.eviction)
         evictions += [(h, e.card) for e in d.evictions]
-        eviction_hours += [h] * len(d.evictions)
-        eligible, run_set, budget_left, out_hours = d.eligible, d.run_set, d.budget_left, d.out_hours
+        carry = d.next
         warm[:, h] = d.run_set
         evicted_at.append(np.array([e.card for e in d.evictions], dtype=np.int64))
     if bill:

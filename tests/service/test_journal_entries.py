@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleet.core.step import CardDecision, Decisions, EvictionPass, PoolState, tick
+from fleet.core.step import CardDecision, Carry, Decisions, EvictionPass, PoolState, tick
 from fleet.service.decide import journal_entries, run_set_change
 from fleet.service.pool import PoolIndex
 from policies import resolve
@@ -45,9 +45,10 @@ def evicting(c: int) -> EvictionPass:
 
 
 def decided(run_set, adds=(), releases=(), eviction=None, out_hours=(0, 0, 0, 0), hour=24) -> Decisions:
+    after = Carry(eligible=mask(0, 1, 3) if eviction else mask(0, 1, 2, 3), budget_left=1 if eviction else 2, run_set=run_set,
+                  out_hours=np.array(out_hours))
     return Decisions(hour=hour, mode="steady", window="day", target_tps=10_500.0, scored_capacity_tps=11_000.0,
-                     run_set=run_set, eligible=mask(0, 1, 3) if eviction else mask(0, 1, 2, 3),
-                     budget_left=1 if eviction else 2, out_hours=np.array(out_hours), eviction=eviction,
+                     next=after, eviction=eviction,
                      adds=tuple(adds), releases=tuple(releases), reason="steady: why")
 
 
