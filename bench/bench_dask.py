@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from fleet.cli.memory import keep_freed_memory
+from fleet.memory import keep_freed_memory
 from fleet.core.compare import expand_grid
 from fleet.dask_runner import DaskEngine
 from fleet.presets import load_preset

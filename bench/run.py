@@ -529,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeats must be at least 1")
 
     if args.child:
-        from fleet.cli.memory import keep_freed_memory
+        from fleet.memory import keep_freed_memory
 
         keep_freed_memory()  # as the fleet command does
         print(json.dumps([CHILDREN[args.child](int(size), args.repeats) for size in args.size.split(",")]))

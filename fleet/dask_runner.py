@@ -19,7 +19,7 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
-from fleet.cli.memory import keep_freed_memory
+from fleet.memory import keep_freed_memory
 from fleet.core.errors import ConfigError
 
 INSTALL_HINT = "pip install -e '.[dask]' in the checkout"

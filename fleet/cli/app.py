@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
+from fleet.cli.output import UsageError, console, err_console  # noqa: F401  (re-exported: the commands' one console)
 from fleet.core.errors import ConfigError
 
 HELP_OPTION_NAMES = ["-h", "--help"]
@@ -23,54 +22,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
-_TRAILING_SPACES = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")  # spaces at a line's end, before any closing style codes
-
-
-class _LineStdout:
-    """stdout without trailing spaces (Rich pads table cells and soft-wrapped lines to the width), each line written
-    when complete; what is left of a line goes out on flush, so progress bars and in-place redraws still show."""
-
-    def __init__(self, tty: bool):
-        self._line = ""
-        self._tty = tty
-        # A terminal's stream is held from the start: a progress bar or live display on this console redirects
-        # sys.stdout into the console itself, so writing to sys.stdout then would loop.
-        self._stream = sys.stdout if tty else None
-
-    def _out(self):
-        return self._stream or sys.stdout
-
-    def write(self, text: str) -> int:
-        lines = (self._line + text).split("\n")
-        self._line = lines.pop()
-        if lines:
-            self._out().write("".join(_TRAILING_SPACES.sub(r"\1", line) + "\n" for line in lines))
-        return len(text)
-
-    def flush(self) -> None:
-        out = self._out()
-        if self._line:
-            out.write(self._line)
-            self._line = ""
-        out.flush()
-
-    def isatty(self) -> bool:
-        return self._tty
-
-    def fileno(self) -> int:
-        return self._out().fileno()
-
-
-# A terminal gets the terminal's width; a pipe gets lines as long as they are (never hard-wrapped mid-phrase).
-console = (Console(file=_LineStdout(tty=True)) if sys.stdout.isatty()
-           else Console(file=_LineStdout(tty=False), width=10_000, soft_wrap=True))
-err_console = Console(stderr=True)
-
-
-class UsageError(Exception):
-    """A bad input named by the message; exits with status 2 and no traceback."""
-
-
 def _hide_flag_types() -> None:
     """A flag takes no value, so help shows no `<bool>` beside it; options that take one keep their type.
 
@@ -345,7 +296,7 @@ def _run_time_failure(err: Exception) -> str | None:
 def main() -> None:
     """The `fleet` command. Exit status: 0 ok, 1 a failed write or other run-time failure, 2 bad input or usage,
     130 interrupted; a failure is one line on stderr and never status 0."""
-    from fleet.cli.memory import keep_freed_memory
+    from fleet.memory import keep_freed_memory
 
     keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
     try:

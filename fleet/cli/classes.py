@@ -51,7 +51,7 @@ def classes_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the classes as a JSON list.")] = False,
 ) -> None:
     """Each card class on the market with its rated rate, rent, and tokens per dollar at the rated rate. A class may give its rated rate as a number (rated_tps) or from serving arithmetic (a serving table under the class: memory_bandwidth_tb_s, weight_gb, batch)."""
-    from fleet.cli.app import UsageError, console
+    from fleet.cli.output import UsageError, console
     from fleet.report.export import cents
 
     if (preset is None) == (pool is None):

@@ -64,7 +64,7 @@ DEFAULT_MONTHS = 50
 
 
 def _usage(msg: str) -> Exception:
-    from fleet.cli.app import UsageError
+    from fleet.cli.output import UsageError
 
     return UsageError(msg)
 
@@ -295,7 +295,7 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
     """`fleet compare` with its options parsed (`fleet.cli.compare_command` declares them)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from fleet.cli.app import console, err_console
+    from fleet.cli.output import console, err_console
     from fleet.presets import load_preset, resolve_policy
     from fleet.report.plot import PLOT_SUFFIXES, plot_compare
     from fleet.core.verdict import json_safe

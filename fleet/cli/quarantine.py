@@ -18,7 +18,7 @@ def quarantine_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the records as a JSON list.")] = False,
 ) -> None:
     """The bad records an ingest quarantined, with file, line (row in Parquet), reason and raw text."""
-    from fleet.cli.app import console
+    from fleet.cli.output import console
     from storage.existing import open_existing
     from storage.service_store import ServiceStore
 

@@ -41,7 +41,7 @@ def serve_cmd(
     check: Annotated[bool, typer.Option("--check", help="Check the config, the store (read only) and the Prometheus URL, one line each, and exit: 0 all pass, 1 one fails, 2 a bad config.")] = False,
 ) -> None:
     """Run the autoscaler beside a pool (or a simulated one) until SIGTERM: score, size, evict, journal, act, bill, export metrics."""
-    from fleet.cli.app import UsageError
+    from fleet.cli.output import UsageError
     from fleet.core.scenario import ConfigError
     from fleet.presets import load_preset
     from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
@@ -202,7 +202,7 @@ def status_cmd(
 
     from rich.console import Group
 
-    from fleet.cli.app import console as con
+    from fleet.cli.output import console as con
 
     cfg, repo, store = _open_store(db, config)
     if not watch:
@@ -253,7 +253,7 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
 
     last_billed = store.last_billed_ts()
     if last_billed is None:
-        from fleet.cli.app import UsageError
+        from fleet.cli.output import UsageError
 
         raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no billed hour yet (has `fleet serve` run on it?)")
     m0 = store.month_start_of(last_billed)
@@ -348,7 +348,7 @@ def explain_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Why a card was or was not evicted, and why it was or was not kept warm, from the decision journal."""
-    from fleet.cli.app import UsageError
+    from fleet.cli.output import UsageError
     from fleet.core.verdict import json_safe
 
     cfg, repo, store = _open_store(db, None)

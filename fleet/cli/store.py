@@ -72,7 +72,7 @@ def ingest_cmd(
     record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
     went to failed/). With --demand: 0 every sample stored (or already there), 2 a bad file (nothing stored), 1 a
     store write failed."""
-    from fleet.cli.app import UsageError
+    from fleet.cli.output import UsageError
     from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, load_pool, read_file
 
     sources = sum(x is not None for x in (file, watch, prometheus, demand))
