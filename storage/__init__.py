@@ -29,6 +29,7 @@ _WHERE = {
     "BatchOutcome": "storage.values",
     "CardInfo": "storage.values",
     "ClassSpec": "storage.values",
+    "class_specs": "storage.values",
     "HourFigures": "storage.values",
     "JournalEntry": "storage.values",
     "JournalRow": "storage.values",

@@ -11,7 +11,7 @@ SQLAlchemy nor pandas.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,6 +27,12 @@ class ClassSpec:
     name: str
     rated_tps: float | None = None
     rent_usd_per_month: float | None = None
+
+
+def class_specs(classes: Iterable) -> list[ClassSpec]:
+    """The classes a preset, a pool file or the service's config declares (`CardClass`es), as the store keeps them:
+    the one place a declared class becomes the store's record."""
+    return [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in classes]
 
 
 @dataclass(frozen=True)

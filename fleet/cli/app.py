@@ -233,17 +233,10 @@ def _shown_source(db: str | None, telemetry: Path | None) -> str:
 
 
 def _telemetry_rollups(path: Path, scenario):
-    """The hourly rollups of a telemetry file, through a private in-memory store, as
-    `fleet.ingest.stored_month.load_telemetry_file` makes them (the same ingest, quarantine and rollups)."""
-    from fleet.ingest import IngestSettings, ingest_parsed, read_file
-    from fleet.ingest.stored_month import FAR_FUTURE_TS
-    from storage import ClassSpec, sqlite_memory_repository
+    """The hourly rollups of a telemetry file, as `fleet.ingest.stored_month.load_telemetry_file` makes them."""
+    from fleet.ingest.stored_month import telemetry_rollups
 
-    parsed = read_file(path)
-    repo = sqlite_memory_repository()
-    repo.declare_classes([ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in scenario.classes])
-    ingest_parsed(repo, parsed, IngestSettings(now_ts=FAR_FUTURE_TS, default_class=scenario.policy.card_class))
-    return repo.hourly_rollups()
+    return telemetry_rollups(path, scenario)[0]
 
 
 def _register_extensions() -> None:

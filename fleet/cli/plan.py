@@ -115,11 +115,10 @@ class DeclaredPool:
         return getattr(self._repo, name)
 
     def classes(self) -> dict:
-        from storage.values import ClassSpec
+        from storage.values import class_specs
 
         got = dict(self._repo.classes())
-        for c in self._pool.classes:  # as `declare_classes` updates them
-            got[c.name] = ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month)
+        got.update({c.name: c for c in class_specs(self._pool.classes)})  # as `declare_classes` updates them
         return got
 
     def cards(self) -> dict:

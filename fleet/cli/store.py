@@ -104,7 +104,7 @@ def ingest_cmd(
         parsed = _pull(prometheus, query, start, end, step, card_label, busy_query, auth)
     repo = _open(db)
     if pool_decl:
-        declare_pool(repo, pool_decl, int(time.time()))
+        declare_pool(repo, pool_decl.classes, pool_decl.card_classes(), int(time.time()))
 
     if file is not None:
         n = parsed.n_records

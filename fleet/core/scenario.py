@@ -328,6 +328,13 @@ class Scenario(Strict):
     def card_class(self, name: str) -> MarketClass:
         return next(c for c in self.classes if c.name == name)
 
+    @property
+    def default_card_class(self) -> str | None:
+        """The class of a card whose telemetry names none: the one class the policy rents, else none can be assumed
+        (`policy.card_class` may be a list of classes or "any")."""
+        rented = self.policy.run_classes([c.name for c in self.classes])
+        return rented[0] if len(rented) == 1 else None
+
 
 def format_validation(err: ValidationError) -> str:
     """A pydantic error as one line: each bad key with what is wrong."""

@@ -16,6 +16,7 @@ same model), read from TOML and validated by pydantic:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from pydantic import ValidationError
 
@@ -23,7 +24,7 @@ from fleet.core.errors import ConfigError
 from fleet.core.scenario import Pool, format_validation
 from fleet.presets import read_toml
 from storage.interfaces import TelemetryStore
-from storage.repository import ClassSpec
+from storage.values import class_specs
 
 
 def load_pool(path: str | Path) -> Pool:
@@ -37,11 +38,9 @@ def load_pool(path: str | Path) -> Pool:
         raise ConfigError(f"{where}: {format_validation(err)}") from None
 
 
-def class_specs(pool: Pool) -> list[ClassSpec]:
-    """The pool's classes as the store keeps them."""
-    return [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in pool.classes]
-
-
-def declare_pool(repo: TelemetryStore, pool: Pool, now_ts: int) -> None:
-    repo.declare_classes(class_specs(pool))
-    repo.declare_cards(pool.card_classes(), now_ts)
+def declare_pool(repo: TelemetryStore, classes: Iterable, cards: Mapping[str, str], now_ts: int) -> None:
+    """Register the declared classes (a pool file's, a preset's or the service config's) in the store, and the cards
+    named with their classes, if any."""
+    repo.declare_classes(class_specs(classes))
+    if cards:
+        repo.declare_cards(dict(cards), int(now_ts))

@@ -110,17 +110,26 @@ def load_telemetry_file(
     now_ts: int | None = None,
 ):
     """The month in a telemetry file and the ingest's report, through a private in-memory store (the same
-    ingest, quarantine and rollups as `fleet ingest`). Cards are registered on first sight in the class their
-    records name, else in the scenario's policy class. A bad file raises `BadSource` as `fleet ingest` does."""
+    ingest, quarantine and rollups as `fleet ingest`). A bad file raises `BadSource` as `fleet ingest` does."""
+    rollups, report = telemetry_rollups(path, scenario, fmt, now_ts)
+    return month_from_rollups(rollups, scenario, start_ts, base_dir), report
+
+
+def telemetry_rollups(path: str | Path, scenario: Scenario, fmt: str | None = None, now_ts: int | None = None):
+    """The hourly rollups of a telemetry file and the ingest's report, through a private in-memory store. Cards are
+    registered on first sight in the class their records name, else in the class the scenario's policy rents when it
+    rents one (`Scenario.default_card_class`), else as unassigned (no rent: outside the month)."""
     from fleet.ingest import IngestSettings, ingest_parsed, read_file
-    from storage import ClassSpec, sqlite_memory_repository
+    from fleet.ingest.pool import declare_pool
+    from storage import sqlite_memory_repository
 
     parsed = read_file(path, fmt)
     repo = sqlite_memory_repository()
-    repo.declare_classes([ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in scenario.classes])
-    settings = IngestSettings(now_ts=FAR_FUTURE_TS if now_ts is None else int(now_ts), default_class=scenario.policy.card_class)
+    declare_pool(repo, scenario.classes, {}, 0)
+    settings = IngestSettings(now_ts=FAR_FUTURE_TS if now_ts is None else int(now_ts),
+                              default_class=scenario.default_card_class or IngestSettings.default_class)
     report = ingest_parsed(repo, parsed, settings)
-    return month_from_rollups(repo.hourly_rollups(), scenario, start_ts, base_dir), report
+    return repo.hourly_rollups(), report
 
 
 def month_from_telemetry_file(path: str | Path, scenario: Scenario, **options) -> Month:

@@ -106,10 +106,3 @@ class PoolWatch:
             self._index = PoolIndex.build(classes, self.repo.cards().values(), self.month_hours)
             self._stamp = stamp
         return self._index
-
-
-def declare_pool(repo: TelemetryStore, class_specs: Iterable[object], cards: Mapping[str, str], now_ts: int) -> None:
-    """Register the config's classes (and the cards it names, or the simulation's) in the store."""
-    repo.declare_classes(list(class_specs))
-    if cards:
-        repo.declare_cards(dict(cards), int(now_ts))

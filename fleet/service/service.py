@@ -42,7 +42,8 @@ from fleet.service.config import ServiceConfig
 from fleet.service.decide import DecideJob
 from fleet.service.demand import month_demand
 from fleet.service.journal import Actuator, Command, DryRun, Journal, Webhook
-from fleet.service.pool import PoolWatch, declare_pool
+from fleet.ingest.pool import declare_pool
+from fleet.service.pool import PoolWatch
 from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
 from fleet.service.scoring import ScoreJob
 from fleet.service.simulation import Clock, Simulation
@@ -51,7 +52,6 @@ from fleet.service.telemetry import IngestJob
 from storage.identity import StoreIdentity, claim_identity, read_identity
 from storage.repository import SqlRepository
 from storage.service_store import ServiceStore
-from storage.values import ClassSpec
 
 if TYPE_CHECKING:
     from fleet.service.lease import LeaseKeeper
@@ -157,7 +157,7 @@ class Service:
         cards = {c.card_id: c.card_class for c in cfg.pool.cards}
         if simulation is not None:
             cards.update(simulation.cards())
-        declare_pool(repo, [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in cfg.pool.classes], cards, clock.now())
+        declare_pool(repo, cfg.pool.classes, cards, clock.now())
         self.pool = PoolWatch(repo, self.store, cfg.month.hours)
         if simulation is None and self.parts.knows_demand:
             raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster "

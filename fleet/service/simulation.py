@@ -18,7 +18,7 @@ import numpy as np
 from fleet.core.scenario import Scenario
 from fleet.service.calendar import HOUR_S
 from fleet.service.config import ServiceConfig
-from storage.values import ClassSpec
+from storage.values import ClassSpec, class_specs
 
 
 class Clock(Protocol):
@@ -90,7 +90,7 @@ class Simulation:
         return self.start_ts - self.month.warmup_hours * HOUR_S
 
     def classes(self) -> list[ClassSpec]:
-        return [ClassSpec(c.name, c.rated_tps, c.rent_usd_per_month) for c in self.scenario.classes]
+        return class_specs(self.scenario.classes)
 
     def cards(self) -> dict[str, str]:
         m = self.month

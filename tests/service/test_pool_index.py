@@ -7,7 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from fleet.service.pool import PoolIndex, PoolWatch, declare_pool
+from fleet.ingest.pool import declare_pool
+from fleet.service.pool import PoolIndex, PoolWatch
 from storage.repository import CardInfo, ClassSpec, open_repository
 from storage.service_store import ServiceStore
 

@@ -8,7 +8,8 @@ import pytest
 from fleet.core.scenario import Checks, Eviction, Policy
 from fleet.core.verdict import checks, month_totals as core_month_totals
 from fleet.service.calendar import HOUR_S, Calendar
-from fleet.service.pool import PoolWatch, declare_pool
+from fleet.ingest.pool import declare_pool
+from fleet.service.pool import PoolWatch
 from fleet.service.snapshot import build_snapshot, month_totals
 from storage.repository import ClassSpec, open_repository
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
