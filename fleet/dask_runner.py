@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import os
 import shutil
 import signal
@@ -21,6 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from fleet.memory import keep_freed_memory
 from fleet.core.errors import ConfigError
+from fleet.core.units import seconds_setting
 
 INSTALL_HINT = "pip install -e '.[dask]' in the checkout"
 LOCAL = "local"
@@ -38,16 +38,8 @@ class ClusterUnreachable(OSError):
 
 def connect_timeout_s() -> float:
     """The connect timeout: `FLEET_DASK_CONNECT_TIMEOUT` seconds if set, else 10 s."""
-    raw = os.environ.get(CONNECT_TIMEOUT_ENV)
-    if raw is None or not raw.strip():
-        return CONNECT_TIMEOUT_S
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ConfigError(f"{CONNECT_TIMEOUT_ENV} {raw!r}: expected the connect timeout in seconds, a number above 0")
-    return seconds
+    return seconds_setting(CONNECT_TIMEOUT_ENV, os.environ.get(CONNECT_TIMEOUT_ENV), CONNECT_TIMEOUT_S,
+                           what="the connect timeout", allow_zero=False)
 
 
 def _distributed():

@@ -18,7 +18,6 @@ error, and `failure_reason` gives its one line.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sqlite3
@@ -33,6 +32,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
 from fleet.core.errors import ConfigError
+from fleet.core.units import seconds_setting
 from storage import DEFAULT_URL
 
 BUSY_TIMEOUT_MS = 30_000
@@ -70,15 +70,8 @@ class StoreError(ConfigError):
 
 def configured_busy_timeout_ms() -> int:
     """The busy timeout: `FLEET_DB_BUSY_TIMEOUT` seconds if set, else 30 s."""
-    raw = os.environ.get(BUSY_TIMEOUT_ENV)
-    if raw is None or not raw.strip():
-        return BUSY_TIMEOUT_MS
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds >= 0):
-        raise StoreError(f"{BUSY_TIMEOUT_ENV} {raw!r}: expected the busy timeout in seconds, a number of at least 0")
+    seconds = seconds_setting(BUSY_TIMEOUT_ENV, os.environ.get(BUSY_TIMEOUT_ENV), BUSY_TIMEOUT_MS / 1000,
+                              what="the busy timeout", error=StoreError)
     return int(round(seconds * 1000))
 
 

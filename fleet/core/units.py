@@ -1,0 +1,26 @@
+"""Units the whole project shares: the hour in seconds, and a duration in seconds read from a setting."""
+
+from __future__ import annotations
+
+import math
+
+from fleet.core.errors import ConfigError
+
+HOUR_S = 3600
+"""Seconds in an hour: the month's step, the store's hour buckets, the service's clock."""
+
+
+def seconds_setting(name: str, raw: str | None, default_s: float, *, what: str, allow_zero: bool = True,
+                    error: type[ConfigError] = ConfigError) -> float:
+    """A duration given in seconds as text (an environment variable's value): `default_s` when unset or blank, else
+    a finite number of at least 0 (above 0 unless `allow_zero`); anything else is one `error` naming the setting."""
+    if raw is None or not raw.strip():
+        return default_s
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and (seconds >= 0 if allow_zero else seconds > 0)):
+        bound = "of at least 0" if allow_zero else "above 0"
+        raise error(f"{name} {raw!r}: expected {what} in seconds, a number {bound}")
+    return seconds
