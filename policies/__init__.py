@@ -10,11 +10,11 @@ from fleet.core.errors import ConfigError
 from fleet.core.forecast import Forecaster
 from fleet.core.registry import Registry
 from fleet.core.scenario import Policy, format_validation
-from policies.admission import Limits
+from policies.admission import Limits, LimitsSettings
 from policies.below_median import BelowMedian, BelowMedianSettings
 from policies.forecasters import HoltWinters, HoltWintersSettings, Known, LastHour, NoSettings, Seasonal, SeasonalSettings
 from policies.held import Held
-from policies.hysteresis import ReleaseAfter
+from policies.hysteresis import ReleaseAfter, ReleaseAfterSettings
 from policies.no_eviction import NoEviction, NoEvictionSettings
 from policies.scores import DipAware, DipAwareSettings, WindowMean
 from policies.steady import Steady
@@ -59,6 +59,26 @@ EVICTION_RULES: Registry[Plugin] = Registry("eviction rule")
 EVICTION_RULES.register("none", (NoEvictionSettings, lambda settings: NoEviction()))
 EVICTION_RULES.register("below-median", (BelowMedianSettings, BelowMedian))
 
+ADMISSIONS: Registry[Plugin] = Registry("admission")
+"""What lets a rule's candidates go: its settings are written in `[policy.eviction]` beside the rule's."""
+ADMISSIONS.register("limits", (LimitsSettings, Limits.of))
+ADMISSION = "limits"
+
+HYSTERESES: Registry[Plugin] = Registry("hysteresis")
+HYSTERESES.register("release-after", (ReleaseAfterSettings, lambda settings: ReleaseAfter(settings.release_after_hours)))
+HYSTERESIS = "release-after"
+
+
+def _eviction(policy: Policy) -> tuple[EvictionRule, object]:
+    """The rule and the admission, each built from its own keys of `[policy.eviction]` (a key neither owns is the
+    rule's error, so a typo is named)."""
+    ev = policy.eviction
+    settings = ev.plugin_settings
+    admission_model = ADMISSIONS.get(ADMISSION)[0]
+    own = {k: settings.pop(k) for k in list(settings) if k in admission_model.model_fields}
+    return (build(EVICTION_RULES, ev.rule, settings, "policy.eviction"),
+            build(ADMISSIONS, ADMISSION, own, "policy.eviction"))
+
 
 def _score(policy: Policy) -> ScoreEstimator:
     """The score estimator, built from its table `[policy.NAME]` (the name with `-` as `_`: `[policy.dip_aware]`);
@@ -74,14 +94,14 @@ def _score(policy: Policy) -> ScoreEstimator:
 
 def resolve(policy: Policy) -> PolicyParts:
     """The plug-ins a policy names, with its settings bound; an unknown name is one `ConfigError` naming it."""
-    ev = policy.eviction
+    rule, admission = _eviction(policy)
     return PolicyParts(
         policy=policy,
         score=_score(policy),
         mode=SIZING_MODES.get(policy.mode),
-        rule=build(EVICTION_RULES, ev.rule, ev.rule_settings, "policy.eviction"),
-        admission=Limits(ev.breaker_share, ev.disruption_share, ev.drain_hours),
-        hysteresis=ReleaseAfter(policy.release_after_hours),
+        rule=rule,
+        admission=admission,
+        hysteresis=build(HYSTERESES, HYSTERESIS, {"release_after_hours": policy.release_after_hours}, "policy"),
         size_window_hours=window_hours(policy.window),
         evict_window_hours=window_hours(policy.eviction_window),
         forecast=forecaster(policy),
@@ -89,6 +109,8 @@ def resolve(policy: Policy) -> PolicyParts:
 
 
 __all__ = [
+    "ADMISSIONS",
+    "HYSTERESES",
     "EVICTION_RULES",
     "FORECASTERS",
     "SCORES",

@@ -19,7 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pydantic import Field
+
 from fleet.core.plugins import Admitted, Judgement
+from fleet.core.scenario import Strict
+
+
+class LimitsSettings(Strict):
+    """The admission's own keys of `[policy.eviction]`; the defaults never bind."""
+
+    breaker_share: float = Field(default=1.0, gt=0, le=1)  # more of the run set than this looking bad at once: evict nobody
+    disruption_share: float = Field(default=1.0, gt=0, le=1)  # share of the pool (rounded up) that may drain at once
+    drain_hours: int = Field(default=0, ge=0)  # hours an evicted card counts as draining
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,10 @@ class Limits:
     breaker_share: float = 1.0
     disruption_share: float = 1.0
     drain_hours: int = 0
+
+    @classmethod
+    def of(cls, settings: LimitsSettings) -> "Limits":
+        return cls(settings.breaker_share, settings.disruption_share, settings.drain_hours)
 
     def draining(self, eviction_hours, hour: int) -> int:
         return draining_cards(eviction_hours, hour, self.drain_hours)

@@ -12,6 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import Field
+
+from fleet.core.scenario import Strict
+
+
+class ReleaseAfterSettings(Strict):
+    """The hysteresis' one setting, `policy.release_after_hours`."""
+
+    release_after_hours: int = Field(default=1, ge=1, le=720)
 
 
 @dataclass(frozen=True)

@@ -187,8 +187,9 @@ class Demand(Strict):
 class Eviction(Strict):
     """The eviction policy: a rule read through a window, at a cadence, within a monthly share.
 
-    Any other key of `[policy.eviction]` is the rule's own setting (`below-median`'s `fraction`), validated by the
-    rule when the policy is resolved (`policies.resolve`), so a new rule's settings never touch this schema."""
+    Any other key of `[policy.eviction]` is a plug-in's own setting: the rule's (`below-median`'s `fraction`) or the
+    admission's (`breaker_share`, `disruption_share`, `drain_hours`), validated by the plug-in when the policy is
+    resolved (`policies.resolve`), so a new plug-in's settings never touch this schema."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
@@ -196,10 +197,6 @@ class Eviction(Strict):
     window: str | None = None  # the window the rule reads; None reads the policy's window
     cadence_hours: int = Field(default=24, ge=1)
     share: float = Field(default=0.0, ge=0, le=1)
-    # Limits applied by policies.admission; the defaults never bind.
-    breaker_share: float = Field(default=1.0, gt=0, le=1)  # more of the run set than this looking bad at once: evict nobody
-    disruption_share: float = Field(default=1.0, gt=0, le=1)  # share of the pool (rounded up) that may drain at once
-    drain_hours: int = Field(default=0, ge=0)  # hours an evicted card counts as draining
 
     @field_validator("window", mode="before")
     @classmethod
@@ -207,8 +204,8 @@ class Eviction(Strict):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
     @property
-    def rule_settings(self) -> dict[str, Any]:
-        """The keys that are the rule's own."""
+    def plugin_settings(self) -> dict[str, Any]:
+        """The keys that are the plug-ins' own (the rule's and the admission's)."""
         return dict(self.model_extra or {})
 
 
@@ -229,7 +226,7 @@ class Policy(Strict):
     mode: str = "steady"
     headroom: float = Field(default=1.0, ge=0.5, le=5)
     dip_allowance_hours: float = Field(default=0.0, ge=0, le=24)  # capacity held for dips this many hours ahead (0: none)
-    release_after_hours: int = Field(default=1, ge=1, le=720)  # hysteresis (policies.hysteresis); 1 releases at once
+    release_after_hours: int = 1  # the hysteresis' setting (policies.hysteresis validates it); 1 releases at once
     eviction: Eviction = Eviction()
     # The demand forecaster (policies.forecasters): what each hour is sized for, from the demand before it. Only the
     # seed's presets say "known" (each hour's own demand); `forecaster` holds the forecaster's own settings.

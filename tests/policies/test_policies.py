@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from fleet.core.scenario import ConfigError
-from policies import EVICTION_RULES, SIZING_MODES, SizingInput, build, window_hours
+from policies import EVICTION_RULES, SIZING_MODES, SizingInput, build, resolve, window_hours
 from fleet.core.registry import Registry
 
 
@@ -79,3 +79,42 @@ def test_held_replaces_an_evicted_card_with_the_best_spare():
     eligible = np.array([True, True, True, False])
     warm = SIZING_MODES.get("held").size(_inp(previous=np.array([True, False, False, True]), eligible=eligible))
     assert warm[:, 0].tolist() == [True, True, False, False]
+
+
+# -- the admission and the hysteresis: registered plug-ins that own and validate their settings -----------------------
+
+def _policy(eviction=None, **over):
+    from tests.conftest import make_scenario
+
+    ev = {"rule": "below-median", "fraction": 0.8, "cadence_hours": 24, "share": 0.25, **(eviction or {})}
+    return make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "steady", "eviction": ev, **over}).policy
+
+
+@pytest.mark.parametrize(
+    "eviction, over, expected",
+    [
+        ({}, {}, (1.0, 1.0, 0, 1)),  # the defaults never bind
+        ({"breaker_share": 0.3, "disruption_share": 0.05, "drain_hours": 48}, {}, (0.3, 0.05, 48, 1)),
+        ({}, {"release_after_hours": 4}, (1.0, 1.0, 0, 4)),
+    ],
+)
+def test_admission_and_hysteresis_take_their_own_settings(eviction, over, expected):
+    parts = resolve(_policy(eviction, **over))
+    a = parts.admission
+    assert (a.breaker_share, a.disruption_share, a.drain_hours, parts.hysteresis.release_after_hours) == expected
+    assert parts.rule.fraction == 0.8  # the rule keeps its own key beside the admission's
+
+
+@pytest.mark.parametrize(
+    "eviction, over, named",
+    [
+        ({"breaker_share": 0}, {}, "policy.eviction ('limits'): breaker_share"),
+        ({"drain_hours": -1}, {}, "policy.eviction ('limits'): drain_hours"),
+        ({"fractoin": 0.5}, {}, "policy.eviction ('below-median'): fractoin"),
+        ({}, {"release_after_hours": 0}, "policy ('release-after'): release_after_hours"),
+    ],
+)
+def test_a_bad_setting_is_named_by_its_plugin(eviction, over, named):
+    with pytest.raises(ConfigError) as err:
+        resolve(_policy(eviction, **over))
+    assert str(err.value).startswith(named)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from fleet.presets import load_preset
+from policies import resolve
 from fleet.presets import replay_scenario
 from fleet.service.calendar import HOUR_S
 from storage.repository import open_repository
@@ -232,7 +233,7 @@ def test_example_config_is_valid():
 
     cfg = load_service_config(Path(__file__).resolve().parents[2] / "docs" / "serve-config.example.toml")
     cfg.require_pool("example")
-    assert cfg.metrics.host == "127.0.0.1" and cfg.policy.eviction.breaker_share == 0.3
+    assert cfg.metrics.host == "127.0.0.1" and resolve(cfg.policy).admission.breaker_share == 0.3
 
 
 def _in_process(tmp_path, overrides=(), mutate=None):
