@@ -52,9 +52,9 @@ def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 
 
-def sessions_in(text: str, page: str) -> list[Session]:
-    """The console blocks of one page's markdown."""
-    found: list[Session] = []
+def fenced_blocks(text: str) -> list[tuple[str, int, list[str]]]:
+    """Every fenced block of a page: its language (may be empty), its opening fence's line (from 1), its lines."""
+    found: list[tuple[str, int, list[str]]] = []
     lines = text.split("\n")
     i = 0
     while i < len(lines):
@@ -70,9 +70,14 @@ def sessions_in(text: str, page: str) -> list[Session]:
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i])
             i += 1
         i += 1
-        if lang == "console":
-            found.append(Session(page, start + 1, tuple(_examples(body, start + 2, page))))
+        found.append((lang, start + 1, body))
     return found
+
+
+def sessions_in(text: str, page: str) -> list[Session]:
+    """The console blocks of one page's markdown."""
+    return [Session(page, line, tuple(_examples(body, line + 1, page)))
+            for lang, line, body in fenced_blocks(text) if lang == "console"]
 
 
 def _examples(body: list[str], first_line: int, page: str) -> list[Example]:

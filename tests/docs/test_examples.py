@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import ROOT, Example, Session, all_sessions, mismatch, sessions_in
+from tests.docs.examples import ROOT, Example, Session, all_sessions, fenced_blocks, mismatch, sessions_in
 
 SCRIPT = Path(sys.executable).parent / "fleet"  # the entry point `pip install -e .` writes, as a reader runs it
 FLEET = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "fleet.cli.app"]
@@ -62,6 +62,23 @@ def test_a_drifted_figure_is_caught(tmp_path: Path):
     drifted = next(s for s in sessions_in(drifted_text, "README.md") if s.line == verdict.line)
     faults = check(drifted, tmp_path)
     assert len(faults) == 1 and "$54,305" in faults[0]
+
+
+def test_the_plan_shown_is_the_tiny_evictors_at_hour_48(tmp_path: Path):
+    """The service page's `fleet plan` output needs a store decided up to an hour and no further, which no fleet
+    command leaves behind: the service is stepped there as tests/cli/test_plan.py steps it, then the page's text is
+    checked as a console example's would be."""
+    from tests.cli.test_plan import serve_until
+
+    page = (ROOT / "docs" / "service.md").read_text()
+    (shown,) = [body for lang, _, body in fenced_blocks(page) if lang == "text" and body[0].startswith("plan for ")]
+    svc, _, _ = serve_until(tmp_path, 48, ("ingest",))
+    plan = Example(("plan", "--db", "sqlite:///served.db", "--simulate", "tiny.toml"), tuple(shown), 0, 0)
+    p = run(plan, tmp_path)
+    svc.repo.engine.dispose()
+    assert p.returncode == 0, p.stderr
+    wrong = mismatch(plan.shown, p.stdout + p.stderr)
+    assert wrong is None, f"{wrong}\n--- it printed:\n{p.stdout}"
 
 
 def test_the_matcher():
