@@ -95,7 +95,7 @@ def test_replay_all_cuts_no_figure():
     rc, text = in_terminal("replay", "--all")
     assert rc == 0, text[-800:]
     assert cuts(text) == []
-    for figure in ("$28,840", "$35,291", "90,000 tok/s"):  # bargain-shortfall's bills and demand, as the README quotes
+    for figure in ("$28,840", "$35,291", "90,000 tok/s"):  # bargain-shortfall's bills and demand, as docs/presets.md quotes
         assert figure in text
 
 

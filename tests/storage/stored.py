@@ -2,7 +2,7 @@
 
 `fleet` itself never reads these rows back (the service's metrics sum them through
 `ServiceStore.ingest_totals` and `quarantine_reasons`); users read them with SQL from
-`ingest_runs` and `quarantined_input`, as the README says, and so do the tests.
+`ingest_runs` and `quarantined_input`, as docs/store.md says, and so do the tests.
 """
 
 from __future__ import annotations
