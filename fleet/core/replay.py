@@ -18,7 +18,7 @@ from fleet.core.forecast import DemandView, demand_view
 from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
-from fleet.core.scores import of_rows, window_mean
+from fleet.core.scores import of_rows, unscored_as_zero, window_mean
 from fleet.core.step import CardDecision, Carry, EvictionPass, eviction_pass, is_decision_hour, size_stretch
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
@@ -95,7 +95,7 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
             return [got.score_tps, got.in_dip]
 
         score, in_dip = of_rows(month.measured_tps, idx, H, estimate)
-        cache[size_key] = (score, in_dip, dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None)
+        cache[size_key] = (unscored_as_zero(score), in_dip, dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None)
     score, in_dip, allowance = cache[size_key]
     evict = score
     # The eviction rule reads the plain mean of its own window, unless the sizing score is that very mean.
@@ -103,7 +103,7 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
         key = ("mean", evict_w, classes)
         if key not in cache:
             idx = np.flatnonzero(run_class_mask(month, parts.policy))
-            cache[key] = of_rows(month.measured_tps, idx, H, lambda rows: [window_mean(rows, W, H, evict_w)])[0]
+            cache[key] = unscored_as_zero(of_rows(month.measured_tps, idx, H, lambda rows: [window_mean(rows, W, H, evict_w)])[0])
         evict = cache[key]
     return MonthScores(score, evict, in_dip, allowance)
 

@@ -78,6 +78,15 @@ def window_mean(hourly_tps: np.ndarray, history_hours: int, hours: int, window_h
     return windowed_scores(hourly_tps, history_hours, hours, window_hours)
 
 
+def unscored_as_zero(score_tps: np.ndarray) -> np.ndarray:
+    """A card with no telemetry in its window has no score (NaN); sizing and eviction read it as zero: no capacity
+    counted on it. The one rule for an unscored card, in replay and in the service."""
+    score_tps = np.asarray(score_tps)
+    if not np.isnan(score_tps).any():
+        return score_tps
+    return np.where(np.isnan(score_tps), score_tps.dtype.type(0), score_tps)
+
+
 def of_rows(measured_tps: np.ndarray, rows: np.ndarray, hours: int, fn) -> list[np.ndarray]:
     """`fn` over the cards in `rows` only, each (cards, hours) array it returns widened to every card (others zero).
 

@@ -63,10 +63,10 @@ def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int 
     rate = measured_tps(span)
     measured = np.full((len(cards), total), np.nan)
     measured[row[span["card_key"]].to_numpy(), ((span["hour_ts"] - first) // HOUR_S).to_numpy()] = rate
-    measured = _fill_gaps(measured)
-
+    # An hour without telemetry stays NaN in what the policy measured: its windows leave it out, as the service's
+    # score job does (`fleet.core.scores`). The card's true rate, the bill's, is read over the hours carried forward.
     cls_idx = cards["cls"].to_numpy(dtype=np.int32)
-    hindsight = measured[:, W:].mean(axis=1)
+    hindsight = _fill_gaps(measured)[:, W:].mean(axis=1)
     rated = np.array([scenario.classes[i].rated_tps for i in cls_idx], dtype=np.float64)
     rent = np.array([scenario.classes[i].rent_usd_per_month for i in cls_idx], dtype=np.float64)
     demand = demand_series(scenario.demand, H, stream(scenario.seed, "demand"), demand_file_tps(scenario, base_dir))

@@ -86,7 +86,7 @@ def _rollups(rows):
     return pd.DataFrame(rows, columns=["card_key", "card_class", "hour_ts", "sample_count", "mean_tps", "busy_fraction", "busy_tps"])
 
 
-def test_gaps_carry_forward_busy_hours_score_capacity_and_short_spans_are_refused():
+def test_gaps_stay_unmeasured_busy_hours_score_capacity_and_short_spans_are_refused():
     scenario = load_preset("noise-evictor").resolve(overrides=["hours=2", "warmup_hours=1", "policy.window=1"])
     cls = scenario.classes[0].name
     rows = [
@@ -95,9 +95,33 @@ def test_gaps_carry_forward_busy_hours_score_capacity_and_short_spans_are_refuse
         ("b", cls, T0 + 3600, 60, 4000.0, np.nan, np.nan),
     ]
     m = month_from_rollups(_rollups(rows), scenario)
-    np.testing.assert_array_equal(m.measured_tps, np.array([[6000, 6000, 5000], [4000, 4000, 4000]], dtype=np.float32))
+    # An hour without telemetry is not measured (NaN), as the service's score job has it; the true rate (the bill's)
+    # is read over the hours carried forward.
+    nan = np.nan
+    np.testing.assert_array_equal(m.measured_tps, np.array([[6000, nan, 5000], [nan, 4000, nan]], dtype=np.float32))
     np.testing.assert_allclose(m.true_tps, [5500.0, 4000.0])
     with pytest.raises(ConfigError, match="covers 2 hours"):
         month_from_rollups(_rollups(rows), scenario, start_ts=T0 + 3600)
     with pytest.raises(ConfigError, match="class"):
         month_from_rollups(_rollups([(*rows[0][:1], "mystery", *rows[0][2:])] + rows[1:]), scenario)
+
+
+def test_a_gappy_stored_month_is_scored_as_the_service_scores_it():
+    """One rule for an hour without telemetry: replay of a stored month scores each hour as the service's score job
+    does from the same hourly means (the hour left out of its window; a card with none in its window scores zero)."""
+    from fleet.core.replay import score_month
+    from fleet.core.scores import unscored_as_zero, windowed_scores
+    from policies import resolve
+
+    scenario = load_preset("noise-evictor").resolve(overrides=["hours=6", "warmup_hours=3", "policy.window=3"])
+    cls = scenario.classes[0].name
+    rng = np.random.default_rng(5)
+    rows = [(k, cls, T0 + h * 3600, 60, float(rng.uniform(3000, 7000)), np.nan, np.nan)
+            for k in ("a", "b", "c") for h in range(9) if not (k == "b" and 2 <= h <= 6) and not (k == "c" and h % 2)]
+    m = month_from_rollups(_rollups(rows), scenario)
+    assert np.isnan(m.measured_tps).any()
+    parts = resolve(scenario.policy)
+    replayed = score_month(m, parts).score_tps
+    served = unscored_as_zero(windowed_scores(m.measured_tps.astype(np.float64), 3, 6, 3))
+    np.testing.assert_allclose(replayed, served, rtol=1e-6)
+    assert (replayed[1] == 0).any()  # b has a window with no telemetry at all: no capacity counted on it
