@@ -38,25 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from fleet.service.simulation import SetClock as SteppedClock  # noqa: E402
+
 HOUR_S = 3600
 DAY_S = 86_400
 MONTH_START_TS = 1_767_225_600  # 2026-01-01T00:00Z
 RATED_TPS = 6000.0
 RENT_USD_PER_MONTH = 2690.0
 SEED = 11
-
-
-class SteppedClock:
-    """The service's clock, set by the soak: the end of the hour just fed, plus the settle time."""
-
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, clock_seconds: float) -> float:
-        return clock_seconds
 
 
 @dataclass

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
+from fleet.service.simulation import SetClock as StepClock  # noqa: F401  (the tests' name for it)
 
 
 def matrix(*series: dict) -> bytes:
@@ -92,16 +93,3 @@ def fake_prometheus() -> Iterator[FakePrometheus]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-class StepClock:
-    """A service clock the test moves by hand (`clock.t += 60`): the job's hours are the test's to choose."""
-
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, s: float) -> float:
-        return s

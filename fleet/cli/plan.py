@@ -138,17 +138,6 @@ class DeclaredPool:
         return got
 
 
-class _StillClock:
-    def __init__(self, now_ts: float):
-        self._now = float(now_ts)
-
-    def now(self) -> float:
-        return self._now
-
-    def wall_seconds(self, clock_seconds: float) -> float:
-        return clock_seconds
-
-
 def _simulation_of(cfg, engine, simulate: str | None, seed: int | None):
     """(config, simulation) for a store a simulation wrote: its preset from --simulate or from the store's identity."""
     from fleet.presets import load_preset
@@ -181,6 +170,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     from fleet.service.pool import PoolWatch
     from fleet.service.scoring import ScoreJob
     from fleet.service.service import make_calendar, policy_windows
+    from fleet.service.simulation import SetClock
     from storage.service_store import ServiceStore
 
     parts = policies.resolve(cfg.policy)
@@ -191,7 +181,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     hour_ts = cal.next_hour(last, now)
     if hour_ts > cal.last_hour_ts:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
-    clock = _StillClock(max(now, hour_ts))
+    clock = SetClock(max(now, hour_ts))  # the plan stands still at the hour it plans
     pool = PoolWatch(repo if cfg.pool is None else DeclaredPool(repo, cfg.pool), store, cfg.month.hours)
     windows = policy_windows(parts)
     scoring = ScoreJob(store, pool, cal, clock, windows, lambda _now: hour_ts, parts=parts, busy_floor=cfg.ingest.busy_floor)

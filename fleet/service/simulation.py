@@ -42,6 +42,22 @@ class WallClock:
         return clock_seconds
 
 
+class SetClock:
+    """A clock its owner sets (`clock.t = ts`): `fleet plan` holds it at the store's time, and tests and benchmarks
+    step it by hand, so the hours a job sees are theirs to choose. `wall_per_clock_s` is the wall seconds a clock
+    second waits for (1: as the wall clock)."""
+
+    def __init__(self, t: float, wall_per_clock_s: float = 1.0):
+        self.t = float(t)
+        self._wall = float(wall_per_clock_s)
+
+    def now(self) -> float:
+        return self.t
+
+    def wall_seconds(self, clock_seconds: float) -> float:
+        return clock_seconds * self._wall
+
+
 class SimClock:
     """A clock that starts at `start_ts` and runs `speed` times faster than `monotonic`."""
 

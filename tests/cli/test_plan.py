@@ -18,23 +18,11 @@ import pytest
 from fleet.presets import load_preset
 from fleet.service.calendar import HOUR_S
 from tests.service.serving import TINY_PRESET
+from fleet.service.simulation import SetClock as StepClock
 
 
 def fleet(*args, cwd=None, env=None):
     return subprocess.run([sys.executable, "-m", "fleet.cli.app", *args], capture_output=True, text=True, cwd=cwd, env=env)
-
-
-class StepClock:
-    """A clock the test sets."""
-
-    def __init__(self, now_ts: float):
-        self.t = float(now_ts)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, clock_seconds: float) -> float:
-        return clock_seconds
 
 
 def digest(folder: Path) -> dict[str, str]:

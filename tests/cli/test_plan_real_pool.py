@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from fleet.service.calendar import HOUR_S
+from fleet.service.simulation import SetClock as StepClock
 
 T0 = 1_767_225_600  # 2026-01-01T00:00Z, the config's month start
 CARDS = 5
@@ -30,17 +31,6 @@ forecast = "last-hour"         # a real pool's demand is measured and forecast, 
 shape = "flat"
 avg_tps = 15000
 """
-
-
-class StepClock:
-    def __init__(self, now_ts: float):
-        self.t = float(now_ts)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, clock_seconds: float) -> float:
-        return clock_seconds
 
 
 def _ingest(tmp_path) -> str:

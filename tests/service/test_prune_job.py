@@ -7,17 +7,7 @@ import pytest
 from fleet.presets import load_preset, replay_scenario
 from fleet.service.calendar import HOUR_S
 from tests.service.serving import TINY_PRESET
-
-
-class SteppedClock:
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, s: float) -> float:
-        return s / 3600.0  # an hour a second
+from fleet.service.simulation import SetClock
 
 
 def served(tmp_path, days: float):
@@ -32,7 +22,7 @@ def served(tmp_path, days: float):
     scenario = load_preset(str(path)).resolve()
     cfg = simulation_config(load_service_config(None, {"storage": {"prune_raw_after_days": days}}), scenario)
     sim = Simulation.of(scenario, cfg.month.start_ts)
-    clock = SteppedClock(sim.end_ts + HOUR_S)
+    clock = SetClock(sim.end_ts + HOUR_S, wall_per_clock_s=1 / 3600)  # an hour a second
     svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 'p.db'}"), clock, simulation=sim)
     for _ in range(3):
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
