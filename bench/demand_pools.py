@@ -167,7 +167,7 @@ def main() -> int:
     args = ap.parse_args()
 
     import policies
-    from fleet.cli.compare import choose_forecast
+    from fleet.sweep import choose_forecast
     from fleet.core.compare import default_grid_axes, distinct, expand_grid, recommend
     from fleet.core.scenario import Preset
     from fleet.sweep import Sweep, search

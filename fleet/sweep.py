@@ -235,3 +235,26 @@ def _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, o
         on_stage(f"{label}: figures", len(seeds))
     months = sweep.months(combo_scenarios(preset, chosen, fix, overrides), seeds, exact)
     return Searched(summarise(chosen, months), unreachable, 0, months)
+
+
+DEMAND_SEARCH_MONTHS = 60
+"""Months the forecaster is chosen on (the search's first): a forecast's cost is demand's alone, so few suffice."""
+
+
+def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, months: int, min_pass: float):
+    """The forecaster and error quantile the card-side search runs with, judged on the search's demand alone."""
+    import policies
+    from fleet.core.demand_search import rank_forecasts, scenario_demand
+    from fleet.presets import demand_file_tps
+
+    first = base.seed if seed is None else seed
+    file_tps = demand_file_tps(base, p.path.parent if p.path else None)
+    demand = [scenario_demand(base, s, file_tps) for s in range(first, first + min(months, DEMAND_SEARCH_MONTHS))]
+
+    def build(name: str):
+        own = base.policy.forecaster if name == base.policy.forecast else {}
+        return policies.forecaster(base.policy.model_copy(update={"forecast": name, "forecaster": own}))
+
+    ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
+                            max_unmet=base.checks.max_unmet_share)
+    return ranked[0]

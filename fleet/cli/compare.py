@@ -18,11 +18,7 @@ from fleet.core.compare import (
 )
 from fleet.report.verdict import KNEW_DEMAND
 from fleet.cli.tables import Columns, piped_text, print_table, wide_console
-from fleet.sweep import SCREEN_MONTHS, Engine, LocalEngine, Sweep, combo_scenarios, search
-
-DEMAND_SEARCH_MONTHS = 60
-"""Months the forecaster is chosen on (the search's first): a forecast's cost is demand's alone, so few suffice."""
-
+from fleet.sweep import DEMAND_SEARCH_MONTHS, SCREEN_MONTHS, Engine, LocalEngine, Sweep, choose_forecast, combo_scenarios, search
 
 HELP = (
     "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
@@ -293,16 +289,11 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
 
 def run_compare(preset, fix, window, size_window, share, mode, headroom, card_class, score, forecast, quantile, set_, months, seed, recommend_grid, min_pass, plot, csv_path, as_json, jobs, exact, db, telemetry, dask) -> None:
     """`fleet compare` with its options parsed (`fleet.cli.compare_command` declares them)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    from fleet.cli.output import console, err_console
     from fleet.presets import load_preset, resolve_policy
-    from fleet.report.plot import PLOT_SUFFIXES, plot_compare
-    from fleet.core.verdict import json_safe
+    from fleet.report.plot import PLOT_SUFFIXES
 
     min_pass = MIN_PASS_RATE if min_pass is None else min_pass
     stored = db is not None or telemetry is not None
-    demand_choice = None
     if db is not None and telemetry is not None:
         raise _usage("give one of --db URL or --telemetry FILE")
     if stored and (months not in (None, 1) or seed is not None):
@@ -326,15 +317,7 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
         "forecast_quantile": _quantiles_option(quantile),
     }
     searching = recommend_grid and axes["headroom"] is None and not stored
-    if recommend_grid:
-        import policies
-
-        grid = default_grid_axes(base, resolve_policy(base).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
-        for k, v in grid.items():
-            axes[k] = axes[k] or list(v)
-        if not stored and not base.policy.knows_demand and axes["forecast"] is None and axes["forecast_quantile"] is None:
-            demand_choice = choose_forecast(p, base, fix, overrides, seed, months, min_pass)
-            axes["forecast"], axes["forecast_quantile"] = [demand_choice.forecast], [demand_choice.forecast_quantile]
+    demand_choice = _grid_axes(p, base, axes, fix, overrides, seed, months, min_pass, stored) if recommend_grid else None
     _check_classes(base, axes["card_class"])
     combos = distinct(expand_grid(base, **axes))
     if plot:
@@ -346,70 +329,19 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
             raise _usage(f"--plot {str(plot)!r}: {err}") from None
     scenarios = combo_scenarios(p, combos, fix=fix, overrides=overrides)
     first = base.seed if seed is None else seed
-    seeds = range(first, first + months)
-    base_dir = p.path.parent if p.path else None
-    if stored:
-        from fleet.ingest.stored_month import month_from_store, month_from_telemetry_file
-
-        # The month is read once, through the preset's own policy (a file's unlabelled cards join its class).
-        month = month_from_store(db, base, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, base, base_dir=base_dir)
-        with Sweep(engine=_engine(dask, jobs)) as sweep:
-            results = [sweep.stored_month(scenarios, month, base.seed, exact)]
-        summaries = summarise(combos, results)
-        unreachable, screened = [], 0
-    else:
-        # The engine is connected (or started) before the progress bar shows: a failure to is one line, not a torn bar.
-        with Sweep(base_dir=base_dir, engine=_engine(dask, jobs)) as sweep, Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-        ) as progress:
-            task = progress.add_task(f"{p.name}: {len(combos)} combinations × {months} months", total=months)
-            sweep.on_months = lambda n: progress.advance(task, n)
-
-            def stage(label: str, n: int) -> None:
-                progress.reset(task, total=n, description=f"{p.name}: {label}, {len(combos)} combinations × {n} months")
-
-            if searching:
-                found = search(sweep, p, combos, seeds, min_pass, fix, overrides, exact, on_stage=stage)
-                summaries, results, unreachable, screened = found.summaries, found.months, found.unreachable, found.screened
-            else:
-                results = sweep.months(scenarios, seeds, exact)
-                summaries, unreachable, screened = summarise(combos, results), [], 0
+    source = f"the stored month {db or telemetry}" if stored else f"{months} months (seeds {first}–{first + months - 1})"
+    summaries, results, unreachable, screened = _sweep_months(p, base, combos, scenarios, range(first, first + months), db, telemetry,
+                                                              _engine(dask, jobs), searching, min_pass, fix, overrides, exact)
     ideal = ideal_summary(results, exact)
     rec = recommend(summaries, min_pass) if len(combos) > 1 else None
-
-    if csv_path:
-        rows = csv_rows(summaries, rec)
-        with csv_path.open("w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-    if plot:
-        marked = {"the preset": combo_of(p.resolve())}
-        if p.fix_raw:
-            marked["the fix"] = combo_of(p.resolve(fix=True))
-        anchor = rec.best.combo if rec and rec.best else None
-        if anchor is None and any(s.combo == marked.get("the fix") for s in summaries):
-            anchor = marked["the fix"]
-        plot_compare(
-            summaries,
-            plot,
-            title=f"{p.name}{' (fix)' if fix else ''}: " + (f"the stored month {db or telemetry}" if stored else f"{months} months from seed {first}"),
-            min_convergence=base.checks.min_convergence,
-            max_wrong_evictions=base.checks.max_wrong_evictions,
-            anchor=anchor,
-            marked=marked,
-        )
+    _write_files(p, fix, base, summaries, rec, csv_path, plot,
+                 f"the stored month {db or telemetry}" if stored else f"{months} months from seed {first}")
     if as_json:
+        from fleet.core.verdict import json_safe
+
         payload = [s.as_dict(ideal=ideal, rank=rank_of(rec, s) if rec else None) for s in summaries]
         typer.echo(json.dumps(_cents(json_safe(payload)), indent=2))
         return
-    source = f"the stored month {db or telemetry}" if stored else f"{months} months (seeds {first}–{first + months - 1})"
     title = f"{p.name}{' (fix)' if fix else ''}: {len(combos)} combinations × {source}"
     evicting = any(resolve_policy(s).evicts for s in scenarios)
 
@@ -428,10 +360,91 @@ def run_compare(preset, fix, window, size_window, share, mode, headroom, card_cl
             if path:
                 console.print(f"  wrote {label}: {path}", highlight=False)
 
+    _print(show)
+
+
+def _grid_axes(p, base, axes: dict, fix, overrides, seed, months, min_pass, stored):
+    """`--recommend`: every axis not given takes the default grid's values; the forecaster, when not given, is chosen
+    on the search's demand alone (returned, to be told), except for a stored month or a policy told the demand."""
+    import policies
+    from fleet.presets import resolve_policy
+
+    grid = default_grid_axes(base, resolve_policy(base).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
+    for k, v in grid.items():
+        axes[k] = axes[k] or list(v)
+    if stored or base.policy.knows_demand or axes["forecast"] is not None or axes["forecast_quantile"] is not None:
+        return None
+    choice = choose_forecast(p, base, fix, overrides, seed, months, min_pass)
+    axes["forecast"], axes["forecast_quantile"] = [choice.forecast], [choice.forecast_quantile]
+    return choice
+
+
+def _sweep_months(p, base, combos, scenarios, seeds, db, telemetry, engine, searching, min_pass, fix, overrides, exact):
+    """(summaries, month results, unreachable combinations, screened) of the sweep: the stored month once, or the
+    seeded months with a progress bar (through the headroom search under `--recommend`)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fleet.cli.output import err_console
+
+    base_dir = p.path.parent if p.path else None
+    if db is not None or telemetry is not None:
+        from fleet.ingest.stored_month import month_from_store, month_from_telemetry_file
+
+        # The month is read once, through the preset's own policy (a file's unlabelled cards join its class).
+        month = month_from_store(db, base, base_dir=base_dir) if db else month_from_telemetry_file(telemetry, base, base_dir=base_dir)
+        with Sweep(engine=engine) as sweep:
+            results = [sweep.stored_month(scenarios, month, base.seed, exact)]
+        return summarise(combos, results), results, [], 0
+    # The engine is connected (or started) before the progress bar shows: a failure to is one line, not a torn bar.
+    months = len(seeds)
+    with Sweep(base_dir=base_dir, engine=engine) as sweep, Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+        console=err_console, transient=True,
+    ) as progress:
+        task = progress.add_task(f"{p.name}: {len(combos)} combinations × {months} months", total=months)
+        sweep.on_months = lambda n: progress.advance(task, n)
+
+        def stage(label: str, n: int) -> None:
+            progress.reset(task, total=n, description=f"{p.name}: {label}, {len(combos)} combinations × {n} months")
+
+        if searching:
+            found = search(sweep, p, combos, seeds, min_pass, fix, overrides, exact, on_stage=stage)
+            return found.summaries, found.months, found.unreachable, found.screened
+        results = sweep.months(scenarios, seeds, exact)
+        return summarise(combos, results), results, [], 0
+
+
+def _write_files(p, fix, base, summaries, rec, csv_path, plot, source: str) -> None:
+    """`--csv` and `--plot`: the preset, its fix and the recommendation marked on the plot."""
+    if csv_path:
+        rows = csv_rows(summaries, rec)
+        with csv_path.open("w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    if not plot:
+        return
+    from fleet.report.plot import plot_compare
+
+    marked = {"the preset": combo_of(p.resolve())}
+    if p.fix_raw:
+        marked["the fix"] = combo_of(p.resolve(fix=True))
+    anchor = rec.best.combo if rec and rec.best else None
+    if anchor is None and any(s.combo == marked.get("the fix") for s in summaries):
+        anchor = marked["the fix"]
+    plot_compare(summaries, plot, title=f"{p.name}{' (fix)' if fix else ''}: {source}",
+                 min_convergence=base.checks.min_convergence, max_wrong_evictions=base.checks.max_wrong_evictions,
+                 anchor=anchor, marked=marked)
+
+
+def _print(show) -> None:
+    """On a terminal as Rich draws it; piped or redirected, the table at its natural width, text never hard-wrapped,
+    no trailing spaces."""
+    from fleet.cli.output import console
+
     if console.is_terminal:
         show(console)
         return
-    # Piped or redirected: the table at its natural width, text never hard-wrapped, no trailing spaces.
     wide = wide_console()
     with wide.capture() as captured:
         show(wide)
@@ -455,25 +468,6 @@ def _quantiles_option(text: str | None) -> list[float | None] | None:
             raise _usage(f"--quantile {text!r}: {v!r} is not between 0 and 1")
         out.append(q)
     return out
-
-
-def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, months: int, min_pass: float):
-    """The forecaster and error quantile the card-side search runs with, judged on the search's demand alone."""
-    import policies
-    from fleet.core.demand_search import rank_forecasts, scenario_demand
-    from fleet.presets import demand_file_tps
-
-    first = base.seed if seed is None else seed
-    file_tps = demand_file_tps(base, p.path.parent if p.path else None)
-    demand = [scenario_demand(base, s, file_tps) for s in range(first, first + min(months, DEMAND_SEARCH_MONTHS))]
-
-    def build(name: str):
-        own = base.policy.forecaster if name == base.policy.forecast else {}
-        return policies.forecaster(base.policy.model_copy(update={"forecast": name, "forecaster": own}))
-
-    ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
-                            max_unmet=base.checks.max_unmet_share)
-    return ranked[0]
 
 
 def _check_classes(base, wanted: list[str] | None) -> None:
