@@ -69,6 +69,20 @@ class Judged:
     duplicates: int
 
 
+class _Reasons:
+    """Each record's first fault (0: none yet; else 1 + its index in REASONS): a later check never overwrites it."""
+
+    def __init__(self, n: int):
+        self.code = np.zeros(n, dtype=np.int16)
+
+    def flag(self, mask: np.ndarray, why: str) -> None:
+        self.code[mask & (self.code == 0)] = _REASON_CODE[why]
+
+    @property
+    def clean(self) -> np.ndarray:
+        return self.code == 0
+
+
 def judge(
     columns: Mapping[str, pa.Array],
     record_no: np.ndarray,
@@ -82,14 +96,38 @@ def judge(
     """Judge the records of one batch against the known cards and classes (pure: nothing is written).
 
     The first failing check names the reason; checks run field by field, then
-    card and class, then plausibility against the class's rated rate.
+    card and class, then plausibility against the class's rated rate, then duplicates within the batch.
     """
     n = int(record_no.size)
-    reason = np.zeros(n, dtype=np.int16)  # 0: no fault found yet; else 1 + index in REASONS
+    reasons = _Reasons(n)
+    key, ts, tps, busy, named_class = _judge_fields(columns, n, reasons, settings)
+    inv, uniq, card_class, row_known = _judge_cards(key, named_class, tps, cards, classes, settings, reasons)
+    ts_int = np.floor(np.where(reasons.clean, ts, 0)).astype(np.int64)
+    dup_pos, duplicates = _judge_duplicates(inv, ts_int, tps, busy, reasons)
+    store = reasons.clean & ~dup_pos
 
-    def flag(mask: np.ndarray, why: str) -> None:
-        reason[mask & (reason == 0)] = _REASON_CODE[why]
+    register = {}
+    if not settings.strict:
+        for k in np.unique(inv[store & ~row_known]) if n else []:
+            register[str(uniq[k])] = str(card_class[k])
 
+    bad = np.flatnonzero(reasons.code)
+    pre_no, pre_reason = list(pre_no), list(pre_reason)
+    rej_no = pre_no + record_no[bad].tolist()
+    rejected = Rejected(rej_no, raw_text(rej_no), pre_reason + [REASONS[c - 1] for c in reasons.code[bad].tolist()])
+    samples = SampleBatch(
+        card_key=key[store],
+        ts=ts_int[store],
+        tokens_per_s=tps[store],
+        busy_fraction=busy[store],
+        record_no=record_no[store],
+    )
+    return Judged(samples, rejected, register, duplicates)
+
+
+def _judge_fields(columns: Mapping[str, pa.Array], n: int, reasons: _Reasons, settings: IngestSettings):
+    """Each field parsed and checked on its own: (card key, ts, tokens/s, busy fraction, the class a record names)."""
+    flag = reasons.flag
     key, key_st = _keys(columns["card_id"])
     flag(key_st == MISSING, "missing:card_id")
     flag(key_st == UNPARSEABLE, "unparseable:card_id")
@@ -120,16 +158,23 @@ def judge(
         named_class = np.where(cls_st == OK, named_class, None)
     else:
         named_class = np.full(n, None, dtype=object)
+    return key, ts, tps, busy, named_class
 
-    # Cards: known ones keep their class; unknown ones are registered (or, strict, quarantined).
-    alive = reason == 0
+
+def _judge_cards(key, named_class, tps, cards: Mapping[str, CardInfo], classes: Mapping[str, ClassSpec],
+                 settings: IngestSettings, reasons: _Reasons):
+    """Cards: known ones keep their class; unknown ones are registered (or, strict, quarantined); then the class a
+    record names against its card's, and the rate against its class's rated one. Returns (each record's card
+    index, the cards, each card's class, whether each record's card was known)."""
+    n = key.size
+    alive = reasons.clean
     inv, uniq = pd.factorize(pd.Series(key, dtype=object))
     uniq = np.asarray(uniq, dtype=object)
     known = np.array([k in cards for k in uniq], dtype=bool)
     card_class = np.array([cards[k].class_name if k in cards else None for k in uniq], dtype=object)
     row_known = known[inv] if n else np.zeros(0, dtype=bool)
     if settings.strict:
-        flag(alive & ~row_known, "unknown-card")
+        reasons.flag(alive & ~row_known, "unknown-card")
     else:
         # A new card takes the class its first valid record names, else the default class.
         first_named = {}
@@ -140,47 +185,32 @@ def judge(
         for k, c in first_named.items():
             card_class[k] = c
     row_class = card_class[inv] if n else np.zeros(0, dtype=object)
-    flag((named_class != None) & (row_class != None) & (named_class != row_class), "class-conflict")  # noqa: E711
+    reasons.flag((named_class != None) & (row_class != None) & (named_class != row_class), "class-conflict")  # noqa: E711
     rated = np.array([classes[c].rated_tps if c in classes and classes[c].rated_tps else np.nan for c in card_class], dtype=float)
     row_rated = rated[inv] if n else np.zeros(0)
     with np.errstate(invalid="ignore"):
         cap = np.where(np.isnan(row_rated), ABSOLUTE_MAX_TPS, settings.plausible_factor * row_rated)
-        flag(tps > cap, "implausible:tokens_per_s")
+        reasons.flag(tps > cap, "implausible:tokens_per_s")
+    return inv, uniq, card_class, row_known
 
-    valid = reason == 0
-    ts_int = np.floor(np.where(valid, ts, 0)).astype(np.int64)
-    # Within the batch, a record repeating an earlier one's card and second is a duplicate (same values) or a conflict.
+
+def _judge_duplicates(inv, ts_int, tps, busy, reasons: _Reasons) -> tuple[np.ndarray, int]:
+    """Within the batch, a record repeating an earlier one's card and second is a duplicate (same values: dropped,
+    counted) or a conflict (quarantined). Returns (the duplicates' positions, how many)."""
+    n = inv.size
+    valid = reasons.clean
     frame = pd.DataFrame({"k": inv, "ts": ts_int, "tps": tps, "busy": busy})[valid]
     dup = frame.duplicated(subset=["k", "ts"], keep="first")
-    duplicates = 0
     dup_pos = np.zeros(n, dtype=bool)
-    if dup.any():
-        firsts = frame.groupby(["k", "ts"], sort=False)[["tps", "busy"]].transform("first")
-        same = (frame["tps"] == firsts["tps"]) & ((frame["busy"] == firsts["busy"]) | (frame["busy"].isna() & firsts["busy"].isna()))
-        conflict_pos = frame.index.to_numpy()[(dup & ~same).to_numpy()]
-        same_pos = frame.index.to_numpy()[(dup & same).to_numpy()]
-        reason[conflict_pos] = _REASON_CODE["conflicting-duplicate"]
-        dup_pos[same_pos] = True
-        duplicates = int(same_pos.size)
-    store = (reason == 0) & ~dup_pos
-
-    register = {}
-    if not settings.strict:
-        for k in np.unique(inv[store & ~row_known]) if n else []:
-            register[str(uniq[k])] = str(card_class[k])
-
-    bad = np.flatnonzero(reason)
-    pre_no, pre_reason = list(pre_no), list(pre_reason)
-    rej_no = pre_no + record_no[bad].tolist()
-    rejected = Rejected(rej_no, raw_text(rej_no), pre_reason + [REASONS[c - 1] for c in reason[bad].tolist()])
-    samples = SampleBatch(
-        card_key=key[store],
-        ts=ts_int[store],
-        tokens_per_s=tps[store],
-        busy_fraction=busy[store],
-        record_no=record_no[store],
-    )
-    return Judged(samples, rejected, register, duplicates)
+    if not dup.any():
+        return dup_pos, 0
+    firsts = frame.groupby(["k", "ts"], sort=False)[["tps", "busy"]].transform("first")
+    same = (frame["tps"] == firsts["tps"]) & ((frame["busy"] == firsts["busy"]) | (frame["busy"].isna() & firsts["busy"].isna()))
+    conflict_pos = frame.index.to_numpy()[(dup & ~same).to_numpy()]
+    same_pos = frame.index.to_numpy()[(dup & same).to_numpy()]
+    reasons.code[conflict_pos] = _REASON_CODE["conflicting-duplicate"]
+    dup_pos[same_pos] = True
+    return dup_pos, int(same_pos.size)
 
 
 # -- the store --------------------------------------------------------------------
