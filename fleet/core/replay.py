@@ -196,24 +196,21 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
         evicted_at[p.hour] = list(p.evicted)
     bill = bill_hours(warm, rent_h, month.rent_usd_per_month, month.true_rate_tps[:, W:], month.demand_tps, evicted_at, ideal_usd,
                       boot_hours=month.boot_hours)
+    wrong, medians = judge_evictions(passes, warm, month)
+    result = MonthResult(scenario=scenario, month=month, warm=warm, passes=passes, eviction_budget=budget, bill=bill,
+                         wrong=wrong, median_ticket_tps=medians, in_dip=in_dip, demand=view)
+    result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
+    result.figures.update(demand_figures(view, month.demand_tps, policy))
+    return result
+
+
+def judge_evictions(passes: list[EvictionPass], warm: np.ndarray, month: Month) -> tuple[np.ndarray, np.ndarray]:
+    """Each eviction in hindsight, in the order made: wrong or not (the verdict's rule), and the median ticket of
+    its class in the run set it was judged in."""
     wrong, medians = [], []
     for p in passes:
         judged = warm[:, p.hour - 1]
         evicted = np.array(p.evicted, dtype=np.int64)
         wrong.extend(wrong_evictions(evicted, judged, month.true_tps, month.card_class).tolist())
         medians.extend(median_ticket_tps(evicted, judged, month.true_tps, month.card_class).tolist())
-    result = MonthResult(
-        scenario=scenario,
-        month=month,
-        warm=warm,
-        passes=passes,
-        eviction_budget=budget,
-        bill=bill,
-        wrong=np.array(wrong, dtype=bool),
-        median_ticket_tps=np.array(medians, dtype=np.float64),
-        in_dip=in_dip,
-        demand=view,
-    )
-    result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
-    result.figures.update(demand_figures(view, month.demand_tps, policy))
-    return result
+    return np.array(wrong, dtype=bool), np.array(medians, dtype=np.float64)
