@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import os
+import ssl
+import urllib.request
 from pathlib import Path
 
 from pydantic import model_validator
@@ -64,3 +66,17 @@ class Credentials(Strict):
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": self.authorization()}
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Never follow a redirect: following would send the request and its credentials to an address the operator did
+    not configure (and take that address's answer as the configured one's). The 3xx surfaces as an HTTPError."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def http_opener() -> urllib.request.OpenerDirector:
+    """The shell's one HTTP client (the Prometheus pull, the webhook): redirects refused, certificates checked with
+    the default SSL context."""
+    return urllib.request.build_opener(_RefuseRedirects(), urllib.request.HTTPSHandler(context=ssl.create_default_context()))

@@ -31,7 +31,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from fleet.core.errors import ConfigError
+from fleet.core.errors import ConfigError, hide_passwords  # noqa: F401  (storage.db.hide_passwords, as the shell imports it)
 from fleet.core.units import seconds_setting
 from storage import DEFAULT_URL
 
@@ -43,13 +43,6 @@ RUN_TIME_CODES = frozenset({5, 6, 8, 10, 13, 15})
 LOCK_CODES = frozenset({5, 6})
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
 
-
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
-
-
-def hide_passwords(text: str) -> str:
-    """`text` with the password of every URL in it masked (`scheme://user:***@host`)."""
-    return _URL_PASSWORD.sub(r"\1***@", text)
 
 
 def shown_url(url: str) -> str:

@@ -1,8 +1,21 @@
-"""The one error type of bad input: a preset, override, config or name that cannot be used.
+"""The one error type of bad input: a preset, override, config or name that cannot be used, and the one masker
+of the secrets a message might carry.
 
-It lives here, with no dependencies, so that every layer (the core, `policies`,
-`storage`, the shell) can raise it without importing any other.
+They live here, with no dependencies, so that every floor (the core, `policies`,
+`storage`, the shell) can use them without importing any other.
 """
+
+import re
+
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
+_HTTP_USERINFO = re.compile(r"(\bhttps?://)[^\s:/@'\"]+@", re.IGNORECASE)
+
+
+def hide_passwords(text: str) -> str:
+    """`text` with the secret of every URL in it masked: a password (`scheme://user:***@host`), and in an HTTP URL a
+    userinfo with no password, which is a token (`https://***@host`). Every message, log line and name that shows a
+    database, Prometheus or webhook URL goes through here."""
+    return _HTTP_USERINFO.sub(r"\1***@", _URL_PASSWORD.sub(r"\1***@", text))
 
 
 class ConfigError(ValueError):

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from fleet.core.errors import ConfigError
+from fleet.core.errors import ConfigError, hide_passwords
+from fleet.credentials import http_opener
 from fleet.ingest.fields import _json_field
 from fleet.ingest.formats import BadSource, Parsed
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
@@ -159,11 +160,8 @@ def parse_prometheus(body: bytes, name: str, card_label: str | Sequence[str] = D
 
 
 def _shown(base_url: str) -> str:
-    """The base URL as names and errors show it: any user:password@ in it masked."""
-    parts = urllib.parse.urlsplit(base_url.rstrip("/"))
-    if "@" in parts.netloc:
-        parts = parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1])
-    return urllib.parse.urlunsplit(parts)
+    """The base URL as names and errors show it, its secret masked."""
+    return hide_passwords(base_url.rstrip("/"))
 
 
 def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, step_s: float, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -180,7 +178,7 @@ def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, 
     url = base_url.rstrip("/") + "/api/v1/query_range?" + params
     name = f"prometheus {_shown(base_url)} {query!r} [{int(start_ts)}, {int(end_ts)}] step {step_s:g}s"
     headers = auth.headers() if auth is not None else {}
-    opener = urllib.request.build_opener(_RefuseRedirects)
+    opener = http_opener()
     try:
         with opener.open(urllib.request.Request(url, headers=headers), timeout=timeout_s) as resp:
             return resp.read(), name
@@ -197,13 +195,6 @@ def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, 
         raise BadSource(f"{name}: HTTP {err.code}: {detail}") from None
     except (urllib.error.URLError, OSError, ValueError) as err:
         raise BadSource(f"{name}: cannot reach the server ({getattr(err, 'reason', err)})") from None
-
-
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """Every 3xx surfaces as an HTTPError: nothing is sent on to the `Location`."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
 
 
 def pull_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
