@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fleet.core.greedy import run_set_usd_by_hour
 from fleet.core.ideal import ideal_exact_usd_by_hour
 
 CHURN_FEE_SHARE = 0.15
@@ -14,8 +15,8 @@ CHURN_FEE_SHARE = 0.15
 
 
 def warm_usd_by_hour(warm: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
-    """Rent billed each hour by the cards warm in it."""
-    return np.asarray(rent_usd_per_hour, dtype=np.float64) @ warm
+    """Rent billed each hour by the cards warm in it (summed a block of hours at a time: no float copy of the month)."""
+    return run_set_usd_by_hour(warm, rent_usd_per_hour)
 
 
 def churn_fee_usd(rent_usd_per_month: np.ndarray) -> np.ndarray:

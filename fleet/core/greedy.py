@@ -200,3 +200,28 @@ def _greedy_by_selection(
     sure |= target <= 0
     chosen[target <= 0] = False
     return chosen, np.flatnonzero(~sure)
+
+
+def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, block_hours: int = 96) -> np.ndarray:
+    """Rent billed each hour by a (cards, hours) run set: rent @ run set, `block_hours` at a time.
+
+    The product reads the run set cast to float64, as it always has (the same sums to the last bit), but one block
+    of hours at a time, so the float copy is a few hours of cards, not the month's (8 bytes a card-hour). A
+    cards-major block, reused: copying the bool block first and casting it after is several times faster than
+    casting across the transpose.
+    """
+    chosen = np.asarray(run_set, dtype=bool)
+    rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
+    hours = chosen.shape[1]
+    out = np.empty(hours, dtype=np.float64)
+    width = min(hours, block_hours)
+    block = np.empty((rent.size, width), dtype=bool)
+    block_f = np.empty((rent.size, width), dtype=np.float64)
+    for a in range(0, hours, block_hours):
+        b = min(hours, a + block_hours)
+        if b - a < width:
+            block, block_f = block[:, : b - a].copy(), block_f[:, : b - a].copy()
+        np.copyto(block, chosen[:, a:b])
+        np.copyto(block_f, block)
+        out[a:b] = rent @ block_f
+    return out

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from fleet.core.greedy import greedy_run_set
+from fleet.core.greedy import greedy_run_set, run_set_usd_by_hour
 
 COVER_TOL_TPS = 1e-9
 """A set covers demand when its rate reaches demand less this; the greedy uses the same tolerance."""
@@ -49,27 +49,10 @@ def ideal_greedy_usd_by_hour(
 
     With one class this is the exact minimum (fewest cards, best first); with
     several it can overshoot by part of a card, which the exact ideal removes.
-    The bill is summed `block_hours` at a time, bounding the float copy of the
-    run set that the rent product makes.
+    The bill is summed `block_hours` at a time (`run_set_usd_by_hour`).
     """
-    hours = true_rate_tps.shape[1]
-    out = np.empty(hours, dtype=np.float64)
-    rent = rent_usd_per_hour.astype(np.float64)
-    chosen = greedy_run_set(true_rate_tps, rent, demand_tps)
-    # Cards-major blocks, reused: the product reads the bool block cast to float, as it
-    # always has. Transposing the bool block first is several times faster than casting
-    # across the transpose.
-    width = min(hours, block_hours)
-    block = np.empty((rent.size, width), dtype=bool)
-    block_f = np.empty((rent.size, width), dtype=np.float64)
-    for a in range(0, hours, block_hours):
-        b = min(hours, a + block_hours)
-        if b - a < width:
-            block, block_f = block[:, : b - a].copy(), block_f[:, : b - a].copy()
-        np.copyto(block, chosen[:, a:b])
-        np.copyto(block_f, block)
-        out[a:b] = rent @ block_f
-    return out
+    chosen = greedy_run_set(true_rate_tps, rent_usd_per_hour, demand_tps)
+    return run_set_usd_by_hour(chosen, rent_usd_per_hour, block_hours)
 
 
 @dataclass(frozen=True)
