@@ -54,6 +54,31 @@ def serving_share(warm: np.ndarray, boot_hours: np.ndarray, warm_before: np.ndar
     return share
 
 
+_CAPACITY_BLOCK_HOURS = 96
+"""Hours of true rates made at once from a drawn month's tickets and dips (`capacity_tps`)."""
+
+
+def capacity_tps(true_rate_tps, serving: np.ndarray) -> np.ndarray:
+    """The run set's true capacity each hour: the sum over cards of true rate × the share of the hour served.
+
+    A drawn month's true rates (`DippedRates`, anything with `hours_major`) are made a block of hours at a time
+    instead of all at once (4 bytes a card-hour). Each block sits in a buffer one hour wider than it, so that even a
+    one-hour block is summed over cards with a stride, as a slice of the month's array always was: the sums are the
+    same to the last bit.
+    """
+    if not hasattr(true_rate_tps, "hours_major"):
+        return np.einsum("ch,ch->h", true_rate_tps, serving, dtype=np.float64)
+    n, hours = true_rate_tps.shape
+    out = np.empty(hours, dtype=np.float64)
+    buffer = np.empty((n, min(hours, _CAPACITY_BLOCK_HOURS) + 1), dtype=np.float32)
+    for a in range(0, hours, _CAPACITY_BLOCK_HOURS):
+        b = min(hours, a + _CAPACITY_BLOCK_HOURS)
+        block = buffer[:, : b - a]
+        np.copyto(block, true_rate_tps[:, a:b])
+        out[a:b] = np.einsum("ch,ch->h", block, serving[:, a:b], dtype=np.float64)
+    return out
+
+
 @dataclass(frozen=True)
 class HoursBill:
     """A stretch of hours billed: one array entry per hour. Replay bills its month as one stretch, the service a day at a time."""
@@ -96,7 +121,7 @@ def bill_hours(
     rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
     demand = np.asarray(demand_tps, dtype=np.float64)
     serving = warm if boot_hours is None else serving_share(warm, boot_hours, warm_before)
-    capacity = np.einsum("ch,ch->h", true_rate_tps, serving, dtype=np.float64) if warm.shape[0] else np.zeros(demand.size)
+    capacity = capacity_tps(true_rate_tps, serving) if warm.shape[0] else np.zeros(demand.size)
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
     fees = churn_fee_usd(rent_usd_per_month)

@@ -64,7 +64,8 @@ def greedy_run_set(
     together falls short, all of them are taken. Returns a bool mask of the same
     shape as `rate_tps`, laid out hours-major (each hour's cards contiguous).
     """
-    rate = np.asarray(rate_tps)
+    made = hasattr(rate_tps, "hours_major")  # a drawn month's true rates, made a slab at a time (`DippedRates`)
+    rate = rate_tps if made else np.asarray(rate_tps)
     squeeze = rate.ndim == 1
     if squeeze:
         rate = rate[:, None]
@@ -83,8 +84,13 @@ def greedy_run_set(
     # row is slow when the rows are long, so a slab spans many blocks.
     slab_hours = max(step, _SLAB_CELLS // max(n, 1))
     for s0 in range(0, k, slab_hours):
-        slab = np.empty((min(k, s0 + slab_hours) - s0, n), dtype=np.float32 if by_rate else np.float64)
-        copy_in_tiles(slab, rate[:, s0 : s0 + slab_hours].T, axis=1)
+        s1 = min(k, s0 + slab_hours)
+        if made:
+            slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
+            slab = slab if by_rate else slab.astype(np.float64)
+        else:
+            slab = np.empty((s1 - s0, n), dtype=np.float32 if by_rate else np.float64)
+            copy_in_tiles(slab, rate[:, s0:s1].T, axis=1)
         np.maximum(slab, 0.0, out=slab)
         for a in range(s0, min(k, s0 + slab_hours), step):
             b = min(k, a + step, s0 + slab_hours)
