@@ -61,7 +61,7 @@ _CAPACITY_BLOCK_HOURS = 96
 def capacity_tps(true_rate_tps, serving: np.ndarray) -> np.ndarray:
     """The run set's true capacity each hour: the sum over cards of true rate × the share of the hour served.
 
-    A drawn month's true rates (`DippedRates`, anything with `hours_major`) are made a block of hours at a time
+    A drawn month's true rates (`DippedRates`: anything with `hours_major` and `cards_major`) are made a block of hours at a time
     instead of all at once (4 bytes a card-hour). Each block sits in a buffer one hour wider than it, so that even a
     one-hour block is summed over cards with a stride, as a slice of the month's array always was: the sums are the
     same to the last bit.
@@ -73,8 +73,7 @@ def capacity_tps(true_rate_tps, serving: np.ndarray) -> np.ndarray:
     buffer = np.empty((n, min(hours, _CAPACITY_BLOCK_HOURS) + 1), dtype=np.float32)
     for a in range(0, hours, _CAPACITY_BLOCK_HOURS):
         b = min(hours, a + _CAPACITY_BLOCK_HOURS)
-        block = buffer[:, : b - a]
-        np.copyto(block, true_rate_tps[:, a:b])
+        block = true_rate_tps.cards_major(a, b, buffer[:, : b - a])
         out[a:b] = np.einsum("ch,ch->h", block, serving[:, a:b], dtype=np.float64)
     return out
 

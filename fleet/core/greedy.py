@@ -230,7 +230,7 @@ def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, bloc
     for a in range(0, hours, block_hours):
         b = min(hours, a + block_hours)
         if b - a < width:
-            block, block_f = block[:, : b - a].copy(), block_f[:, : b - a].copy()
+            block, block_f = np.empty((rent.size, b - a), dtype=bool), np.empty((rent.size, b - a), dtype=np.float64)
         copy_in_tiles(block, chosen[:, a:b], axis=0)
         np.copyto(block_f, block)
         out[a:b] = rent @ block_f

@@ -118,6 +118,13 @@ class DippedRates:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def cards_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
+        """Hours a..b of every card into `out`, (cards, b − a)."""
+        out.fill(1.0)
+        np.copyto(out, self.dip_factor, where=self.in_dip[:, a:b])
+        out *= self.ticket_tps[:, None]
+        return out
+
     def hours_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
         """Hours a..b of every card into `out`, (b − a, cards): the greedy's layout."""
         in_dip = np.empty(out.shape, dtype=bool)
