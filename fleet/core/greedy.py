@@ -244,8 +244,8 @@ def copy_in_tiles(out: np.ndarray, src: np.ndarray, axis: int) -> None:
     for every element when done whole; a tile of cards reads each line once for all the hours it holds. Measured
     on 100,000 cards × 720 hours of float32: 0.35 s whole, 0.17 s in tiles. The values are copied, not computed.
     """
-    if out.ndim != 2 or abs(src.strides[1]) <= abs(src.strides[0]) or out.shape[axis] <= _TILE_CARDS:
-        np.copyto(out, src)  # laid out as `out` is (rows contiguous), or small: one copy
+    if out.ndim != 2 or abs(src.strides[1]) <= abs(src.strides[0]) or out.shape[axis] <= _TILE_CARDS or out.dtype != src.dtype:
+        np.copyto(out, src)  # laid out as `out` is (rows contiguous), small, or cast on the way (tiles do not help): one copy
         return
     for a in range(0, out.shape[axis], _TILE_CARDS):
         tile = (slice(a, a + _TILE_CARDS), slice(None)) if axis == 0 else (slice(None), slice(a, a + _TILE_CARDS))
