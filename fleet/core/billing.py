@@ -62,18 +62,20 @@ def capacity_tps(true_rate_tps, serving: np.ndarray) -> np.ndarray:
     """The run set's true capacity each hour: the sum over cards of true rate × the share of the hour served.
 
     A drawn month's true rates (`DippedRates`: anything with `hours_major` and `cards_major`) are made a block of hours at a time
-    instead of all at once (4 bytes a card-hour). Each block sits in a buffer one hour wider than it, so that even a
-    one-hour block is summed over cards with a stride, as a slice of the month's array always was: the sums are the
-    same to the last bit.
+    instead of all at once (4 bytes a card-hour). The sums are the same to the last bit: a block of two hours or more
+    is summed as a slice of the month's array was (hour by hour, cards in order), and a lone hour sits in a buffer
+    two hours wide so that it too is summed over cards with a stride (a contiguous column is summed in another order).
     """
     if not hasattr(true_rate_tps, "hours_major"):
         return np.einsum("ch,ch->h", true_rate_tps, serving, dtype=np.float64)
     n, hours = true_rate_tps.shape
     out = np.empty(hours, dtype=np.float64)
-    buffer = np.empty((n, min(hours, _CAPACITY_BLOCK_HOURS) + 1), dtype=np.float32)
+    buffer = np.empty(n * min(hours, _CAPACITY_BLOCK_HOURS) + n, dtype=np.float32)
     for a in range(0, hours, _CAPACITY_BLOCK_HOURS):
         b = min(hours, a + _CAPACITY_BLOCK_HOURS)
-        block = true_rate_tps.cards_major(a, b, buffer[:, : b - a])
+        width = b - a
+        shape = (n, width) if width > 1 else (n, 2)  # a lone hour is read with a stride, as a slice of a month's
+        block = true_rate_tps.cards_major(a, b, buffer[: shape[0] * shape[1]].reshape(shape)[:, :width])
         out[a:b] = np.einsum("ch,ch->h", block, serving[:, a:b], dtype=np.float64)
     return out
 

@@ -120,9 +120,8 @@ class DippedRates:
 
     def cards_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
         """Hours a..b of every card into `out`, (cards, b − a)."""
-        out.fill(1.0)
-        np.copyto(out, self.dip_factor, where=self.in_dip[:, a:b])
-        out *= self.ticket_tps[:, None]
+        np.copyto(out, self.ticket_tps[:, None])
+        np.multiply(out, self.dip_factor, out=out, where=self.in_dip[:, a:b])
         return out
 
     def hours_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
