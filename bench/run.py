@@ -157,10 +157,12 @@ def section_replay(sizes, repeats: int, quick: bool) -> list[Figure]:
         for window in WINDOWS:
             w = r["windows"][window]
             target, met = "", None
+            ratio = w["median_s"] / r["ref_s"]
+            # The time itself, and at most 30 passes over the telemetry (the machine's own limit, whatever its speed).
             if cards == 10_000:
-                target, met = "< 1 s", w["median_s"] < 1.0
+                target, met = "< 1 s, <= 30x", w["median_s"] < 1.0 and ratio <= 30
             elif cards == 100_000:
-                target, met = "< 15 s", w["median_s"] < 15.0
+                target, met = "< 15 s, <= 30x", w["median_s"] < 15.0 and ratio <= 30
             figs.append(
                 Figure(
                     "replay",
@@ -169,13 +171,13 @@ def section_replay(sizes, repeats: int, quick: bool) -> list[Figure]:
                     w["median_s"],
                     ref_name="sum over telemetry",
                     ref_median_s=r["ref_s"],
-                    ratio=w["median_s"] / r["ref_s"],
+                    ratio=ratio,
                     target=target,
                     met=met,
                     extra={"first_s": w["first_s"], "cpu_median_s": w["cpu_median_s"], "evictions": w["evictions"], "cards_warm_avg": w["cards_warm_avg"]},
                 )
             )
-        mem_target, mem_met = ("< 4,000 MB", peak_rss_mb < 4000) if cards == 100_000 else ("", None)
+        mem_target, mem_met = ("< 1,000 MB", peak_rss_mb < 1000) if cards == 100_000 else ("", None)
         mem_name = "peak memory (draw + 3 replays)" if not quick else "peak memory (all quick sizes, one process)"
         figs.append(Figure("replay", mem_name, f"{cards:,} cards", peak_rss_mb, unit="MB", value=peak_rss_mb, target=mem_target, met=mem_met))
         figs.append(Figure("replay", "draw the month (synthetic, not replay)", f"{cards:,} cards", r["draw_s"], extra={"telemetry_mb": r["telemetry_mb"]}))

@@ -21,7 +21,7 @@ import numpy as np
 
 from fleet.core.compare import (
     HEADROOM_SEARCH, SEARCH_CONFIDENCE, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend,
-    replay_month,
+    month_ideals, replay_month,
     run_batch, run_headroom_batch, same_month, summarise,
 )
 from fleet.core.errors import ConfigError
@@ -88,8 +88,8 @@ class LocalEngine:
 
 def _replay_stored(chunk: tuple, month) -> MonthFigures:
     """One share of a stored month's combinations, replayed on a worker (a plain function, so any engine can run it)."""
-    scenarios, parts, seed, exact = chunk
-    return replay_month(scenarios, parts, month, seed, exact)
+    scenarios, parts, seed, exact, ideals = chunk
+    return replay_month(scenarios, parts, month, seed, exact, ideals)
 
 
 class Sweep:
@@ -145,15 +145,17 @@ class Sweep:
     def stored_month(self, scenarios: Sequence[Scenario], month, seed: int, exact: bool = True) -> MonthFigures:
         """One stored month under every combination, the combinations split into one share per worker slot.
 
-        Each share computes the month's ideal bill again (it depends on the month only, so
-        every share gets the same one); the replays, which grow with the grid, are what spreads.
+        The month's ideal bill depends on the month only: it is computed once, here, and every
+        share gets it; the replays, which grow with the grid, are what spreads.
         The month goes to the engine once, as the work's common argument.
         """
         if not scenarios:
             raise ValueError("no combination to run")
         parts = [resolve_policy(s) for s in scenarios]
         size = math.ceil(len(scenarios) / min(len(scenarios), self.engine.slots))
-        work = [(tuple(scenarios[i : i + size]), tuple(parts[i : i + size]), seed, exact) for i in range(0, len(scenarios), size)]
+        ideals = month_ideals(month, exact)
+        work = [(tuple(scenarios[i : i + size]), tuple(parts[i : i + size]), seed, exact, ideals)
+                for i in range(0, len(scenarios), size)]
         shares = self._map(_replay_stored, work, common=month, months_done=False)
         return replace(shares[0], figures=np.concatenate([m.figures for m in shares]), passes=np.concatenate([m.passes for m in shares]))
 

@@ -7,6 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
+from fleet.core.greedy import run_set_usd_by_hour
 from fleet.core.ideal import ideal_exact_usd_by_hour
 
 CHURN_FEE_SHARE = 0.15
@@ -14,8 +15,8 @@ CHURN_FEE_SHARE = 0.15
 
 
 def warm_usd_by_hour(warm: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
-    """Rent billed each hour by the cards warm in it."""
-    return np.asarray(rent_usd_per_hour, dtype=np.float64) @ warm
+    """Rent billed each hour by the cards warm in it (summed a block of hours at a time: no float copy of the month)."""
+    return run_set_usd_by_hour(warm, rent_usd_per_hour)
 
 
 def churn_fee_usd(rent_usd_per_month: np.ndarray) -> np.ndarray:
@@ -51,6 +52,32 @@ def serving_share(warm: np.ndarray, boot_hours: np.ndarray, warm_before: np.ndar
         if young.any():
             share[young, t] = np.clip(age[young] + 1 - boot[young], 0.0, 1.0)
     return share
+
+
+_CAPACITY_BLOCK_HOURS = 96
+"""Hours of true rates made at once from a drawn month's tickets and dips (`capacity_tps`)."""
+
+
+def capacity_tps(true_rate_tps, serving: np.ndarray) -> np.ndarray:
+    """The run set's true capacity each hour: the sum over cards of true rate × the share of the hour served.
+
+    A drawn month's true rates (`DippedRates`: anything with `hours_major` and `cards_major`) are made a block of hours at a time
+    instead of all at once (4 bytes a card-hour). The sums are the same to the last bit: a block of two hours or more
+    is summed as a slice of the month's array was (hour by hour, cards in order), and a lone hour sits in a buffer
+    two hours wide so that it too is summed over cards with a stride (a contiguous column is summed in another order).
+    """
+    if not hasattr(true_rate_tps, "hours_major"):
+        return np.einsum("ch,ch->h", true_rate_tps, serving, dtype=np.float64)
+    n, hours = true_rate_tps.shape
+    out = np.empty(hours, dtype=np.float64)
+    buffer = np.empty(n * min(hours, _CAPACITY_BLOCK_HOURS) + n, dtype=np.float32)
+    for a in range(0, hours, _CAPACITY_BLOCK_HOURS):
+        b = min(hours, a + _CAPACITY_BLOCK_HOURS)
+        width = b - a
+        shape = (n, width) if width > 1 else (n, 2)  # a lone hour is read with a stride, as a slice of a month's
+        block = true_rate_tps.cards_major(a, b, buffer[: shape[0] * shape[1]].reshape(shape)[:, :width])
+        out[a:b] = np.einsum("ch,ch->h", block, serving[:, a:b], dtype=np.float64)
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,7 +122,7 @@ def bill_hours(
     rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
     demand = np.asarray(demand_tps, dtype=np.float64)
     serving = warm if boot_hours is None else serving_share(warm, boot_hours, warm_before)
-    capacity = np.einsum("ch,ch->h", true_rate_tps, serving, dtype=np.float64) if warm.shape[0] else np.zeros(demand.size)
+    capacity = capacity_tps(true_rate_tps, serving) if warm.shape[0] else np.zeros(demand.size)
     delivered = delivered_tps(demand, capacity)
     warm_usd = warm_usd_by_hour(warm, rent_h)
     fees = churn_fee_usd(rent_usd_per_month)

@@ -209,15 +209,23 @@ class MonthFigures:
     gap_hours: int
 
 
-class MonthCache:
-    """One month's ideal bill and its scores under each estimator, computed once for every combination."""
+def month_ideals(month, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The month's greedy and exact ideal bills by hour (the exact is the greedy's at one rent, not solved again;
+    without `exact`, the greedy stands for both)."""
+    true_month = month.true_rate_tps[:, month.warmup_hours :]
+    demand = month.demand_tps.astype(np.float64)
+    greedy = ideal_greedy_usd_by_hour(true_month, month.rent_usd_per_hour, demand)
+    return greedy, ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand, greedy_usd=greedy) if exact else greedy
 
-    def __init__(self, month, exact: bool = True):
+
+class MonthCache:
+    """One month's ideal bill and its scores under each estimator, computed once for every combination.
+
+    `ideals` is `month_ideals` when the caller has it (a stored month's grid split over workers computes it once)."""
+
+    def __init__(self, month, exact: bool = True, ideals: tuple[np.ndarray, np.ndarray] | None = None):
         self.month = month
-        true_month = month.true_rate_tps[:, month.warmup_hours :]
-        demand = month.demand_tps.astype(np.float64)
-        self.greedy_usd = ideal_greedy_usd_by_hour(true_month, month.rent_usd_per_hour, demand)
-        self.exact_usd = ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand) if exact else self.greedy_usd
+        self.greedy_usd, self.exact_usd = ideals if ideals is not None else month_ideals(month, exact)
         self.ideal_usd = self.exact_usd if exact else self.greedy_usd
         self._scores: dict = {}
         self._demand: dict = {}
@@ -236,9 +244,10 @@ def month_row(f: dict) -> list[float]:
     return [min(f["convergence"], 1.0) if k == "convergence_capped" else f[k] for k in FIGURES]
 
 
-def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], month, seed: int, exact: bool = True) -> MonthFigures:
+def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], month, seed: int, exact: bool = True,
+                 ideals: tuple[np.ndarray, np.ndarray] | None = None) -> MonthFigures:
     """Replay one month (drawn or stored) under every combination; its ideal bill and scores are computed once."""
-    cache = MonthCache(month, exact)
+    cache = MonthCache(month, exact, ideals)
     gap = ideal_gap(cache.greedy_usd, cache.exact_usd)
     figs = np.empty((len(scenarios), len(FIGURES)))
     passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)

@@ -27,8 +27,11 @@ _TARGET_SLACK_TPS = 1e-9
 _BLOCK_CELLS = 1 << 20
 """Card-hours solved at once: keeps the float64 temporaries (8 MiB each) in cache."""
 
-_SLAB_CELLS = 1 << 23
-"""Card-hours of rates turned hours-major at once (32 MiB of float32)."""
+_SLAB_CELLS = 1 << 22
+"""Card-hours of rates turned hours-major at once (16 MiB of float32)."""
+
+_TILE_CARDS = 128
+"""Cards copied at once across a transpose (`copy_in_tiles`)."""
 
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 
@@ -61,7 +64,8 @@ def greedy_run_set(
     together falls short, all of them are taken. Returns a bool mask of the same
     shape as `rate_tps`, laid out hours-major (each hour's cards contiguous).
     """
-    rate = np.asarray(rate_tps)
+    made = hasattr(rate_tps, "hours_major")  # a drawn month's true rates, made a slab at a time (`DippedRates`)
+    rate = rate_tps if made else np.asarray(rate_tps)
     squeeze = rate.ndim == 1
     if squeeze:
         rate = rate[:, None]
@@ -80,7 +84,13 @@ def greedy_run_set(
     # row is slow when the rows are long, so a slab spans many blocks.
     slab_hours = max(step, _SLAB_CELLS // max(n, 1))
     for s0 in range(0, k, slab_hours):
-        slab = np.array(rate[:, s0 : s0 + slab_hours].T, dtype=np.float32 if by_rate else np.float64, order="C")
+        s1 = min(k, s0 + slab_hours)
+        if made:
+            slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
+            slab = slab if by_rate else slab.astype(np.float64)
+        else:
+            slab = np.empty((s1 - s0, n), dtype=np.float32 if by_rate else np.float64)
+            copy_in_tiles(slab, rate[:, s0:s1].T, axis=1)
         np.maximum(slab, 0.0, out=slab)
         for a in range(s0, min(k, s0 + slab_hours), step):
             b = min(k, a + step, s0 + slab_hours)
@@ -200,3 +210,43 @@ def _greedy_by_selection(
     sure |= target <= 0
     chosen[target <= 0] = False
     return chosen, np.flatnonzero(~sure)
+
+
+def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, block_hours: int = 96) -> np.ndarray:
+    """Rent billed each hour by a (cards, hours) run set: rent @ run set, `block_hours` at a time.
+
+    The product reads the run set cast to float64, as it always has (the same sums to the last bit), but one block
+    of hours at a time, so the float copy is a few hours of cards, not the month's (8 bytes a card-hour). A
+    cards-major block, reused: copying the bool block first and casting it after is several times faster than
+    casting across the transpose.
+    """
+    chosen = np.asarray(run_set, dtype=bool)
+    rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
+    hours = chosen.shape[1]
+    out = np.empty(hours, dtype=np.float64)
+    width = min(hours, block_hours)
+    block = np.empty((rent.size, width), dtype=bool)
+    block_f = np.empty((rent.size, width), dtype=np.float64)
+    for a in range(0, hours, block_hours):
+        b = min(hours, a + block_hours)
+        if b - a < width:
+            block, block_f = np.empty((rent.size, b - a), dtype=bool), np.empty((rent.size, b - a), dtype=np.float64)
+        copy_in_tiles(block, chosen[:, a:b], axis=0)
+        np.copyto(block_f, block)
+        out[a:b] = rent @ block_f
+    return out
+
+
+def copy_in_tiles(out: np.ndarray, src: np.ndarray, axis: int) -> None:
+    """`out[...] = src` (cast to `out`'s type), `_TILE_CARDS` cards at a time along `axis` (the cards' axis).
+
+    A copy across a transpose (a cards-major month read hours-major, or back) touches a cache line of the source
+    for every element when done whole; a tile of cards reads each line once for all the hours it holds. Measured
+    on 100,000 cards × 720 hours of float32: 0.35 s whole, 0.17 s in tiles. The values are copied, not computed.
+    """
+    if out.ndim != 2 or abs(src.strides[1]) <= abs(src.strides[0]) or out.shape[axis] <= _TILE_CARDS or out.dtype != src.dtype:
+        np.copyto(out, src)  # laid out as `out` is (rows contiguous), small, or cast on the way (tiles do not help): one copy
+        return
+    for a in range(0, out.shape[axis], _TILE_CARDS):
+        tile = (slice(a, a + _TILE_CARDS), slice(None)) if axis == 0 else (slice(None), slice(a, a + _TILE_CARDS))
+        np.copyto(out[tile], src[tile])

@@ -10,7 +10,8 @@ group: choose k_g in 0..n_g for each group g, minimise sum(k_g × rent_g) so
 that sum(top_g(k_g)) covers demand, where top_g(k) is the summed rate of the
 group's k fastest cards that hour (a concave prefix sum).
 
-- One group: the fewest fastest cards, which is what the greedy does; exact.
+- One group: the fewest fastest cards, which is what the greedy does; exact,
+  and not solved again (`one_rent`, below, says why).
 - Several groups, few count combinations: enumerate the counts of every group
   but the largest and find the largest group's count by binary search on its
   prefix sums, for every hour at once.
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from fleet.core.greedy import greedy_run_set
+from fleet.core.greedy import greedy_run_set, run_set_usd_by_hour
 
 COVER_TOL_TPS = 1e-9
 """A set covers demand when its rate reaches demand less this; the greedy uses the same tolerance."""
@@ -49,27 +50,10 @@ def ideal_greedy_usd_by_hour(
 
     With one class this is the exact minimum (fewest cards, best first); with
     several it can overshoot by part of a card, which the exact ideal removes.
-    The bill is summed `block_hours` at a time, bounding the float copy of the
-    run set that the rent product makes.
+    The bill is summed `block_hours` at a time (`run_set_usd_by_hour`).
     """
-    hours = true_rate_tps.shape[1]
-    out = np.empty(hours, dtype=np.float64)
-    rent = rent_usd_per_hour.astype(np.float64)
-    chosen = greedy_run_set(true_rate_tps, rent, demand_tps)
-    # Cards-major blocks, reused: the product reads the bool block cast to float, as it
-    # always has. Transposing the bool block first is several times faster than casting
-    # across the transpose.
-    width = min(hours, block_hours)
-    block = np.empty((rent.size, width), dtype=bool)
-    block_f = np.empty((rent.size, width), dtype=np.float64)
-    for a in range(0, hours, block_hours):
-        b = min(hours, a + block_hours)
-        if b - a < width:
-            block, block_f = block[:, : b - a].copy(), block_f[:, : b - a].copy()
-        np.copyto(block, chosen[:, a:b])
-        np.copyto(block_f, block)
-        out[a:b] = rent @ block_f
-    return out
+    chosen = greedy_run_set(true_rate_tps, rent_usd_per_hour, demand_tps)
+    return run_set_usd_by_hour(chosen, rent_usd_per_hour, block_hours)
 
 
 @dataclass(frozen=True)
@@ -218,16 +202,34 @@ def _combinations(groups: RentGroups) -> int:
     return int(np.prod([n + 1 for n in np.delete(groups.cards, np.argmax(groups.cards))]))
 
 
+def one_rent(rent_usd_per_hour: np.ndarray) -> bool:
+    """Whether every card on the market bills the same rent: then the greedy ideal is the exact one.
+
+    Why: at one rent r a set of k cards costs k × r, so the cheapest cover is the one with fewest cards. Of all
+    k-card sets the k fastest sum to the most, so if any k cards cover demand the k fastest do, and the fewest
+    cards covering it are the fastest k* where k* is the first k whose k fastest reach demand. The greedy orders
+    cards by tokens per dollar, which at one rent is their rate, and adds them until the running sum reaches demand
+    (less the same tolerance, `COVER_TOL_TPS`): it stops at exactly that k*, its running sums being the prefix sums
+    the exact search compares (the same rates, added in the same order). Where no set covers, both take every card;
+    only a demand within the tolerance of zero differs (no card at all against the greedy's one), which
+    `ideal_exact_usd_by_hour` sets to zero. A property test holds the shortcut to the exact search on random
+    one-class months.
+    """
+    return np.unique(np.asarray(rent_usd_per_hour)).size == 1
+
+
 def ideal_exact_usd_by_hour(
     true_rate_tps: np.ndarray,
     rent_usd_per_hour: np.ndarray,
     demand_tps: np.ndarray,
     method: str = "auto",
+    greedy_usd: np.ndarray | None = None,
 ) -> np.ndarray:
     """The exact ideal bill of each hour over every card on the market (fits `replay(ideal=...)`).
 
-    `method` is "auto" (enumeration when the count combinations are few, else
-    the MILP), "enumerate" or "milp"; all give the same bill.
+    `method` is "auto" (the greedy at one rent, where it is exact; else enumeration when the count combinations
+    are few, else the MILP), "enumerate" or "milp"; all give the same bill. `greedy_usd` is the greedy ideal
+    when the caller has it (a sweep computes both): at one rent it is the answer, not computed again.
     """
     if method not in ("auto", "enumerate", "milp"):
         raise ValueError(f"method {method!r}: expected auto, enumerate or milp")
@@ -235,9 +237,9 @@ def ideal_exact_usd_by_hour(
     hours = demand.size
     if true_rate_tps.shape[0] == 0 or hours == 0:
         return np.zeros(hours)
-    if method == "auto" and np.unique(np.asarray(rent_usd_per_hour)).size == 1:
+    if method == "auto" and one_rent(rent_usd_per_hour):
         # One rent: the fewest fastest cards, which the greedy finds without sorting every card.
-        greedy = ideal_greedy_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand)
+        greedy = ideal_greedy_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand) if greedy_usd is None else greedy_usd
         return np.where(demand <= COVER_TOL_TPS, 0.0, greedy)
     groups = rent_groups(true_rate_tps, rent_usd_per_hour)
     everything_usd = float(groups.cards @ groups.rent_usd_per_hour)

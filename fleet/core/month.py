@@ -16,6 +16,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from fleet.core.errors import ConfigError
+from fleet.core.greedy import copy_in_tiles
 from fleet.core.scenario import Demand, Scenario
 
 
@@ -31,7 +32,7 @@ class Month:
     rated_tps: np.ndarray  # (cards,)
     true_tps: np.ndarray  # the lottery ticket: rated × quality, (cards,)
     rent_usd_per_month: np.ndarray  # (cards,)
-    true_rate_tps: np.ndarray  # true rate with dips, (cards, warmup + hours) float32
+    true_rate_tps: np.ndarray | DippedRates  # true rate with dips, (cards, warmup + hours) float32 (drawn: DippedRates)
     measured_tps: np.ndarray  # telemetry, (cards, warmup + hours) float32
     demand_tps: np.ndarray  # (hours,)
     rent_hours: int | None = None  # the hours a month's rent pays for; None: `hours` (a stored month may be shorter)
@@ -52,8 +53,8 @@ def stream(seed: int, label: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, zlib.crc32(label.encode())]))
 
 
-def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
-    """Rate factor per card-hour: 1 − depth while any dip that started in the last `dip_hours` runs."""
+def dip_active(starts: np.ndarray, dip_hours: int) -> np.ndarray:
+    """Per card-hour, whether a dip that started in the last `dip_hours` runs (bool)."""
     # A dip runs at hour t if one started in (t − dip_hours, t]: a running OR over the
     # starts, built by doubling (log2(dip_hours) passes, not dip_hours).
     active = starts.copy()
@@ -62,7 +63,75 @@ def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
         shift = min(span, dip_hours - span)
         active[:, shift:] |= active[:, :-shift]
         span += shift
-    return np.where(active, np.float32(1.0 - depth), np.float32(1.0))
+    return active
+
+
+def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
+    """Rate factor per card-hour: 1 − depth while any dip that started in the last `dip_hours` runs."""
+    return np.where(dip_active(starts, dip_hours), np.float32(1.0 - depth), np.float32(1.0))
+
+
+class DippedRates:
+    """A drawn month's true rates, (cards, hours) float32, kept as what they are made of: each card's lottery ticket
+    and, per card-hour, whether a dip runs (1 byte a card-hour, not 4).
+
+    The rate of a card-hour is ticket × (1 − depth) in a dip and ticket × 1 outside, the float32 product the draw
+    has always made, so every value read from here is the number a float array would hold. Indexing with slices
+    gives another `DippedRates` (no rates made); any other index, `numpy.asarray` or `astype` gives the float32
+    array. `hours_major(a, b)` gives hours a..b hours-major, as the greedy reads them.
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, ticket_tps: np.ndarray, in_dip: np.ndarray, dip_factor: float):
+        self.ticket_tps = np.asarray(ticket_tps, dtype=np.float32)
+        self.in_dip = np.asarray(in_dip, dtype=bool)
+        self.dip_factor = np.float32(dip_factor)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.in_dip.shape
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.in_dip.size) * self.dtype.itemsize
+
+    def _rates(self, ticket: np.ndarray, in_dip: np.ndarray) -> np.ndarray:
+        return ticket * np.where(in_dip, self.dip_factor, np.float32(1.0))
+
+    def __getitem__(self, key):
+        rows, cols = (key + (slice(None),) * (2 - len(key))) if isinstance(key, tuple) else (key, slice(None))
+        if isinstance(rows, slice) and isinstance(cols, slice):
+            return DippedRates(self.ticket_tps[rows], self.in_dip[rows, cols], self.dip_factor)
+        ticket = self.ticket_tps[rows]
+        in_dip = self.in_dip[rows, cols]
+        return self._rates(ticket[..., None] if np.ndim(ticket) and in_dip.ndim == np.ndim(ticket) + 1 else ticket, in_dip)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._rates(self.ticket_tps[:, None], self.in_dip)
+        return out if dtype is None else out.astype(dtype)
+
+    def astype(self, dtype, copy: bool = True) -> np.ndarray:
+        return np.asarray(self, dtype=dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def cards_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
+        """Hours a..b of every card into `out`, (cards, b − a)."""
+        np.copyto(out, self.ticket_tps[:, None])
+        np.multiply(out, self.dip_factor, out=out, where=self.in_dip[:, a:b])
+        return out
+
+    def hours_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
+        """Hours a..b of every card into `out`, (b − a, cards): the greedy's layout."""
+        in_dip = np.empty(out.shape, dtype=bool)
+        copy_in_tiles(in_dip, self.in_dip[:, a:b].T, axis=1)
+        out.fill(1.0)
+        np.copyto(out, self.dip_factor, where=in_dip)
+        out *= self.ticket_tps[None, :]
+        return out
 
 
 def demand_series(demand: Demand, hours: int, rng: np.random.Generator, file_tps: np.ndarray | None = None) -> np.ndarray:
@@ -171,8 +240,10 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
     """Draw the pool, dips, telemetry and demand of one month from the scenario's seed."""
     total = scenario.warmup_hours + scenario.hours
     n_all = sum(cc.pool_cards for cc in scenario.classes)
-    true_rate = np.empty((n_all, total), dtype=np.float32)
+    in_dip = np.empty((n_all, total), dtype=bool)
+    tickets = np.empty(n_all, dtype=np.float32)
     measured = np.empty((n_all, total), dtype=np.float32)
+    dip_f32 = np.float32(1.0 - scenario.dips.depth)
     block = max(1, _DRAW_BLOCK_CELLS // max(total, 1))
     cls_idx, ids, rated, true, rent = [], [], [], [], []
     first = 0
@@ -190,8 +261,9 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
             u = uniform[: b - a]
             rng.random(dtype=np.float32, out=u)
             starts = u < scenario.dips.start_prob_per_hour
-            np.multiply(ticket_f32[a:b], dip_factor(starts, scenario.dips.hours, scenario.dips.depth), out=true_rate[first + a : first + b])
+            in_dip[first + a : first + b] = dip_active(starts, scenario.dips.hours)
         del uniform
+        tickets[first : first + n] = ticket_f32[:, 0]
         for a in range(0, n, block):
             b = min(n, a + block)
             noise = measured[first + a : first + b]
@@ -199,7 +271,7 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
             noise *= np.float32(scenario.telemetry.hour_noise)
             noise += np.float32(1.0)
             np.maximum(noise, 0.0, out=noise)
-            noise *= true_rate[first + a : first + b]
+            noise *= ticket_f32[a:b] * np.where(in_dip[first + a : first + b], dip_f32, np.float32(1.0))
         cls_idx.append(np.full(n, i, dtype=np.int32))
         ids.append(np.array([f"{cc.name}-{j:05d}" for j in range(n)], dtype=object))
         rated.append(np.full(n, cc.rated_tps))
@@ -218,7 +290,7 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
         rated_tps=np.concatenate(rated),
         true_tps=np.concatenate(true),
         rent_usd_per_month=np.concatenate(rent),
-        true_rate_tps=true_rate,
+        true_rate_tps=DippedRates(tickets, in_dip, dip_f32),
         measured_tps=measured,
         demand_tps=demand,
         demand_history_tps=history,

@@ -18,7 +18,7 @@ from fleet.core.forecast import DemandView, demand_view
 from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
-from fleet.core.scores import of_rows, unscored_as_zero, window_mean
+from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean
 from fleet.core.step import CardDecision, Carry, EvictionPass, eviction_pass, is_decision_hour, size_stretch
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
@@ -69,7 +69,7 @@ class MonthScores:
     """What the autoscaler believed all month: the sizing score, the eviction window's mean, dips seen, capacity held."""
 
     score_tps: np.ndarray  # (cards, hours); cards outside the run classes score zero
-    evict_score_tps: np.ndarray  # (cards, hours)
+    evict_score_tps: np.ndarray | AtHours  # (cards, hours), read at decision hours
     in_dip: np.ndarray | None  # (cards, hours) bool, from a dip-aware estimator
     allowance: np.ndarray | None  # (hours,) share of capacity held for dips to come
 
@@ -100,10 +100,13 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
     evict = score
     # The eviction rule reads the plain mean of its own window, unless the sizing score is that very mean.
     if parts.evicts and (evict_w != size_w or not parts.score.is_window_mean):
-        key = ("mean", evict_w, classes)
+        cadence = parts.policy.eviction.cadence_hours
+        at = np.arange(cadence, H, cadence)  # the only hours an eviction pass reads it
+        key = ("mean", evict_w, classes, cadence)
         if key not in cache:
             idx = np.flatnonzero(run_class_mask(month, parts.policy))
-            cache[key] = unscored_as_zero(of_rows(month.measured_tps, idx, H, lambda rows: [window_mean(rows, W, H, evict_w)])[0])
+            cache[key] = AtHours(at, lambda hours: unscored_as_zero(of_rows(
+                month.measured_tps, idx, hours.size, lambda rows: [window_mean(rows, W, H, evict_w, hours)])[0]))
         evict = cache[key]
     return MonthScores(score, evict, in_dip, allowance)
 

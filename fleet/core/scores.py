@@ -21,7 +21,8 @@ _SCORE_BLOCK_CELLS = 1 << 21
 """Card-hours of running sum held at once (16 MiB of float64)."""
 
 
-def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...]) -> list[np.ndarray]:
+def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...],
+                       at_hours: np.ndarray | None = None) -> list[np.ndarray]:
     """`window_scores` for several windows from one running sum of the telemetry.
 
     Each score is (running sum at the hour − running sum a window earlier) / window,
@@ -29,13 +30,15 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
     The sum is built across a block of cards at a time, one hour per step, which is
     the same sequence of additions as a cumulative sum along each card's row but
     vectorises over cards. Returns (cards, hours) float32 arrays laid out hours-major,
-    so one hour's scores of every card are contiguous.
+    so one hour's scores of every card are contiguous; with `at_hours`, (cards, len(at_hours))
+    of those month hours only (the same numbers).
     """
     for w in windows:
         if w > warmup_hours:
             raise ConfigError(f"window of {w} hours is longer than the {warmup_hours} hours of warm-up history")
     n, total = measured_tps.shape
-    scores = [np.empty((hours, n), dtype=np.float32) for _ in windows]
+    at = np.arange(hours) if at_hours is None else np.asarray(at_hours, dtype=np.int64)
+    scores = [np.empty((at.size, n), dtype=np.float32) for _ in windows]
     block = max(1, _SCORE_BLOCK_CELLS // max(total, 1))
     for a in range(0, n, block):
         b = min(n, a + block)
@@ -44,38 +47,64 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
         for h in range(1, total + 1):
             running[h] += running[h - 1]
         for w, out in zip(windows, scores):
-            out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
+            if at_hours is None:
+                out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
+            else:
+                out[:, a:b] = (running[warmup_hours + at] - running[warmup_hours - w + at]) / w
     return [s.T for s in scores]
 
 
-def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int) -> np.ndarray:
+def windowed_scores(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
+                    at_hours: np.ndarray | None = None) -> np.ndarray:
     """Scores at `hours` consecutive hours from a (cards, history_hours + hours - 1) matrix of hourly means.
 
     With every hour present this is `window_scores` itself; hours with no telemetry
     (NaN) are left out of their window's mean, and a card with none in its window
-    has no score (NaN).
+    has no score (NaN). `at_hours`: those hours only.
     """
     full = hourly_tps
     if not np.isnan(hourly_tps).any():
-        return window_scores(full, history_hours, hours, window_hours).astype(np.float32)
+        return window_scores_many(full, history_hours, hours, (window_hours,), at_hours)[0].astype(np.float32)
     have = np.isfinite(full)
     vals = np.where(have, full, 0.0)
     cs = np.zeros((vals.shape[0], vals.shape[1] + 1))
     np.cumsum(vals, axis=1, out=cs[:, 1:])
     cn = np.zeros_like(cs)
     np.cumsum(have, axis=1, out=cn[:, 1:])
-    end = history_hours + np.arange(hours)
+    end = history_hours + (np.arange(hours) if at_hours is None else np.asarray(at_hours, dtype=np.int64))
     s = cs[:, end] - cs[:, end - window_hours]
     c = cn[:, end] - cn[:, end - window_hours]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(c > 0, s / np.maximum(c, 1), np.nan).astype(np.float32)
 
 
-def window_mean(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int) -> np.ndarray:
-    """The plain mean of the window before each hour (an hour without telemetry, NaN, left out of the mean)."""
+def window_mean(hourly_tps: np.ndarray, history_hours: int, hours: int, window_hours: int,
+                at_hours: np.ndarray | None = None) -> np.ndarray:
+    """The plain mean of the window before each hour (an hour without telemetry, NaN, left out of the mean);
+    with `at_hours`, before those hours only."""
     if not np.isnan(hourly_tps).any():
-        return window_scores_many(hourly_tps, history_hours, hours, (window_hours,))[0]
-    return windowed_scores(hourly_tps, history_hours, hours, window_hours)
+        return window_scores_many(hourly_tps, history_hours, hours, (window_hours,), at_hours)[0]
+    return windowed_scores(hourly_tps, history_hours, hours, window_hours, at_hours)
+
+
+class AtHours:
+    """A (cards, hours) score kept at some hours only, read one hour at a time: `score[:, h]`.
+
+    The eviction rule reads its window's mean at decision hours alone (30 of a month's 720 at a daily
+    cadence): keeping those hours, not the month, spares 4 bytes a card-hour. Another hour is computed
+    when read (`of_hours(hours)` gives (cards, len(hours)), the same numbers)."""
+
+    def __init__(self, hours: np.ndarray, of_hours):
+        self.hours = np.asarray(hours, dtype=np.int64)
+        self._of_hours = of_hours
+        self.score_tps = of_hours(self.hours)  # (cards, len(hours))
+        self._column = {int(h): i for i, h in enumerate(self.hours)}
+
+    def __getitem__(self, key):
+        rows, hour = key
+        if int(hour) in self._column:
+            return self.score_tps[rows, self._column[int(hour)]]
+        return self._of_hours(np.array([int(hour)]))[rows, 0]
 
 
 def unscored_as_zero(score_tps: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fleet.presets import load_preset
 from fleet.core.ideal import ideal_greedy_usd_by_hour
-from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, rent_groups
+from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_gap, one_rent, rent_groups
 from fleet.presets import draw, replay_scenario
 
 SMALL = Path(__file__).parent / "compare_small.toml"
@@ -115,3 +115,32 @@ def test_replay_with_the_exact_ideal_on_a_two_class_market():
     assert exact.figures["ideal_bill_usd"] < greedy.figures["ideal_bill_usd"]
     assert exact.figures["convergence"] < greedy.figures["convergence"]
 
+
+
+@st.composite
+def one_class_months(draw):
+    """A month of one card class: every card at one rent, rates drawn (ties, zeros and dips included)."""
+    n = draw(st.integers(1, 30))
+    hours = draw(st.integers(1, 12))
+    rent = draw(st.sampled_from([2690 / 720, 1442 / 720, 1.0, 0.37]))
+    levels = draw(st.lists(st.sampled_from([0.0, 1500.0, 3000.0, 3030.0, 6000.0, 7123.5]), min_size=1, max_size=4))
+    rate = np.array(draw(st.lists(st.one_of(st.sampled_from(levels), st.floats(0.0, 9000.0, width=32)),
+                                  min_size=n * hours, max_size=n * hours)), dtype=np.float32).reshape(n, hours)
+    fractions = np.array(draw(st.lists(st.one_of(st.just(0.0), st.floats(0.0, 1.1)), min_size=hours, max_size=hours)))
+    return rate, np.full(n, rent), fractions * rate.astype(np.float64).sum(axis=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(one_class_months())
+def test_one_rent_shortcut_is_the_exact_solve(month):
+    """At one rent the exact ideal is the greedy's (`one_rent`'s argument): the same cards' count every hour as the
+    search over counts and the integer program, and so the same bill."""
+    rate, rent, demand = month
+    assert one_rent(rent)
+    shortcut = ideal_exact_usd_by_hour(rate, rent, demand)
+    for method in ("enumerate", "milp"):
+        solved = ideal_exact_usd_by_hour(rate, rent, demand, method=method)
+        assert np.rint(shortcut / rent[0]).tolist() == np.rint(solved / rent[0]).tolist(), method
+        np.testing.assert_allclose(shortcut, solved, rtol=1e-12, atol=0, err_msg=method)
+    greedy = ideal_greedy_usd_by_hour(rate, rent, demand)
+    assert ideal_exact_usd_by_hour(rate, rent, demand, greedy_usd=greedy).tolist() == shortcut.tolist()
