@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from fleet.presets import load_preset, replay_scenario
@@ -51,7 +52,15 @@ def test_one_card_refused_for_the_whole_month(tmp_path, capsys):
             break
     assert svc.month_done()
     snap = svc.metrics_job()
-    assert snap.totals["bill_usd"] == pytest.approx(replay_scenario(scenario).figures["bill_usd"], rel=1e-9)
+    # Every hour decided and billed; replay's month differs, since an add set aside leaves its card cold, and the
+    # next hour is decided from what the pool is known to run, with that said.
+    assert len(svc.store.hours(cfg.month.start_ts)) == sim.month.hours
+    assert np.isfinite(snap.totals["bill_usd"]) and snap.totals["bill_usd"] > 0
+    sizes = {r.ts: r for r in svc.store.decisions(kinds=["size"])}
+    refused_adds = [r for r in svc.store.decisions(kinds=["add"], card_key=refused)]
+    followed = [a for a in refused_adds if a.ts + 3600 in sizes]
+    assert followed and all(refused in sizes[a.ts + 3600].detail["not_counted"] for a in followed)
+    assert replay_scenario(scenario).figures["bill_usd"] > 0
     actions = [r for r in svc.store.decisions() if r.kind in ("add", "release", "evict")]
     mine = [r.key for r in actions if r.card_key == refused]
     aside = svc.store.decisions(kinds=["act-failed"])
@@ -63,3 +72,38 @@ def test_one_card_refused_for_the_whole_month(tmp_path, capsys):
     assert sorted(s["decision"] for s in json.loads(out)["set_aside"]) == sorted(mine)
     code, out, err = run_cli(capsys, "status", "--db", db)
     assert f"set aside this month ({len(mine)})" in out and refused in out
+
+
+def test_an_add_set_aside_is_not_warm_in_the_next_hours_state(tmp_path):
+    """The next hour starts from the run set the pool is known to run: the journal opened the card, its add was
+    set aside, so the state the next hour is decided on has it cold."""
+    from fleet.service.calendar import HOUR_S
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+    from fleet.service.simulation import SimClock, Simulation, simulation_config
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_PRESET)
+    scenario = load_preset(str(path)).resolve()
+    cfg = simulation_config(load_service_config(None), scenario)
+    sim = Simulation.of(scenario, cfg.month.start_ts)
+    m0 = cfg.month.start_ts
+    svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 't.db'}"), SimClock(m0, 1e9),
+                  actuator=RefuseOne("no card yet"), simulation=sim)
+    svc.ingest_job(), svc.score_job()
+    svc.decide.decide_hour(m0)
+    added = sorted(r.card_key for r in svc.store.decisions(kinds=["add"]))
+    svc.journal.actuator.card = added[0]  # only its add is refused
+    svc.journal.act_pending()
+    assert [r.detail["decision_key"] for r in svc.store.decisions(kinds=["act-failed"])] == [f"{m0}:add:{added[0]}"]
+    nxt = m0 + HOUR_S
+    journal_open = svc.store.run_set_at(m0)
+    assert added[0] in journal_open  # the journal decided it warm
+    known = svc.decide.known_run_set(nxt, m0, journal_open, [])
+    assert added[0] not in known.cards and set(added[1:]) <= known.cards
+    state = svc.decide.state_at(nxt, svc.pool.current(), known.cards, [], known.ineligible)
+    pos = svc.pool.current().pos
+    assert not state.run_set[pos[added[0]]] and all(state.run_set[pos[k]] for k in added[1:])
+    svc.decide.decide_hour(nxt)
+    size = svc.store.decisions(kinds=["size"], since_ts=nxt, limit=1)[0]
+    assert "was not carried out" in size.detail["not_counted"][added[0]]

@@ -1,0 +1,164 @@
+"""What the pool is known to run, beside what the journal decided.
+
+The journal's run set is what was decided; the pool runs what was acted. Three
+things part them, and each is read here, once, for the decide job, `fleet
+status` and the metrics:
+
+- an action set aside or expired (`acting.py`) never happened: a card whose last
+  add was set aside is not running, one whose last release was set aside still is;
+- a card an operator retired by hand (`fleet card retire`) is gone for good;
+- the telemetry: a warm card silent for `[reconcile] silent_after_s` is not
+  serving, and a card released or evicted that still serves tokens was not
+  stopped (a mismatch the operator must look at: the service cannot stop it).
+
+A silent warm card is not counted as capacity and may not be chosen while it is
+silent, so the next hour's sizing adds a replacement. Mismatches are journaled
+when first seen and when they clear (`reconcile` records), one record per change.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AbstractSet, Mapping
+
+from fleet.service.acting import SET_ASIDE_KINDS
+from storage.values import JournalEntry
+
+if TYPE_CHECKING:
+    from storage.interfaces import JournalStore
+    from storage.values import JournalRow
+
+SILENT, STILL_SERVING = "silent", "still-serving"
+MISMATCH_KINDS = (SILENT, STILL_SERVING)
+"""The labels of `fleet_reconcile_mismatches{kind}`, known up front so the series exist from the first scrape."""
+
+ACTION_KINDS = ("add", "release", "evict")
+RECONCILE_KIND = "reconcile"
+RETIRE_KIND = "retire"
+
+
+@dataclass(frozen=True)
+class KnownRunSet:
+    """The run set the pool is known to run at an hour's start, and why it differs from the journal's."""
+
+    cards: frozenset[str]
+    left_out: Mapping[str, str] = field(default_factory=dict)  # journal has it warm; not counted (card -> why)
+    put_back: Mapping[str, str] = field(default_factory=dict)  # journal released it; still runs (card -> why)
+    ineligible: frozenset[str] = frozenset()  # may not be chosen this hour: retired by hand, or silent
+    silent: frozenset[str] = frozenset()  # left out as silent: released with that said, the pool may still hold them
+    retired: frozenset[str] = frozenset()  # retired by hand: out of the pool for good
+
+
+def not_carried_out(store: JournalStore, month_start_ts: int, hour_ts: int) -> dict[str, JournalRow]:
+    """Card -> its last run-set decision before `hour_ts`, for each card whose last one was set aside or expired."""
+    closed: dict[str, set[str]] = {}
+    for rec in store.decisions(kinds=SET_ASIDE_KINDS, since_ts=month_start_ts):
+        if rec.card_key and rec.detail.get("decision_kind") in ACTION_KINDS:
+            closed.setdefault(rec.card_key, set()).add(rec.detail.get("decision_key"))
+    out = {}
+    for card, keys in closed.items():
+        last = store.decisions(card_key=card, kinds=ACTION_KINDS, until_ts=hour_ts, newest_first=True, limit=1)
+        if last and last[0].key in keys:
+            out[card] = last[0]
+    return out
+
+
+def retired_by_hand(store: JournalStore) -> dict[str, JournalRow]:
+    """Card -> its `retire` record, for every card an operator retired."""
+    return {r.card_key: r for r in store.decisions(kinds=[RETIRE_KIND], limit=1_000_000) if r.card_key}
+
+
+def known_run_set(journal_open: AbstractSet[str], not_carried: Mapping[str, JournalRow],
+                  retired: Mapping[str, JournalRow], silent: Mapping[str, str], evicted: AbstractSet[str] = frozenset()
+                  ) -> KnownRunSet:
+    """From the journal's run set to the one the pool is known to run: set-aside adds out, set-aside releases back
+    (an evicted card stays out: it has left the pool for the month), retired and silent cards out."""
+    cards = set(journal_open)
+    left_out: dict[str, str] = {}
+    put_back: dict[str, str] = {}
+    for card, row in not_carried.items():
+        if row.kind == "add" and card in cards:
+            cards.discard(card)
+            left_out[card] = f"its add ({row.key}) was not carried out: the pool is not known to run it"
+        elif row.kind == "release" and card not in cards and card not in retired and card not in evicted:
+            cards.add(card)
+            put_back[card] = f"its release ({row.key}) was not carried out: the pool still runs it"
+    for card, row in retired.items():
+        if card in cards:
+            cards.discard(card)
+            left_out[card] = f"retired by hand ({row.reason})"
+    gone = set()
+    for card, why in silent.items():
+        if card in cards:
+            cards.discard(card)
+            left_out[card] = why
+            gone.add(card)
+    return KnownRunSet(frozenset(cards), left_out, put_back, frozenset(retired) | frozenset(silent), frozenset(gone),
+                       frozenset(retired))
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    card: str
+    kind: str  # SILENT or STILL_SERVING
+    since_ts: int  # when it began: the last telemetry (silent), or the first after the card stopped (still serving)
+    reason: str
+
+
+def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_seen: Mapping[str, int | None],
+                    warm_since: Mapping[str, int], last_serving: Mapping[str, int | None], now_ts: int,
+                    silent_after_s: float) -> list[Mismatch]:
+    """The pure check. `warm`: cards the journal has warm (since `warm_since`); `stopped`: card -> when its release
+    or eviction took effect; `last_seen` / `last_serving`: each card's last telemetry, and last with tokens served."""
+    out = []
+    for card in sorted(warm):
+        seen = last_seen.get(card)
+        since = max(seen or 0, warm_since.get(card, 0))
+        if now_ts - since > silent_after_s:
+            said = "never sent telemetry" if seen is None else f"no telemetry since {seen}"
+            out.append(Mismatch(card, SILENT, since, f"warm in the journal, {said} (over {silent_after_s:g} s)"))
+    for card, ts in sorted(stopped.items()):
+        served = last_serving.get(card)
+        if card not in warm and served is not None and served >= ts:
+            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {ts}, still served tokens at {served}"))
+    return out
+
+
+def mismatch_entries(now_ts: int, found: list[Mismatch], open_before: Mapping[tuple[str, str], JournalRow]) -> list[JournalEntry]:
+    """`reconcile` records for what changed: a mismatch first seen, or one open before and no longer found."""
+    entries = []
+    now_keys = {(m.card, m.kind) for m in found}
+    for m in found:
+        if (m.card, m.kind) not in open_before:
+            entries.append(JournalEntry(f"reconcile:{m.card}:{m.kind}:{now_ts}", now_ts, RECONCILE_KIND,
+                                        f"{m.kind}: {m.reason}", m.card,
+                                        detail={"mismatch": m.kind, "state": "seen", "since_ts": m.since_ts}, acted=True))
+    for (card, kind), row in sorted(open_before.items()):
+        if (card, kind) not in now_keys:
+            entries.append(JournalEntry(f"reconcile:{card}:{kind}:{now_ts}:cleared", now_ts, RECONCILE_KIND,
+                                        f"{kind} cleared", card,
+                                        detail={"mismatch": kind, "state": "cleared", "seen_key": row.key}, acted=True))
+    return entries
+
+
+def open_mismatches(store: JournalStore) -> dict[tuple[str, str], JournalRow]:
+    """(card, kind) -> the `reconcile` record of each mismatch seen and not cleared since."""
+    rows = store.decisions(kinds=[RECONCILE_KIND], limit=1_000_000)
+    out: dict[tuple[str, str], JournalRow] = {}
+    for r in rows:  # oldest first: a later record of the same mismatch replaces an earlier one
+        key = (r.card_key, r.detail.get("mismatch"))
+        if r.detail.get("state") == "seen":
+            out[key] = r
+        else:
+            out.pop(key, None)
+    return out
+
+
+def operator() -> str:
+    """Who is retiring a card: the OS user running the command."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment nor the password database
+        return "unknown"
+
