@@ -184,6 +184,7 @@ class DecideJob:
     epoch: Callable[[], int | None] = lambda: None  # the lease the service leads under, carried by every action
     # Warm cards silent at an hour's start (card -> why), from the reconcile check; none without one.
     silent: Callable[[int, AbstractSet[str]], Mapping[str, str]] = lambda hour_ts, warm: {}
+    reconcile: Callable[[], object] = lambda: 0  # the check against the pool's telemetry, once a run (every tick)
 
     def _act(self) -> None:
         # `stopping` turns true as soon as the lease is lost: no action starts after that. A failed action is
@@ -193,6 +194,8 @@ class DecideJob:
     def run(self) -> int:
         """Returns the hours decided."""
         self._act()
+        if not self.stopping():
+            self.reconcile()
         done = 0
         index = self.pool.current()
         cal = self.calendar

@@ -110,12 +110,19 @@ def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_see
                     warm_since: Mapping[str, int], last_serving: Mapping[str, int | None], now_ts: int,
                     silent_after_s: float) -> list[Mismatch]:
     """The pure check. `warm`: cards the journal has warm (since `warm_since`); `stopped`: card -> when its release
-    or eviction took effect; `last_seen` / `last_serving`: each card's last telemetry, and last with tokens served."""
+    or eviction took effect; `last_seen` (every card's, warm or not) / `last_serving`: each card's last telemetry,
+    and last with tokens served.
+
+    Silence is counted to the feed's newest telemetry (any card's), not to the clock: when the whole feed stops
+    (an exporter or a pipeline down), no card is heard from and none is taken for silent, for that says nothing of
+    the cards; a card is silent when the others are heard and it is not."""
     out = []
+    heard = [t for t in last_seen.values() if t is not None]
+    feed_ts = min(now_ts, max(heard)) if heard else None
     for card in sorted(warm):
         seen = last_seen.get(card)
         since = max(seen or 0, warm_since.get(card, 0))
-        if now_ts - since > silent_after_s:
+        if feed_ts is not None and feed_ts - since > silent_after_s:
             said = "never sent telemetry" if seen is None else f"no telemetry since {seen}"
             out.append(Mismatch(card, SILENT, since, f"warm in the journal, {said} (over {silent_after_s:g} s)"))
     for card, ts in sorted(stopped.items()):
@@ -162,3 +169,48 @@ def operator() -> str:
     except Exception:  # no user name in the environment nor the password database
         return "unknown"
 
+
+
+STOPPED_LOOKBACK_S = 40 * 86400
+"""How far back a release or eviction is looked for when asking whether a stopped card still serves."""
+
+
+class Reconciler:
+    """The check against the pool's telemetry, on the service's clock. For a real pool only: a simulation's feed
+    reports every card's rate whether it is warm or not, so it says nothing of what the pool runs."""
+
+    def __init__(self, store: JournalStore, engine, clock, silent_after_s: float, enabled: bool = True):
+        self.store, self.engine, self.clock = store, engine, clock
+        self.silent_after_s = float(silent_after_s)
+        self.enabled = enabled
+
+    def silent(self, hour_ts: int, warm: AbstractSet[str]) -> dict[str, str]:
+        """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""
+        from storage.cards import warm_since
+
+        if not self.enabled or not warm:
+            return {}
+        since = warm_since(self.engine, hour_ts - 1)
+        found = find_mismatches(set(warm), {}, self._heard(), since, {}, hour_ts, self.silent_after_s)
+        return {m.card: f"not serving: {m.reason}" for m in found if m.kind == SILENT}
+
+    def _heard(self) -> dict[str, int | None]:
+        """Every card's last telemetry (the feed's newest is the silence's measure)."""
+        from storage.cards import all_cards, last_heard
+
+        return last_heard(self.engine, all_cards(self.engine))
+
+    def run(self) -> int:
+        """Flag what disagrees now and clear what agrees again, one `reconcile` record per change; returns the
+        records written."""
+        from storage.cards import journal_records, last_served_after, stopped_at, warm_since
+
+        if not self.enabled:
+            return 0
+        now = int(self.clock.now())
+        since = warm_since(self.engine, now)
+        warm = set(since)
+        stopped = {k: ts for k, ts in stopped_at(self.engine, now - STOPPED_LOOKBACK_S).items() if k not in warm}
+        found = find_mismatches(warm, stopped, self._heard(), since,
+                                last_served_after(self.engine, stopped), now, self.silent_after_s)
+        return journal_records(self.engine, mismatch_entries(now, found, open_mismatches(self.store)))
