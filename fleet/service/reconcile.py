@@ -133,19 +133,20 @@ def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_see
 
 
 def mismatch_entries(now_ts: int, found: list[Mismatch], open_before: Mapping[tuple[str, str], JournalRow]) -> list[JournalEntry]:
-    """`reconcile` records for what changed: a mismatch first seen, or one open before and no longer found."""
+    """`reconcile` records for what changed: a mismatch open before and no longer found (cleared), then one first
+    seen."""
     entries = []
     now_keys = {(m.card, m.kind) for m in found}
-    for m in found:
-        if (m.card, m.kind) not in open_before:
-            entries.append(JournalEntry(f"reconcile:{m.card}:{m.kind}:{now_ts}", now_ts, RECONCILE_KIND,
-                                        f"{m.kind}: {m.reason}", m.card,
-                                        detail={"mismatch": m.kind, "state": "seen", "since_ts": m.since_ts}, acted=True))
     for (card, kind), row in sorted(open_before.items()):
         if (card, kind) not in now_keys:
             entries.append(JournalEntry(f"reconcile:{card}:{kind}:{now_ts}:cleared", now_ts, RECONCILE_KIND,
                                         f"{kind} cleared", card,
                                         detail={"mismatch": kind, "state": "cleared", "seen_key": row.key}, acted=True))
+    for m in found:
+        if (m.card, m.kind) not in open_before:
+            entries.append(JournalEntry(f"reconcile:{m.card}:{m.kind}:{now_ts}", now_ts, RECONCILE_KIND,
+                                        f"{m.kind}: {m.reason}", m.card,
+                                        detail={"mismatch": m.kind, "state": "seen", "since_ts": m.since_ts}, acted=True))
     return entries
 
 
