@@ -18,6 +18,11 @@ import typer
 from fleet.cli.plan import DbOption, _iso, shown_url
 
 
+def _now() -> float:
+    """The time a retirement takes effect: the wall clock, a real pool's service clock."""
+    return time.time()
+
+
 def retire_cmd(
     card: Annotated[str, typer.Argument(help="The card id, as its telemetry names it.")],
     reason: Annotated[Optional[str], typer.Option("--reason", help="Why it is gone (required; kept in the journal with who retired it).")] = None,
@@ -42,7 +47,7 @@ def retire_cmd(
     engine = open_existing(url)  # a store that is not there is refused, never created
     refuse_other_identity(engine, StoreIdentity.pool(), "an operator's retirement of a card")
     by = operator()
-    now = int(time.time())
+    now = int(_now())
     try:
         done = retire_card(engine, card, now, reason.strip(), by)
     except UnknownCard:
