@@ -77,8 +77,8 @@ def ingest_cmd(
 
     Exit status: 0 every record stored (or already there), 3 some quarantined, 1 nothing stored because every
     record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
-    went to failed/), or a store that holds a simulation (nothing written). With --demand: 0 every sample stored (or already there), 2 a bad file (nothing stored), 1 a
-    store write failed."""
+    went to failed/) or a simulation's store (nothing written). With --demand: 0 every sample stored (or already
+    there), 2 a bad file (nothing stored), 1 a store write failed."""
     from fleet.cli.app import UsageError
     from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, load_pool, read_file
 
