@@ -107,3 +107,65 @@ def test_an_add_set_aside_is_not_warm_in_the_next_hours_state(tmp_path):
     svc.decide.decide_hour(nxt)
     size = svc.store.decisions(kinds=["size"], since_ts=nxt, limit=1)[0]
     assert "was not carried out" in size.detail["not_counted"][added[0]]
+
+
+def test_a_webhook_refusing_one_card_and_down_ten_minutes_decides_and_bills_the_month(tmp_path):
+    """The acceptance trial with a webhook, served in process on a clock stepped ten minutes at a time: 400 for one
+    card always, 503 to every request in the month's first ten minutes. Every hour is decided and billed, every
+    other card's action is done exactly once, the refused card's are set aside after one try each."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from fleet.service.config import load_service_config
+    from fleet.service.journal import Webhook
+    from fleet.service.service import Service
+    from fleet.service.simulation import Simulation, simulation_config
+    from tests.fake_prometheus import StepClock
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_PRESET)
+    scenario = load_preset(str(path)).resolve()
+    cfg = simulation_config(load_service_config(None), scenario)
+    sim = Simulation.of(scenario, cfg.month.start_ts)
+    refused = str(sim.month.card_ids[0])
+    clock = StepClock(cfg.month.start_ts)
+    outage_until = cfg.month.start_ts + 600
+    done: list[str] = []
+    answered = {400: 0, 503: 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            code = 400 if body["card"] == refused else 503 if clock.t < outage_until else 200
+            if code == 200:
+                done.append(body["key"])
+            else:
+                answered[code] += 1
+            self.send_response(code)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        svc = Service(cfg, open_repository(f"sqlite:///{tmp_path / 't.db'}"), clock,
+                      actuator=Webhook(f"http://127.0.0.1:{server.server_address[1]}/act", 5), simulation=sim)
+        while not svc.month_done() and clock.t < sim.end_ts + 2 * 3600:
+            for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.act_job, svc.billing_job):
+                job()
+            clock.t += 600
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert svc.month_done()
+    assert len(svc.store.hours(cfg.month.start_ts)) == sim.month.hours
+    actions = [r for r in svc.store.decisions() if r.kind in ("add", "release", "evict")]
+    others = sorted(r.key for r in actions if r.card_key != refused)
+    assert sorted(done) == others  # each once: none lost, none doubled
+    aside = svc.store.decisions(kinds=["act-failed"])
+    assert sorted(r.detail["decision_key"] for r in aside) == sorted(r.key for r in actions if r.card_key == refused)
+    assert aside and all(r.detail["tries"] == 1 and r.detail["outcome"] == "permanent" for r in aside)
+    assert answered[503] > 0 and svc.store.unacted() == []
