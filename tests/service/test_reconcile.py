@@ -183,3 +183,43 @@ def test_a_silent_card_that_is_heard_again_is_cleared(pool):
     assert check.run() == 1
     states = [r.detail["state"] for r in svc.store.decisions(kinds=["reconcile"], card_key=card)]
     assert states == ["seen", "cleared"]
+
+
+def _row(key: str, kind: str, card: str, reason: str = "") -> JournalRow:
+    return JournalRow(1, key, T0, kind, card, reason, {}, None)
+
+
+@pytest.mark.parametrize(
+    "case, journal_open, not_carried, retired, silent, evicted, cards, left_out, put_back",
+    [
+        ("an add set aside: not running", {"a", "b"}, {"a": _row("k:add:a", "add", "a")}, {}, {}, set(),
+         {"b"}, {"a"}, set()),
+        ("a release set aside: still running", {"b"}, {"a": _row("k:release:a", "release", "a")}, {}, {}, set(),
+         {"a", "b"}, set(), {"a"}),
+        ("an evicted card whose release was set aside stays out", {"b"}, {"a": _row("k:release:a", "release", "a")},
+         {}, {}, {"a"}, {"b"}, set(), set()),
+        ("retired by hand: out", {"a", "b"}, {}, {"a": _row("retire:a", "retire", "a", "gone")}, {}, set(),
+         {"b"}, {"a"}, set()),
+        ("silent: out", {"a", "b"}, {}, {}, {"b": "not serving"}, set(), {"a"}, {"b"}, set()),
+    ],
+)
+def test_known_run_set(case, journal_open, not_carried, retired, silent, evicted, cards, left_out, put_back):
+    from fleet.service.reconcile import known_run_set
+
+    known = known_run_set(journal_open, not_carried, retired, silent, evicted)
+    assert (set(known.cards), set(known.left_out), set(known.put_back)) == (cards, left_out, put_back), case
+    assert set(retired) | set(silent) <= known.ineligible
+
+
+@pytest.mark.parametrize("value", ["0", "-5", '"two hours"'])
+def test_silent_after_s_is_validated(tmp_path, value):
+    from fleet.core.errors import ConfigError
+    from fleet.service.config import load_service_config
+
+    (tmp_path / "f.toml").write_text(f"[reconcile]\nsilent_after_s = {value}\n")
+    with pytest.raises(ConfigError, match="silent_after_s"):
+        load_service_config(tmp_path / "f.toml")
+    (tmp_path / "g.toml").write_text("[reconcile]\nsilent_after = 60\n")
+    with pytest.raises(ConfigError, match="silent_after"):
+        load_service_config(tmp_path / "g.toml")
+    assert load_service_config(None).reconcile.silent_after_s == 7200
