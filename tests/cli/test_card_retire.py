@@ -62,7 +62,7 @@ def test_a_retired_card_leaves_the_run_set_and_is_never_added_back(served, capsy
     assert code == 0, err
     assert json.loads(out)["retired"]["reason"] == "fan failure, pulled from rack 4"
     code, out, err = run_cli(capsys, "explain", "gpu-a", "--db", db)
-    assert f"gpu-a was retired by hand at " in out and f"by {getpass.getuser()}: fan failure" in out
+    assert "gpu-a was retired by hand at " in out and f"by {getpass.getuser()}: fan failure" in out
     code, out, err = run_cli(capsys, "status", "--db", db, "--json")
     assert [r["card"] for r in json.loads(out)["retired"]] == ["gpu-a"]
     code, out, err = run_cli(capsys, "journal", "--db", db, "--kind", "retire")

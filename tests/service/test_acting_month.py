@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from fleet.presets import load_preset, replay_scenario
 from fleet.service.acting import ActuatorError
