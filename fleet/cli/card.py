@@ -63,8 +63,9 @@ def retire_cmd(
 def retired_lines(store, card: str | None = None) -> tuple[list[dict], list[str]]:
     """Cards retired by hand (or the one given), for `fleet status` and `fleet explain`: as JSON and as lines."""
     from fleet.service.reconcile import retired_by_hand
+    from storage.cards import records_of_kinds
 
-    rows = retired_by_hand(store)
+    rows = retired_by_hand(store, lambda kinds, since: records_of_kinds(store.engine, kinds, since))
     if card is not None:
         rows = {k: v for k, v in rows.items() if k == card}
     out = [{"card": k, "time": _iso(r.ts), "by": r.detail.get("by"), "reason": r.detail.get("reason")}

@@ -185,6 +185,9 @@ class DecideJob:
     # Warm cards silent at an hour's start (card -> why), from the reconcile check; none without one.
     silent: Callable[[int, AbstractSet[str]], Mapping[str, str]] = lambda hour_ts, warm: {}
     reconcile: Callable[[], object] = lambda: 0  # the check against the pool's telemetry, once a run (every tick)
+    records: Callable | None = None  # journal rows by kind, read plainly (`storage.cards.records_of_kinds`)
+    # Card -> its last action, set aside or expired (`storage.cards.last_actions_not_carried_out` on a SQL store).
+    not_carried: Callable[[int, int], Mapping[str, object]] | None = None
 
     def _act(self) -> None:
         # `stopping` turns true as soon as the lease is lost: no action starts after that. A failed action is
@@ -272,8 +275,11 @@ class DecideJob:
                       evictions: Sequence[tuple[int, str]]) -> KnownRunSet:
         """The run set the pool is known to run at `hour_ts` (`fleet.service.reconcile`): the journal's, less adds
         not carried out, retired and silent cards, plus releases not carried out."""
-        return known_run_set(journal_open, not_carried_out(self.store, month_start_ts, hour_ts),
-                             retired_by_hand(self.store), self.silent(hour_ts, journal_open), {k for _, k in evictions})
+        not_carried = (self.not_carried(month_start_ts, hour_ts) if self.not_carried is not None
+                       else not_carried_out(self.store, month_start_ts, hour_ts, self.records))
+        return known_run_set(journal_open, not_carried,
+                             retired_by_hand(self.store, self.records), self.silent(hour_ts, journal_open),
+                             {k for _, k in evictions})
 
     def decide_hour(self, hour_ts: int, index: PoolIndex | None = None, left: HourLeft | None = None) -> HourLeft:
         """Decide one hour and journal it with the state it leaves (acting comes after, from the journal)."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import getpass
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AbstractSet, Mapping
+from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
 from fleet.service.acting import SET_ASIDE_KINDS
 from storage.values import JournalEntry
@@ -50,23 +50,33 @@ class KnownRunSet:
     retired: frozenset[str] = frozenset()  # retired by hand: out of the pool for good
 
 
-def not_carried_out(store: JournalStore, month_start_ts: int, hour_ts: int) -> dict[str, JournalRow]:
+Records = Callable[[Sequence[str], "int | None"], "list[JournalRow]"]
+"""Journal rows of some kinds at or after a time, oldest first (`storage.cards.records_of_kinds` on a SQL store)."""
+
+
+def _records(store: JournalStore, records: Records | None) -> Records:
+    return records or (lambda kinds, since: store.decisions(kinds=kinds, since_ts=since, limit=1_000_000))
+
+
+def not_carried_out(store: JournalStore, month_start_ts: int, hour_ts: int, records: Records | None = None
+                    ) -> dict[str, JournalRow]:
     """Card -> its last run-set decision before `hour_ts`, for each card whose last one was set aside or expired."""
     closed: dict[str, set[str]] = {}
-    for rec in store.decisions(kinds=SET_ASIDE_KINDS, since_ts=month_start_ts):
+    for rec in _records(store, records)(SET_ASIDE_KINDS, month_start_ts):
         if rec.card_key and rec.detail.get("decision_kind") in ACTION_KINDS:
             closed.setdefault(rec.card_key, set()).add(rec.detail.get("decision_key"))
-    out = {}
-    for card, keys in closed.items():
-        last = store.decisions(card_key=card, kinds=ACTION_KINDS, until_ts=hour_ts, newest_first=True, limit=1)
-        if last and last[0].key in keys:
-            out[card] = last[0]
-    return out
+    if not closed:
+        return {}
+    last: dict[str, JournalRow] = {}
+    for row in _records(store, records)(ACTION_KINDS, month_start_ts):  # oldest first: the last one stays
+        if row.ts < hour_ts and row.card_key in closed:
+            last[row.card_key] = row
+    return {card: row for card, row in last.items() if row.key in closed[card]}
 
 
-def retired_by_hand(store: JournalStore) -> dict[str, JournalRow]:
+def retired_by_hand(store: JournalStore, records: Records | None = None) -> dict[str, JournalRow]:
     """Card -> its `retire` record, for every card an operator retired."""
-    return {r.card_key: r for r in store.decisions(kinds=[RETIRE_KIND], limit=1_000_000) if r.card_key}
+    return {r.card_key: r for r in _records(store, records)([RETIRE_KIND], None) if r.card_key}
 
 
 def known_run_set(journal_open: AbstractSet[str], not_carried: Mapping[str, JournalRow],
@@ -197,21 +207,23 @@ class Reconciler:
 
     def _heard(self) -> dict[str, int | None]:
         """Every card's last telemetry (the feed's newest is the silence's measure)."""
-        from storage.cards import all_cards, last_heard
+        from storage.cards import last_heard
 
-        return last_heard(self.engine, all_cards(self.engine))
+        return last_heard(self.engine)
 
     def run(self) -> int:
         """Flag what disagrees now and clear what agrees again, one `reconcile` record per change; returns the
         records written."""
-        from storage.cards import journal_records, last_served_after, stopped_at, warm_since
+        from storage.cards import journal_records, still_serving, warm_since
 
         if not self.enabled:
             return 0
         now = int(self.clock.now())
         since = warm_since(self.engine, now)
         warm = set(since)
-        stopped = {k: ts for k, ts in stopped_at(self.engine, now - STOPPED_LOOKBACK_S).items() if k not in warm}
-        found = find_mismatches(warm, stopped, self._heard(), since,
-                                last_served_after(self.engine, stopped), now, self.silent_after_s)
+        # Serving now: a sample with tokens within the last silent_after_s, after the card was stopped.
+        stopped = {k: v for k, v in still_serving(self.engine, now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s)).items()
+                   if k not in warm}
+        found = find_mismatches(warm, {k: v[0] for k, v in stopped.items()}, self._heard(), since,
+                                {k: v[1] for k, v in stopped.items()}, now, self.silent_after_s)
         return journal_records(self.engine, mismatch_entries(now, found, open_mismatches(self.store)))
