@@ -150,6 +150,26 @@ def _refuse_missing_sqlite_source(url: str) -> None:
             raise StoreError(f"database {shown_url(url)!r}: no such file; nothing to copy (nothing was created)")
 
 
+def _refuse_another_identity(src: Engine, dst: Engine, dst_shown: str) -> None:
+    """A target that holds a store of another identity (a simulation, a real pool) is refused by name, before the
+    emptiness check would refuse it less clearly; an empty target has none and is taken."""
+    from storage.identity import read_identity
+
+    def identity(engine: Engine):
+        if current_revision(engine) is None:
+            return None
+        with _opened(engine) as conn:
+            if not {"store_meta", "ingest_runs"} <= set(inspect(conn).get_table_names()):
+                return None
+        return read_identity(engine)
+
+    held = identity(dst)
+    source = identity(src) if held is not None else None
+    if held is not None and source is not None and not held.matches(source):
+        raise StoreError(f"database {dst_shown!r} holds {held.describe()}; it cannot take a copy of {source.describe()} "
+                         "(give another --to)")
+
+
 def copy_store(from_url: str, to_url: str, batch_rows: int = 10_000, progress: Callable[[str, int], None] | None = None) -> CopyReport:
     """Copy every table of the store at `from_url` into the empty database at `to_url` (any backends), at the source's
     schema revision; the target's counts are checked against the source's before the copy commits."""
@@ -163,6 +183,7 @@ def copy_store(from_url: str, to_url: str, batch_rows: int = 10_000, progress: C
     revision = current_revision(src)
     if revision is None:
         raise StoreError(f"database {src_shown!r} has no fleet schema: nothing to copy")
+    _refuse_another_identity(src, dst, dst_shown)
     if _check_target(dst, to_url, revision):
         upgrade(to_url, revision, engine=dst)  # Alembic's own version row says the source's revision
 

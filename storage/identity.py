@@ -87,3 +87,16 @@ def claim_identity(engine: Engine, identity: StoreIdentity) -> StoreIdentity:
         )
         raw = conn.execute(text("SELECT value FROM store_meta WHERE key = :k"), {"k": IDENTITY_KEY}).scalar_one()
     return StoreIdentity.from_json(raw)
+
+
+def refuse_other_identity(engine: Engine, wanted: StoreIdentity, writing: str) -> StoreIdentity | None:
+    """For a writer that does not claim the store (an ingest, a copy, an operator's command): `StoreError`, before
+    anything is written, when the store holds another identity than `wanted`; returns what the store holds.
+    `writing` says what the writer would write (`"a real pool's telemetry"`)."""
+    from storage.db import StoreError
+
+    held = read_identity(engine)
+    if held is not None and not held.matches(wanted):
+        url = engine.url.render_as_string(hide_password=True)
+        raise StoreError(f"database {url!r} holds {held.describe()}; it cannot take {writing} (give another --db)")
+    return held

@@ -241,7 +241,7 @@ def _telemetry_rollups(path: Path, scenario):
 
 def _register_extensions() -> None:
     """Command groups that live in their own modules."""
-    for module in ("fleet.cli.store", "fleet.cli.compare_command", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes"):
+    for module in ("fleet.cli.store", "fleet.cli.compare_command", "fleet.cli.serve", "fleet.cli.journal", "fleet.cli.quarantine", "fleet.cli.classes", "fleet.cli.card"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:

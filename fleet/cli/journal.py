@@ -17,10 +17,11 @@ import typer
 
 from storage import DEFAULT_URL
 
-KINDS = ("evict", "add", "release", "act-failed", "act-expired", "size", "eviction-pass")
+KINDS = ("evict", "add", "release", "act-failed", "act-expired", "reconcile", "retire", "size", "eviction-pass")
 ACTION_KINDS = ("evict", "add", "release")  # what an actuator carries out; `size` and `eviction-pass` are records
 SET_ASIDE_KINDS = ("act-failed", "act-expired")  # an action closed without being carried out: set aside, or too late
-DEFAULT_KINDS = ACTION_KINDS + SET_ASIDE_KINDS
+RECORD_KINDS = ("reconcile", "retire")  # the journal and the pool disagreeing (and agreeing again); a card retired by hand
+DEFAULT_KINDS = ACTION_KINDS + SET_ASIDE_KINDS + RECORD_KINDS
 _AGO = re.compile(r"^(\d+)\s*([hd])$")
 
 
@@ -81,8 +82,8 @@ def event(row) -> dict:
         "key": row.key,
         "card": row.card_key,
         "reason": row.reason,
-        "acted": row.acted_ts is not None and row.kind not in SET_ASIDE_KINDS,
-        "acted_ts": None if row.kind in SET_ASIDE_KINDS else row.acted_ts,
+        "acted": row.acted_ts is not None and row.kind not in SET_ASIDE_KINDS + RECORD_KINDS,
+        "acted_ts": None if row.kind in SET_ASIDE_KINDS + RECORD_KINDS else row.acted_ts,
         "detail": row.detail,
     }
 
@@ -101,7 +102,7 @@ def mark_set_aside(store, events: list[dict]) -> None:
 def journal_cmd(
     db: Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="Database URL of the service's store.")] = DEFAULT_URL,
     card: Annotated[Optional[str], typer.Option("--card", help="Only this card's decisions.")] = None,
-    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Only decisions of this kind (repeatable): evict, add, release, act-failed, act-expired; also size, eviction-pass. Default: all but size and eviction-pass.")] = None,
+    kind: Annotated[Optional[list[str]], typer.Option("--kind", help="Only decisions of this kind (repeatable): evict, add, release, act-failed, act-expired, reconcile, retire; also size, eviction-pass. Default: all but size and eviction-pass.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Only decisions at or after this time: ISO 8601 (UTC), Unix seconds, or a span ago (24h, 7d; in a simulated store, before its newest decision).")] = None,
     limit: Annotated[int, typer.Option("--limit", help="Show at most this many, the newest.", min=1)] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the events as a JSON list, newest first.")] = False,
@@ -160,7 +161,7 @@ def _print_events(console, events: list[dict], matched: int) -> None:
     from fleet.cli.plan import grouped
 
     def acted(e: dict) -> str:
-        if e["kind"] in SET_ASIDE_KINDS:
+        if e["kind"] in SET_ASIDE_KINDS + RECORD_KINDS:
             return "-"
         if "set_aside" in e:
             return "set aside" if e["set_aside"] == "act-failed" else "expired"

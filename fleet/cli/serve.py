@@ -309,6 +309,11 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
         shown.append(t)
     if waiting is not None:
         shown.append(f"actions waiting: the oldest is of {_iso(waiting)}")
+    from fleet.cli.card import mismatch_lines, retired_lines
+
+    out["retired"], retired = retired_lines(store)
+    out["reconcile"], disagree = mismatch_lines(store)
+    shown.extend(retired + disagree)
     in_dip = scores.pop(IN_DIP_KEY, {})
     windows = sorted(scores)
     heads = ["policy score" if w == POLICY_SCORE_KEY else f"score {w}h" for w in windows]
@@ -318,10 +323,11 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     classes = {k: c.class_name for k, c in repo.cards().items()}
     scored = {k for s in scores.values() for k in s}
     order = lambda k: (-scores[size_w].get(k, float("-inf")), k) if key_head else (k,)  # noqa: E731
+    gone = {r["card"] for r in out["retired"]}
     table = Table("card", "class", *heads, "state", *(["in dip"] if in_dip else []), box=None)
     for k in sorted(scored - set(evicted), key=order):
         table.add_row(k, classes.get(k, ""), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows],
-                      "warm" if k in run_set else "spare", *(["yes" if k in in_dip else ""] if in_dip else []))
+                      "warm" if k in run_set else "retired" if k in gone else "spare", *(["yes" if k in in_dip else ""] if in_dip else []))
     shown.append(f"cards ({len(scored - set(evicted))}), sorted by {key_head or 'card id'}"
                  f"{', highest first' if key_head else ''}; scores in tok/s; warm: in the run set, spare: in the pool, not warm")
     shown.append(table)
@@ -388,6 +394,10 @@ def explain_cmd(
     for j in judged:
         lines.append(f"  {_iso(j['ts'])} hour {j['hour']}: scored {j['score_tps']:,.0f} tok/s through the {j['window']} window, "
                      f"threshold {j['threshold_tps']:,.0f} (median {j['median_score_tps']:,.0f}): {j['verdict']}")
+    from fleet.cli.card import retired_lines
+
+    retired, said = retired_lines(store, card)
+    lines.extend(said)
     warm = [r for r in own if r.kind in ("add", "release")]
     last_dec = store.last_decided_ts(0, 2**62) or 0
     run_set = store.run_set_at(last_dec)
@@ -424,6 +434,7 @@ def explain_cmd(
     if as_json:
         typer.echo(json.dumps(json_safe({
             "card": card, "card_class": cls, "evicted": bool(evicted), "warm": now_warm, "latest": ranking,
+            "retired": retired[0] if retired else None,
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
             "judged": judged, "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in warm],
         }), indent=2))

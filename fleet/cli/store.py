@@ -20,10 +20,17 @@ PROGRESS_MIN_RECORDS = 200_000  # a progress bar on files at least this long
 DbOption = Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="SQLAlchemy database URL (default: fleet.db in the working folder).")]
 
 
-def _open(url: str):
+def _open(url: str, writing: str | None = None):
+    """The repository at `url`; with `writing` (what a real pool's writer would write), a store that holds a
+    simulation is refused in one line (exit status 2) before anything is written."""
     from storage import open_repository
 
-    return open_repository(url)
+    repo = open_repository(url)
+    if writing is not None:
+        from storage.identity import StoreIdentity, refuse_other_identity
+
+        refuse_other_identity(repo.engine, StoreIdentity.pool(), writing)
+    return repo
 
 
 def _print_report(out: dict, as_json: bool) -> None:
@@ -70,8 +77,8 @@ def ingest_cmd(
 
     Exit status: 0 every record stored (or already there), 3 some quarantined, 1 nothing stored because every
     record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
-    went to failed/). With --demand: 0 every sample stored (or already there), 2 a bad file (nothing stored), 1 a
-    store write failed."""
+    went to failed/) or a simulation's store (nothing written). With --demand: 0 every sample stored (or already
+    there), 2 a bad file (nothing stored), 1 a store write failed."""
     from fleet.cli.output import UsageError
     from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, load_pool, read_file
 
@@ -102,7 +109,7 @@ def ingest_cmd(
         parsed = read_file(file, fmt)  # a bad file fails here, before the store is touched
     if prometheus is not None:  # so does a bad URL or a server that does not answer: the pull comes first
         parsed = _pull(prometheus, query, start, end, step, card_label, busy_query, auth)
-    repo = _open(db)
+    repo = _open(db, "a real pool's telemetry")
     if pool_decl:
         declare_pool(repo, pool_decl.classes, pool_decl.card_classes(), int(time.time()))
 
@@ -154,7 +161,7 @@ def _ingest_demand(path: Path, db: str, as_json: bool) -> None:
         raise BadSource(f"demand file {str(path)!r}: cannot read ({err.strerror or err})") from None
     source = file_source(path.suffix.lstrip(".").lower(), str(path))
     batch = source.samples(DemandRequest(str(path), data=data))  # a bad file fails here, before the store is touched
-    report = store_demand(_open(db), batch, str(path))
+    report = store_demand(_open(db, "a real pool's measured demand"), batch, str(path))
     _print_report(report.as_json(), as_json)
     raise typer.Exit(0)
 

@@ -168,6 +168,13 @@ class Ingest(Strict):
         return self.demand_query if self.demand_source_name == "query" else self.queue_query
 
 
+class Reconcile(Strict):
+    """The journal against the pool's telemetry: a warm card silent this long is taken as not serving
+    (`fleet.service.reconcile`)."""
+
+    silent_after_s: float = Field(default=2 * 3600, gt=0)
+
+
 class ServiceConfig(Strict):
     month: Month = Month()
     pool: Pool | None = None
@@ -180,6 +187,7 @@ class ServiceConfig(Strict):
     metrics: Metrics = Metrics()
     actuator: Actuator = Actuator()
     ingest: Ingest = Ingest()
+    reconcile: Reconcile = Reconcile()
 
     @model_validator(mode="after")
     def _no_secret_passed(self) -> "ServiceConfig":

@@ -23,6 +23,7 @@ from fleet.core.scenario import budget_cards
 from fleet.core.step import Decisions, PoolState, tick
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
+from fleet.service.reconcile import KnownRunSet, known_run_set, not_carried_out, retired_by_hand
 from storage.values import JournalEntry
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def held_out_hours(decisions: Decisions, index: PoolIndex) -> dict[str, int]:
 
 
 def journal_entries(hour_ts: int, decisions: Decisions, state: PoolState, index: PoolIndex,
-                    open_now: AbstractSet[str]) -> list[JournalEntry]:
+                    open_now: AbstractSet[str], known: KnownRunSet | None = None) -> list[JournalEntry]:
     """The journal rows of one decided hour: `size`, the `eviction-pass` if there was one, then each `evict`,
     `release` and `add`, in the order they are acted on.
 
@@ -67,11 +68,14 @@ def journal_entries(hour_ts: int, decisions: Decisions, state: PoolState, index:
     had open before it: a card the store has open that the decisions did not
     release (the month's first hour) is released with that said.
     """
-    return _entries(hour_ts, decisions, state, index, run_set_change(decisions, index, open_now))
+    return _entries(hour_ts, decisions, state, index, run_set_change(decisions, index, open_now), known)
 
 
-def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, change: RunSetChange) -> list[JournalEntry]:
+def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, change: RunSetChange,
+             known: KnownRunSet | None = None) -> list[JournalEntry]:
     keys, pos = index.keys, index.pos
+    left_out = dict(known.left_out) if known is not None else {}
+    put_back = dict(known.put_back) if known is not None else {}
     by_card = {keys[c.card]: c for c in d.adds + d.releases}
     entries = [
         JournalEntry(
@@ -85,6 +89,8 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
                 "held_out_hours": held_out_hours(d, index),
                 **({} if state.in_dip is None else {"in_dip": [keys[i] for i in np.flatnonzero(state.in_dip)]}),
                 **({"dip_allowance": state.allowance} if state.allowance else {}),
+                **({"not_counted": left_out} if left_out else {}),
+                **({"counted_running": put_back} if put_back else {}),
             },
             acted=True,
         )
@@ -124,7 +130,8 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
         if k in evicted:
             continue
         c = by_card.get(k)
-        why = c.reason if c is not None else "released: not in the run set the month starts with"
+        why = (c.reason if c is not None else f"released: {left_out[k]}" if k in left_out
+               else "released: not in the run set the month starts with")
         entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, "release", why, k,
                                     detail={"hour": d.hour, "score_tps": float(state.score_tps[pos[k]]), "window": d.window}))
     for k in change.opened:
@@ -175,6 +182,12 @@ class DecideJob:
     stopping: Callable[[], bool] = lambda: False
     policy_scores: Callable[[int, PoolIndex], tuple | None] = lambda hour_ts, index: None  # the estimator's, if not a mean
     epoch: Callable[[], int | None] = lambda: None  # the lease the service leads under, carried by every action
+    # Warm cards silent at an hour's start (card -> why), from the reconcile check; none without one.
+    silent: Callable[[int, AbstractSet[str]], Mapping[str, str]] = lambda hour_ts, warm: {}
+    reconcile: Callable[[], object] = lambda: 0  # the check against the pool's telemetry, once a run (every tick)
+    records: Callable | None = None  # journal rows by kind, read plainly (`storage.cards.records_of_kinds`)
+    # Card -> its last action, set aside or expired (`storage.cards.last_actions_not_carried_out` on a SQL store).
+    not_carried: Callable[[int, int], Mapping[str, object]] | None = None
 
     def _act(self) -> None:
         # `stopping` turns true as soon as the lease is lost: no action starts after that. A failed action is
@@ -184,6 +197,8 @@ class DecideJob:
     def run(self) -> int:
         """Returns the hours decided."""
         self._act()
+        if not self.stopping():
+            self.reconcile()
         done = 0
         index = self.pool.current()
         cal = self.calendar
@@ -213,8 +228,10 @@ class DecideJob:
         return np.where(in_class, arr, np.float32(0))
 
     def state_at(self, hour_ts: int, index: PoolIndex, previous: AbstractSet[str] | None = None,
-                 evictions: Sequence[tuple[int, str]] | None = None) -> PoolState:
-        """The pool as the store has it at the start of `hour_ts`, in the tick's terms."""
+                 evictions: Sequence[tuple[int, str]] | None = None, ineligible: AbstractSet[str] = frozenset(),
+                 retired: AbstractSet[str] = frozenset()) -> PoolState:
+        """The pool as the store has it at the start of `hour_ts`, in the tick's terms. `ineligible` cards may not be
+        chosen this hour (silent, or retired by hand); `retired` ones have left the pool and count in it no more."""
         policy, parts = self.parts.policy, self.parts
         m0, h = self.calendar.month_of(hour_ts)
         in_class = index.run_class_mask(policy)
@@ -222,9 +239,11 @@ class DecideJob:
             evictions = self.store.eviction_hours(m0, hour_ts)
         # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
         eligible = in_class & ~index.mask([k for _, k in evictions])
+        if ineligible:
+            eligible &= ~index.mask(ineligible)
         if previous is None and h > 0:
             previous = self.store.run_set_at(hour_ts - HOUR_S)
-        pool_cards = int(in_class.sum())
+        pool_cards = int((in_class & ~index.mask(retired)).sum()) if retired else int(in_class.sum())
         view = self.demand.view(m0, h, parts)
         estimated = self.policy_scores(hour_ts, index)
         if estimated is None:
@@ -252,6 +271,16 @@ class DecideJob:
             allowance=float(allowance or 0.0),
         )
 
+    def known_run_set(self, hour_ts: int, month_start_ts: int, journal_open: AbstractSet[str],
+                      evictions: Sequence[tuple[int, str]]) -> KnownRunSet:
+        """The run set the pool is known to run at `hour_ts` (`fleet.service.reconcile`): the journal's, less adds
+        not carried out, retired and silent cards, plus releases not carried out."""
+        not_carried = (self.not_carried(month_start_ts, hour_ts) if self.not_carried is not None
+                       else not_carried_out(self.store, month_start_ts, hour_ts, self.records))
+        return known_run_set(journal_open, not_carried,
+                             retired_by_hand(self.store, self.records), self.silent(hour_ts, journal_open),
+                             {k for _, k in evictions})
+
     def decide_hour(self, hour_ts: int, index: PoolIndex | None = None, left: HourLeft | None = None) -> HourLeft:
         """Decide one hour and journal it with the state it leaves (acting comes after, from the journal)."""
         index = self.pool.current() if index is None else index
@@ -262,7 +291,8 @@ class DecideJob:
             open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
             last = self.store.decisions(kinds=["size"], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
             held = last[0].detail.get("held_out_hours", {}) if last else {}
-        state = self.state_at(hour_ts, index, open_now, month_evictions)
+        known = self.known_run_set(hour_ts, m0, open_now, month_evictions)
+        state = self.state_at(hour_ts, index, known.cards, month_evictions, known.ineligible, known.retired)
         release_after = self.parts.hysteresis.release_after_hours
         if state.run_set is not None and release_after > 1:
             # Hysteresis: warm cards were chosen last hour unless the journal says they are held.
@@ -272,8 +302,11 @@ class DecideJob:
                     out[index.pos[k]] = v
             state = dataclasses.replace(state, out_hours=out)
         d = tick(state, self.parts)
-        change = run_set_change(d, index, open_now)
-        entries = _entries(hour_ts, d, state, index, change)  # `journal_entries`, with the change worked out once
-        self.journal.write(hour_ts, entries, {k: "warm" for k in change.opened}, list(change.closed), list(change.evicted))
+        # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
+        # the store's run-set intervals from what the journal had open.
+        change = run_set_change(d, index, known.cards | known.silent)
+        entries = _entries(hour_ts, d, state, index, change, known)  # `journal_entries`, with the change worked out once
+        opened, closed = sorted(change.run_set - open_now), sorted(open_now - change.run_set)
+        self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, closed, list(change.evicted))
         return HourLeft(hour_ts, m0, change.run_set, held_out_hours(d, index),
                         tuple(month_evictions) + tuple((hour_ts, k) for k in change.evicted))

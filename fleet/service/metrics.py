@@ -46,6 +46,7 @@ BILL_PARTS = ("rent", "churn")
 INGEST_OUTCOMES = ("stored", "duplicate", "quarantined")
 DECISION_KINDS = ("size", "eviction-pass", "evict", "add", "release")
 ACTION_KINDS = ("evict", "add", "release")
+RECONCILE_KINDS = ("silent", "still-serving")  # fleet.service.reconcile.MISMATCH_KINDS
 
 
 def _finite(v: float) -> float:
@@ -185,6 +186,13 @@ class FleetCollector(Collector):
         yield GaugeMetricFamily("fleet_oldest_unacted_decision_age_seconds",
                                 "Service clock seconds since the hour of the oldest action neither carried out nor set "
                                 "aside (0: none waiting).", value=age)
+        mismatches = GaugeMetricFamily("fleet_reconcile_mismatches", "Cards on which the journal and the pool's "
+                                       "telemetry disagree now, by kind: silent (warm, no telemetry for "
+                                       "[reconcile] silent_after_s), still-serving (released or evicted, serving tokens).",
+                                       labels=["kind"])
+        for kind in RECONCILE_KINDS:
+            mismatches.add_metric([kind], getattr(s, "reconcile_mismatches", {}).get(kind, 0))
+        yield mismatches
 
     def _lease(self) -> Iterable[Metric]:
         """Whether this process leads the store now, and the lease's epoch (its own, or the leader's it waits for)."""

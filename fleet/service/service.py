@@ -31,6 +31,8 @@ store says. Time is the calendar's (`calendar.py`) on an injected clock
 
 from __future__ import annotations
 
+import functools
+
 import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -49,6 +51,8 @@ from fleet.service.scoring import ScoreJob
 from fleet.service.simulation import Clock, Simulation
 from fleet.service.snapshot import Snapshot, build_snapshot
 from fleet.service.telemetry import IngestJob
+from fleet.service.reconcile import Reconciler
+from storage.cards import last_actions_not_carried_out, records_of_kinds
 from storage.identity import StoreIdentity, claim_identity, read_identity
 from storage.repository import SqlRepository
 from storage.service_store import ServiceStore
@@ -168,9 +172,14 @@ class Service:
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,
                                 lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts,
                                 busy_floor=cfg.ingest.busy_floor)
+        # The journal against the pool's telemetry: a real pool's only (a simulation's feed reports every card).
+        self.reconciler = Reconciler(self.store, repo.engine, clock, cfg.reconcile.silent_after_s, enabled=simulation is None)
         self.decide = DecideJob(self.store, self.journal, self.pool, self.calendar, clock, self.parts,
                                 self.scoring.scored_through_ts, self.scoring.kept, demand, stopping,
-                                policy_scores=self.scoring.policy_scores, epoch=self.epoch)
+                                policy_scores=self.scoring.policy_scores, epoch=self.epoch,
+                                silent=self.reconciler.silent, reconcile=self.reconciler.run,
+                                records=functools.partial(records_of_kinds, repo.engine),
+                                not_carried=functools.partial(last_actions_not_carried_out, repo.engine))
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(repo, self.calendar)
         self.billing = BillJob(self.store, self.pool, self.calendar, clock, demand, truth, stopping)
 

@@ -56,6 +56,7 @@ class Snapshot:
     knew_demand: bool = False  # the policy was handed the hour's true demand (the seed's clairvoyant view)
     card_classes: dict[str, str] = field(default_factory=dict)  # card → its class, for the per-card series' label
     oldest_unacted_ts: int | None = None  # the hour of the oldest action neither carried out nor set aside
+    reconcile_mismatches: dict[str, int] = field(default_factory=dict)  # open mismatches by kind (silent, still-serving)
 
 
 def month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
@@ -87,6 +88,16 @@ def _recent_forecasts(store: JournalStore, hours: Sequence[HourFigures]) -> tupl
     measured = [nan if h.demand_measured_tps is None else h.demand_measured_tps for h in recent]
     forecast = [float(sizes.get(h.hour_ts, {}).get("demand_forecast_tps", nan)) for h in recent]
     return measured[-1], forecast_error_tps(forecast, measured)
+
+
+def mismatch_counts(store: JournalStore) -> dict[str, int]:
+    """Open reconcile mismatches by kind, every kind present (0 when none)."""
+    from fleet.service.reconcile import MISMATCH_KINDS, open_mismatches
+
+    counts = dict.fromkeys(MISMATCH_KINDS, 0)
+    for _card, kind in open_mismatches(store):
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, policy, windows: Mapping[str, int], marks,
@@ -150,4 +161,5 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
         knew_demand=bool(size and size[0].detail.get("knew_demand")),
         card_classes=dict(zip(index.keys, map(str, index.class_names.tolist()))),
         oldest_unacted_ts=store.oldest_unacted_ts(),
+        reconcile_mismatches=mismatch_counts(store),
     )

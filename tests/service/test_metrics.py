@@ -104,7 +104,7 @@ def test_names_follow_the_rule():
     for name, fam in fams.items():
         assert name.startswith("fleet_")
         assert name.endswith(units) or name in ("fleet_evictions", "fleet_wrong_evictions", "fleet_decisions",
-                                                "fleet_leader", "fleet_leader_epoch"), name
+                                                "fleet_leader", "fleet_leader_epoch", "fleet_reconcile_mismatches"), name
         if fam.type == "counter":
             assert all(s.name.endswith("_total") for s in fam.samples), name
     assert {"fleet_leader", "fleet_leader_epoch"} <= set(fams)

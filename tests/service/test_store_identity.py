@@ -135,3 +135,58 @@ def test_a_simulation_is_refused_on_a_real_pools_store(tmp_path, capsys):
                           "--metrics-port", "0")
     assert code == 2 and "holds a real pool; it cannot serve a simulation of noise-evictor (seed 56, 720 hours)" in err
     assert counts(url) == before
+
+
+def fleet_cli(capsys, *args) -> tuple[int, str, str]:
+    from tests.service.test_service import run_cli
+
+    return run_cli(capsys, *args)
+
+
+@pytest.mark.parametrize(
+    "make_args, writing",
+    [
+        (lambda tmp: ["ingest", str(tmp / "real.csv")], "a real pool's telemetry"),
+        (lambda tmp: ["ingest", "--watch", str(tmp / "drop"), "--once"], "a real pool's telemetry"),
+        (lambda tmp: ["ingest", "--demand", str(tmp / "real.demand.csv")], "a real pool's measured demand"),
+        (lambda tmp: ["card", "retire", "flagship-00001", "--reason", "gone"], "an operator's retirement of a card"),
+    ],
+    ids=["ingest", "ingest --watch", "ingest --demand", "card retire"],
+)
+def test_every_writer_refuses_a_simulations_store(tiny_store, capsys, make_args, writing):
+    """A real pool's writers on a simulation's store: one line, exit status 2, nothing written (the file stays)."""
+    tmp = tiny_store["tmp"]
+    (tmp / "real.csv").write_text("card_id,ts,tokens_per_s\ngpu-x,1767225600,5000\n")
+    (tmp / "real.demand.csv").write_text("ts,demand_tps\n1767225600,10000\n")
+    (tmp / "drop").mkdir(exist_ok=True)
+    (tmp / "drop" / "real.csv").write_text("card_id,ts,tokens_per_s\ngpu-x,1767225600,5000\n")
+    before = counts(tiny_store["url"])
+    code, out, err = fleet_cli(capsys, *make_args(tmp), "--db", tiny_store["url"])
+    assert code == 2, err
+    assert err.strip().splitlines() == [
+        f"fleet: error: database {tiny_store['url']!r} holds a simulation of tiny-evictor (seed 5, 96 hours); "
+        f"it cannot take {writing} (give another --db)"
+    ]
+    assert counts(tiny_store["url"]) == before
+    assert (tmp / "drop" / "real.csv").exists()  # not taken
+
+
+def test_a_real_pools_store_takes_an_ingest(tmp_path, capsys):
+    (tmp_path / "real.csv").write_text("card_id,ts,tokens_per_s\ngpu-x,1767225600,5000\n")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert fleet_cli(capsys, "ingest", str(tmp_path / "real.csv"), "--db", url, "--class", "flagship")[0] == 0
+    assert fleet_cli(capsys, "ingest", str(tmp_path / "real.csv"), "--db", url, "--class", "flagship")[0] == 0  # again
+    assert read_identity(make_engine(url)) == StoreIdentity.pool()
+
+
+def test_a_copy_into_a_store_of_another_identity_is_refused_by_name(tiny_store, tmp_path, capsys):
+    (tmp_path / "real.csv").write_text("card_id,ts,tokens_per_s\ngpu-x,1767225600,5000\n")
+    real = f"sqlite:///{tmp_path / 'r.db'}"
+    assert fleet_cli(capsys, "ingest", str(tmp_path / "real.csv"), "--db", real, "--class", "flagship")[0] == 0
+    before = counts(real)
+    code, out, err = fleet_cli(capsys, "db", "copy", "--from", tiny_store["url"], "--to", real)
+    assert code == 2 and err.strip().splitlines() == [
+        f"fleet: error: database {real!r} holds a real pool; it cannot take a copy of a simulation of tiny-evictor "
+        "(seed 5, 96 hours) (give another --to)"
+    ]
+    assert counts(real) == before

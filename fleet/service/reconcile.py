@@ -1,0 +1,229 @@
+"""What the pool is known to run, beside what the journal decided.
+
+The journal's run set is what was decided; the pool runs what was acted. Three
+things part them, and each is read here, once, for the decide job, `fleet
+status` and the metrics:
+
+- an action set aside or expired (`acting.py`) never happened: a card whose last
+  add was set aside is not running, one whose last release was set aside still is;
+- a card an operator retired by hand (`fleet card retire`) is gone for good;
+- the telemetry: a warm card silent for `[reconcile] silent_after_s` is not
+  serving, and a card released or evicted that still serves tokens was not
+  stopped (a mismatch the operator must look at: the service cannot stop it).
+
+A silent warm card is not counted as capacity and may not be chosen while it is
+silent, so the next hour's sizing adds a replacement. Mismatches are journaled
+when first seen and when they clear (`reconcile` records), one record per change.
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
+
+from fleet.service.acting import SET_ASIDE_KINDS
+from storage.values import JournalEntry
+
+if TYPE_CHECKING:
+    from storage.interfaces import JournalStore
+    from storage.values import JournalRow
+
+SILENT, STILL_SERVING = "silent", "still-serving"
+MISMATCH_KINDS = (SILENT, STILL_SERVING)
+"""The labels of `fleet_reconcile_mismatches{kind}`, known up front so the series exist from the first scrape."""
+
+ACTION_KINDS = ("add", "release", "evict")
+RECONCILE_KIND = "reconcile"
+RETIRE_KIND = "retire"
+
+
+@dataclass(frozen=True)
+class KnownRunSet:
+    """The run set the pool is known to run at an hour's start, and why it differs from the journal's."""
+
+    cards: frozenset[str]
+    left_out: Mapping[str, str] = field(default_factory=dict)  # journal has it warm; not counted (card -> why)
+    put_back: Mapping[str, str] = field(default_factory=dict)  # journal released it; still runs (card -> why)
+    ineligible: frozenset[str] = frozenset()  # may not be chosen this hour: retired by hand, or silent
+    silent: frozenset[str] = frozenset()  # left out as silent: released with that said, the pool may still hold them
+    retired: frozenset[str] = frozenset()  # retired by hand: out of the pool for good
+
+
+Records = Callable[[Sequence[str], "int | None"], "list[JournalRow]"]
+"""Journal rows of some kinds at or after a time, oldest first (`storage.cards.records_of_kinds` on a SQL store)."""
+
+
+def _records(store: JournalStore, records: Records | None) -> Records:
+    return records or (lambda kinds, since: store.decisions(kinds=kinds, since_ts=since, limit=1_000_000))
+
+
+def not_carried_out(store: JournalStore, month_start_ts: int, hour_ts: int, records: Records | None = None
+                    ) -> dict[str, JournalRow]:
+    """Card -> its last run-set decision before `hour_ts`, for each card whose last one was set aside or expired."""
+    closed: dict[str, set[str]] = {}
+    for rec in _records(store, records)(SET_ASIDE_KINDS, month_start_ts):
+        if rec.card_key and rec.detail.get("decision_kind") in ACTION_KINDS:
+            closed.setdefault(rec.card_key, set()).add(rec.detail.get("decision_key"))
+    if not closed:
+        return {}
+    last: dict[str, JournalRow] = {}
+    for row in _records(store, records)(ACTION_KINDS, month_start_ts):  # oldest first: the last one stays
+        if row.ts < hour_ts and row.card_key in closed:
+            last[row.card_key] = row
+    return {card: row for card, row in last.items() if row.key in closed[card]}
+
+
+def retired_by_hand(store: JournalStore, records: Records | None = None) -> dict[str, JournalRow]:
+    """Card -> its `retire` record, for every card an operator retired."""
+    return {r.card_key: r for r in _records(store, records)([RETIRE_KIND], None) if r.card_key}
+
+
+def known_run_set(journal_open: AbstractSet[str], not_carried: Mapping[str, JournalRow],
+                  retired: Mapping[str, JournalRow], silent: Mapping[str, str], evicted: AbstractSet[str] = frozenset()
+                  ) -> KnownRunSet:
+    """From the journal's run set to the one the pool is known to run: set-aside adds out, set-aside releases back
+    (an evicted card stays out: it has left the pool for the month), retired and silent cards out."""
+    cards = set(journal_open)
+    left_out: dict[str, str] = {}
+    put_back: dict[str, str] = {}
+    for card, row in not_carried.items():
+        if row.kind == "add" and card in cards:
+            cards.discard(card)
+            left_out[card] = f"its add ({row.key}) was not carried out: the pool is not known to run it"
+        elif row.kind == "release" and card not in cards and card not in retired and card not in evicted:
+            cards.add(card)
+            put_back[card] = f"its release ({row.key}) was not carried out: the pool still runs it"
+    for card, row in retired.items():
+        if card in cards:
+            cards.discard(card)
+            left_out[card] = f"retired by hand ({row.reason})"
+    gone = set()
+    for card, why in silent.items():
+        if card in cards:
+            cards.discard(card)
+            left_out[card] = why
+            gone.add(card)
+    return KnownRunSet(frozenset(cards), left_out, put_back, frozenset(retired) | frozenset(silent), frozenset(gone),
+                       frozenset(retired))
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    card: str
+    kind: str  # SILENT or STILL_SERVING
+    since_ts: int  # when it began: the last telemetry (silent), or the first after the card stopped (still serving)
+    reason: str
+
+
+def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_seen: Mapping[str, int | None],
+                    warm_since: Mapping[str, int], last_serving: Mapping[str, int | None], now_ts: int,
+                    silent_after_s: float) -> list[Mismatch]:
+    """The pure check. `warm`: cards the journal has warm (since `warm_since`); `stopped`: card -> when its release
+    or eviction took effect; `last_seen` (every card's, warm or not) / `last_serving`: each card's last telemetry,
+    and last with tokens served.
+
+    Silence is counted to the feed's newest telemetry (any card's), not to the clock: when the whole feed stops
+    (an exporter or a pipeline down), no card is heard from and none is taken for silent, for that says nothing of
+    the cards; a card is silent when the others are heard and it is not."""
+    out = []
+    heard = [t for t in last_seen.values() if t is not None]
+    feed_ts = min(now_ts, max(heard)) if heard else None
+    for card in sorted(warm):
+        seen = last_seen.get(card)
+        since = max(seen or 0, warm_since.get(card, 0))
+        if feed_ts is not None and feed_ts - since > silent_after_s:
+            said = "never sent telemetry" if seen is None else f"no telemetry since {seen}"
+            out.append(Mismatch(card, SILENT, since, f"warm in the journal, {said} (over {silent_after_s:g} s)"))
+    for card, ts in sorted(stopped.items()):
+        served = last_serving.get(card)
+        if card not in warm and served is not None and served >= ts:
+            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {ts}, still served tokens at {served}"))
+    return out
+
+
+def mismatch_entries(now_ts: int, found: list[Mismatch], open_before: Mapping[tuple[str, str], JournalRow]) -> list[JournalEntry]:
+    """`reconcile` records for what changed: a mismatch open before and no longer found (cleared), then one first
+    seen."""
+    entries = []
+    now_keys = {(m.card, m.kind) for m in found}
+    for (card, kind), row in sorted(open_before.items()):
+        if (card, kind) not in now_keys:
+            entries.append(JournalEntry(f"reconcile:{card}:{kind}:{now_ts}:cleared", now_ts, RECONCILE_KIND,
+                                        f"{kind} cleared", card,
+                                        detail={"mismatch": kind, "state": "cleared", "seen_key": row.key}, acted=True))
+    for m in found:
+        if (m.card, m.kind) not in open_before:
+            entries.append(JournalEntry(f"reconcile:{m.card}:{m.kind}:{now_ts}", now_ts, RECONCILE_KIND,
+                                        f"{m.kind}: {m.reason}", m.card,
+                                        detail={"mismatch": m.kind, "state": "seen", "since_ts": m.since_ts}, acted=True))
+    return entries
+
+
+def open_mismatches(store: JournalStore) -> dict[tuple[str, str], JournalRow]:
+    """(card, kind) -> the `reconcile` record of each mismatch seen and not cleared since."""
+    rows = store.decisions(kinds=[RECONCILE_KIND], limit=1_000_000)
+    out: dict[tuple[str, str], JournalRow] = {}
+    for r in rows:  # oldest first: a later record of the same mismatch replaces an earlier one
+        key = (r.card_key, r.detail.get("mismatch"))
+        if r.detail.get("state") == "seen":
+            out[key] = r
+        else:
+            out.pop(key, None)
+    return out
+
+
+def operator() -> str:
+    """Who is retiring a card: the OS user running the command."""
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in the environment nor the password database
+        return "unknown"
+
+
+
+STOPPED_LOOKBACK_S = 40 * 86400
+"""How far back a release or eviction is looked for when asking whether a stopped card still serves."""
+
+
+class Reconciler:
+    """The check against the pool's telemetry, on the service's clock. For a real pool only: a simulation's feed
+    reports every card's rate whether it is warm or not, so it says nothing of what the pool runs."""
+
+    def __init__(self, store: JournalStore, engine, clock, silent_after_s: float, enabled: bool = True):
+        self.store, self.engine, self.clock = store, engine, clock
+        self.silent_after_s = float(silent_after_s)
+        self.enabled = enabled
+
+    def silent(self, hour_ts: int, warm: AbstractSet[str]) -> dict[str, str]:
+        """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""
+        from storage.cards import warm_since
+
+        if not self.enabled or not warm:
+            return {}
+        since = warm_since(self.engine, hour_ts - 1)
+        found = find_mismatches(set(warm), {}, self._heard(), since, {}, hour_ts, self.silent_after_s)
+        return {m.card: f"not serving: {m.reason}" for m in found if m.kind == SILENT}
+
+    def _heard(self) -> dict[str, int | None]:
+        """Every card's last telemetry (the feed's newest is the silence's measure)."""
+        from storage.cards import last_heard
+
+        return last_heard(self.engine)
+
+    def run(self) -> int:
+        """Flag what disagrees now and clear what agrees again, one `reconcile` record per change; returns the
+        records written."""
+        from storage.cards import journal_records, still_serving, warm_since
+
+        if not self.enabled:
+            return 0
+        now = int(self.clock.now())
+        since = warm_since(self.engine, now)
+        warm = set(since)
+        # Serving now: a sample with tokens within the last silent_after_s, after the card was stopped.
+        stopped = {k: v for k, v in still_serving(self.engine, now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s)).items()
+                   if k not in warm}
+        found = find_mismatches(warm, {k: v[0] for k, v in stopped.items()}, self._heard(), since,
+                                {k: v[1] for k, v in stopped.items()}, now, self.silent_after_s)
+        return journal_records(self.engine, mismatch_entries(now, found, open_mismatches(self.store)))

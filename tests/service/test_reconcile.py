@@ -1,0 +1,224 @@
+"""The journal against the pool: a warm card gone silent and a released card still serving are flagged (journal,
+status, gauge), once each, and a silent card is not counted when the next hour is sized."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from fleet.service.calendar import HOUR_S
+from fleet.service.reconcile import SILENT, STILL_SERVING, find_mismatches, mismatch_entries
+from storage.repository import open_repository
+from storage.values import JournalRow
+from tests.fake_prometheus import StepClock
+from tests.service.test_service import run_cli
+
+T0 = 1_767_225_600  # 2026-01-01T00:00Z
+SILENT_AFTER_S = 3600
+
+
+@pytest.mark.parametrize(
+    "case, warm, stopped, seen, since, serving, now, want",
+    [
+        ("heard within the time: agrees", {"a"}, {}, {"a": 900, "b": 1000}, {"a": 0}, {}, 1000, []),
+        ("silent past the time while the feed hears another", {"a"}, {}, {"a": 100, "b": 5000}, {"a": 0}, {}, 5000,
+         [("a", SILENT)]),
+        ("the whole feed silent: no card is taken for silent", {"a", "b"}, {}, {"a": 100, "b": 100}, {"a": 0, "b": 0}, {},
+         9000, []),
+        ("just warmed, never heard yet: counted from when it warmed", {"a"}, {}, {"a": None, "b": 5000}, {"a": 4000}, {},
+         5000, []),
+        ("never heard, warm long ago", {"a"}, {}, {"a": None, "b": 5000}, {"a": 0}, {}, 5000, [("a", SILENT)]),
+        ("released and serving after: still serving", set(), {"c": 1000}, {"c": 2000}, {}, {"c": 2000}, 2000,
+         [("c", STILL_SERVING)]),
+        ("released, nothing served after: agrees", set(), {"c": 1000}, {"c": 2000}, {}, {}, 2000, []),
+        ("warm again: not a stopped card", {"c"}, {"c": 1000}, {"c": 2000}, {"c": 1500}, {"c": 2000}, 2000, []),
+    ],
+)
+def test_find_mismatches(case, warm, stopped, seen, since, serving, now, want):
+    got = find_mismatches(warm, stopped, seen, since, serving, now, SILENT_AFTER_S)
+    assert [(m.card, m.kind) for m in got] == want, case
+
+
+def test_a_mismatch_is_one_record_when_seen_and_one_when_cleared():
+    (m,) = find_mismatches({"a"}, {}, {"a": 0, "b": 9000}, {"a": 0}, {}, 9000, SILENT_AFTER_S)
+    (seen,) = mismatch_entries(9000, [m], {})
+    assert seen.kind == "reconcile" and seen.detail["state"] == "seen" and seen.card_key == "a"
+    row = JournalRow(1, seen.key, seen.ts, seen.kind, "a", seen.reason, dict(seen.detail), seen.ts)
+    assert mismatch_entries(9060, [m], {("a", SILENT): row}) == []  # still silent: nothing more
+    (cleared,) = mismatch_entries(9120, [], {("a", SILENT): row})
+    assert cleared.detail == {"mismatch": SILENT, "state": "cleared", "seen_key": seen.key}
+
+
+CONFIG = """\
+[month]
+start = 2026-01-01T00:00:00Z
+hours = 24
+[[pool.classes]]
+name = "flagship"
+rated_tps = 6000
+rent_usd_per_month = 2690
+[policy]
+card_class = "flagship"
+window = "2h"
+mode = "steady"
+[demand]
+avg_tps = 10000
+[schedule]
+settle_s = 300
+[reconcile]
+silent_after_s = {silent}
+[ingest]
+folder = "{drop}"
+default_class = "flagship"
+"""
+
+RATES = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}
+
+
+def _drop_hour(drop, h: int, cards) -> None:
+    """Hour h's telemetry (three samples a card) and demand, written before the clock reads it (settled)."""
+    rows = ["card_id,ts,tokens_per_s"] + [f"{c},{T0 + h * HOUR_S + 60 * m},{RATES[c] * (1 + 0.01 * m)}"
+                                          for m in range(3) for c in cards]
+    (drop / f"hour{h + 10}.csv").write_text("\n".join(rows) + "\n")
+    demand = ["ts,demand_tps"] + [f"{T0 + h * HOUR_S + 60 * m},10000" for m in range(3)]
+    (drop / f"hour{h + 10}.demand.csv").write_text("\n".join(demand) + "\n")
+    for p in drop.glob(f"hour{h + 10}*"):
+        os.utime(p, (T0 + h * HOUR_S, T0 + h * HOUR_S))
+
+
+@pytest.fixture
+def pool(tmp_path):
+    """A real pool on a clock the test steps a minute (one tick) at a time; its files dropped as its hours pass."""
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (tmp_path / "fleet.toml").write_text(CONFIG.format(silent=SILENT_AFTER_S, drop=drop))
+    clock = StepClock(T0)
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    svc = Service(load_service_config(tmp_path / "fleet.toml"), open_repository(db), clock)
+    return svc, clock, drop, db
+
+
+def _tick(svc) -> None:
+    for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+
+
+def test_a_silent_warm_card_and_a_released_card_still_serving_are_flagged(pool, capsys):
+    svc, clock, drop, db = pool
+    for h in range(-3, 0):
+        _drop_hour(drop, h, RATES)
+    # gpu-a, the best card, warm from hour 0, sends nothing in hours 2 and 3, then serves again from hour 4 though
+    # released by then; every other card keeps sending, warm or not. A tick once its hour's file is in.
+    last_a = T0 + 1 * HOUR_S + 120
+    ticks = []
+    for h in range(0, 5):
+        _drop_hour(drop, h, [c for c in RATES if c != "gpu-a" or h <= 1 or h >= 4])
+        clock.t = T0 + h * HOUR_S + 400
+        ticks.append(int(clock.t))
+        _tick(svc)
+    assert svc.store.run_set_at(T0 + HOUR_S) == {"gpu-a", "gpu-d"}  # the best tokens per dollar
+    sizes = {r.ts: r.detail for r in svc.store.decisions(kinds=["size"])}
+
+    # Flagged at the first tick at which the feed's newest telemetry is more than silent_after_s past gpu-a's last:
+    # hour 3's (at 02:00 the gap is exactly silent_after_s).
+    records = svc.store.decisions(kinds=["reconcile"])
+    seen = {(r.card_key, r.detail["mismatch"]): r for r in records if r.detail["state"] == "seen"}
+    first = min(t for t in ticks if (t // HOUR_S * HOUR_S + 120) - last_a > SILENT_AFTER_S)
+    assert seen[("gpu-a", SILENT)].ts == first == T0 + 3 * HOUR_S + 400
+    # The hour decided then leaves it out of the capacity, releases it with that said, and sizes a replacement.
+    assert "gpu-a" not in sizes[T0 + 2 * HOUR_S].get("not_counted", {})
+    assert "no telemetry since" in sizes[T0 + 3 * HOUR_S]["not_counted"]["gpu-a"]
+    after = svc.store.run_set_at(T0 + 3 * HOUR_S)
+    assert "gpu-a" not in after and "gpu-d" in after and len(after) == 2
+    (rel_a,) = svc.store.decisions(kinds=["release"], card_key="gpu-a")
+    assert rel_a.ts == T0 + 3 * HOUR_S and "not serving" in rel_a.reason and rel_a.acted_ts is not None
+    # Released, gpu-a is no longer warm in the journal (silent cleared); serving again after its release took
+    # effect, it is flagged as still serving at the first tick that hears it.
+    assert seen[("gpu-a", STILL_SERVING)].ts == T0 + 4 * HOUR_S + 400
+    states = [(r.detail["mismatch"], r.detail["state"]) for r in records if r.card_key == "gpu-a"]
+    assert states == [(SILENT, "seen"), (SILENT, "cleared"), (STILL_SERVING, "seen")]  # one record per change
+    n = len(records)
+    clock.t += 60
+    _tick(svc)  # nothing changed (gpu-a's 2-hour score is still empty: it is not added back): nothing more journaled
+    assert len(svc.store.decisions(kinds=["reconcile"])) == n
+
+    snap = svc.metrics_job()
+    assert snap.reconcile_mismatches == {SILENT: 0, STILL_SERVING: 1}
+    code, out, err = run_cli(capsys, "status", "--db", db, "--json")
+    assert code == 0, err
+    assert [(m["card"], m["kind"]) for m in json.loads(out)["reconcile"]] == [("gpu-a", STILL_SERVING)]
+    code, out, err = run_cli(capsys, "status", "--db", db)
+    assert "journal and pool disagree (1)" in out and "gpu-a: still-serving" in out
+    code, out, err = run_cli(capsys, "journal", "--db", db, "--kind", "reconcile", "--json")
+    assert code == 0 and [e["reason"].split(":")[0] for e in json.loads(out)] == ["still-serving", "silent cleared", "silent"]
+
+
+def test_a_silent_card_that_is_heard_again_is_cleared(pool):
+    svc, clock, drop, db = pool
+    from fleet.service.reconcile import Reconciler
+
+    for h in range(-3, 2):
+        _drop_hour(drop, h, RATES)
+    clock.t = T0 + 1 * HOUR_S + 400
+    _tick(svc)
+    warm = svc.store.run_set_at(int(clock.t))
+    card = sorted(warm)[0]
+    others = [c for c in RATES if c != card]
+    for h in range(2, 4):
+        _drop_hour(drop, h, others)
+    clock.t = T0 + 3 * HOUR_S + 200
+    svc.ingest_job()
+    check = Reconciler(svc.store, svc.repo.engine, clock, SILENT_AFTER_S)  # the check alone: no decision moves it
+    assert check.run() == 1
+    assert check.run() == 0
+    _drop_hour(drop, 4, RATES)
+    clock.t = T0 + 4 * HOUR_S + 400
+    svc.ingest_job()
+    assert check.run() == 1
+    states = [r.detail["state"] for r in svc.store.decisions(kinds=["reconcile"], card_key=card)]
+    assert states == ["seen", "cleared"]
+
+
+def _row(key: str, kind: str, card: str, reason: str = "") -> JournalRow:
+    return JournalRow(1, key, T0, kind, card, reason, {}, None)
+
+
+@pytest.mark.parametrize(
+    "case, journal_open, not_carried, retired, silent, evicted, cards, left_out, put_back",
+    [
+        ("an add set aside: not running", {"a", "b"}, {"a": _row("k:add:a", "add", "a")}, {}, {}, set(),
+         {"b"}, {"a"}, set()),
+        ("a release set aside: still running", {"b"}, {"a": _row("k:release:a", "release", "a")}, {}, {}, set(),
+         {"a", "b"}, set(), {"a"}),
+        ("an evicted card whose release was set aside stays out", {"b"}, {"a": _row("k:release:a", "release", "a")},
+         {}, {}, {"a"}, {"b"}, set(), set()),
+        ("retired by hand: out", {"a", "b"}, {}, {"a": _row("retire:a", "retire", "a", "gone")}, {}, set(),
+         {"b"}, {"a"}, set()),
+        ("silent: out", {"a", "b"}, {}, {}, {"b": "not serving"}, set(), {"a"}, {"b"}, set()),
+    ],
+)
+def test_known_run_set(case, journal_open, not_carried, retired, silent, evicted, cards, left_out, put_back):
+    from fleet.service.reconcile import known_run_set
+
+    known = known_run_set(journal_open, not_carried, retired, silent, evicted)
+    assert (set(known.cards), set(known.left_out), set(known.put_back)) == (cards, left_out, put_back), case
+    assert set(retired) | set(silent) <= known.ineligible
+
+
+@pytest.mark.parametrize("value", ["0", "-5", '"two hours"'])
+def test_silent_after_s_is_validated(tmp_path, value):
+    from fleet.core.errors import ConfigError
+    from fleet.service.config import load_service_config
+
+    (tmp_path / "f.toml").write_text(f"[reconcile]\nsilent_after_s = {value}\n")
+    with pytest.raises(ConfigError, match="silent_after_s"):
+        load_service_config(tmp_path / "f.toml")
+    (tmp_path / "g.toml").write_text("[reconcile]\nsilent_after = 60\n")
+    with pytest.raises(ConfigError, match="silent_after"):
+        load_service_config(tmp_path / "g.toml")
+    assert load_service_config(None).reconcile.silent_after_s == 7200
