@@ -175,7 +175,8 @@ def run_takeovers(tmp_path: Path, preset: str, speed: float, hold_at: list[int],
 
 
 LEAD = re.compile(r"leader: (\S+) holds the store's lease \(epoch (\d+)\) from (\S+?)Z"
-                  r"(?:; took over from (\S+) \(epoch (\d+)\) (-?[\d.]+) s after its lease expired)?")
+                  r"(?:; took over from (\S+) \(epoch (\d+)\)(?: (-?[\d.]+) s after its lease expired|, which released it))?")
+"""A lease taken from a leader that expired (the time after its expiry given) or released it (taken at once)."""
 
 
 @dataclass(frozen=True)
@@ -211,11 +212,12 @@ def check_month(run: dict) -> None:
     assert [x.epoch for x in taken] == list(range(1, len(taken) + 1))
     for prev, x in zip(taken, taken[1:]):
         assert (x.from_tag, x.from_epoch) == (prev.tag, prev.epoch) and x.tag != prev.tag
-        assert x.after_expiry_s >= 0
+        assert x.after_expiry_s is None or x.after_expiry_s >= 0  # None: released, taken at once
     # Each kill: the killed leader's lease was taken by the other process; the time it took printed.
     for i, (k, t_kill, victim, before) in enumerate(takeovers):
         assert pids[pid_of(before.holder)] == victim
         x = next(x for x in taken if x.epoch == before.epoch + 1)
+        assert x.after_expiry_s is not None, "a killed leader releases nothing: its lease expires"
         kill_to_lead = x.at_ts - t_kill
         print(f"takeover {i + 1} (action {k} in flight): {victim} (epoch {before.epoch}) -> {x.tag} (epoch {x.epoch}): "
               f"{kill_to_lead:.2f} s after the kill, {x.after_expiry_s:.2f} s after the lease expired")
