@@ -20,7 +20,7 @@ from sqlalchemy import Engine, text
 
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.demand import DemandHour, demand_hours
-from storage.values import HourFigures, JournalEntry, JournalRow
+from storage.values import HourFigures, JournalEntry, JournalRow, ScoreColumn
 
 __all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
 
@@ -47,25 +47,57 @@ class ServiceStore:
 
     def record_scores(self, hour_scores: Sequence[tuple[int, int, Mapping[str, tuple[float, float]]]]) -> None:
         """Scores of several hours in one transaction: (hour ts, window hours, card key → (score_tps, tokens_per_usd)).
-        A rerun replaces them."""
-        ids = self._ids({k for _, _, sc in hour_scores for k in sc})
-        rows = [(ids[k], int(h), int(w), float(v[0]), float(v[1])) for h, w, sc in hour_scores for k, v in sc.items()]
-        if not rows:
+        A rerun replaces them. A `ScoreColumn` is written from its arrays; on PostgreSQL (psycopg 3) the rows go in by
+        one COPY, elsewhere by one executemany of tuples (not a dict per row)."""
+        card_id, hour_ts, window_hours, score, tpd = self._score_arrays(hour_scores)
+        if not len(card_id):
             return
-        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
-        if mark is None:
-            raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
+        order = np.lexsort((card_id, window_hours, hour_ts))  # the table's key order: an hour's rows appended together
+        rows = list(zip(card_id[order].tolist(), hour_ts[order].tolist(), window_hours[order].tolist(),
+                        score[order].tolist(), tpd[order].tolist()))
+        upsert = ("INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) {source} "
+                  "ON CONFLICT (hour_ts, window_hours, card_id) DO UPDATE SET score_tps = excluded.score_tps, "
+                  "tokens_per_usd = excluded.tokens_per_usd")
         with self.engine.begin() as conn:
-            # One executemany on the driver's cursor: a statement's parameters bound as tuples, not a dict per row.
             cur = conn.connection.driver_connection.cursor()
-            cur.executemany(
-                "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) "
-                f"VALUES ({', '.join([mark] * 5)}) "
-                "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, "
-                "tokens_per_usd = excluded.tokens_per_usd",
-                rows,
-            )
-            cur.close()
+            try:
+                if self.engine.dialect.driver == "psycopg":
+                    cur.execute("CREATE TEMPORARY TABLE scores_in (card_id integer, hour_ts bigint, window_hours integer, "
+                                "score_tps double precision, tokens_per_usd double precision) ON COMMIT DROP")
+                    with cur.copy("COPY scores_in (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) FROM STDIN") as cp:
+                        for row in rows:
+                            cp.write_row(row)
+                    cur.execute(upsert.format(source="SELECT * FROM scores_in"))
+                else:
+                    mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
+                    if mark is None:
+                        raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
+                    cur.executemany(upsert.format(source=f"VALUES ({', '.join([mark] * 5)})"), rows)
+            finally:
+                cur.close()
+
+    def _score_arrays(self, hour_scores) -> tuple[np.ndarray, ...]:
+        """(card id, hour ts, window hours, score_tps, tokens_per_usd) of every row, as arrays; the last of a
+        repeated (card, hour, window) wins, as it would row by row."""
+        parts = []
+        plain = [sc for _, _, sc in hour_scores if not isinstance(sc, ScoreColumn)]
+        ids = self._ids({k for sc in plain for k in sc}) if plain else {}
+        for h, w, sc in hour_scores:
+            if isinstance(sc, ScoreColumn):
+                cid, v, t = sc.arrays()
+            else:
+                cid = np.array([ids[k] for k in sc], dtype=np.int64)
+                v = np.array([float(x[0]) for x in sc.values()], dtype=np.float64)
+                t = np.array([float(x[1]) for x in sc.values()], dtype=np.float64)
+            parts.append((cid, np.full(len(cid), int(h), np.int64), np.full(len(cid), int(w), np.int64), v, t))
+        if not parts:
+            return tuple(np.empty(0) for _ in range(5))
+        cols = [np.concatenate(c) for c in zip(*parts)]
+        key = np.stack(cols[:3])
+        # Keep the last of each (card, hour, window): unique over the reversed rows keeps each key's last row.
+        _, last = np.unique(key[:, ::-1], axis=1, return_index=True)
+        keep = np.sort(len(cols[0]) - 1 - last)
+        return tuple(c[keep] for c in cols)
 
     def journal_hour(
         self,
