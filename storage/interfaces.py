@@ -82,7 +82,8 @@ class JournalStore(Protocol):
         """One hour's decisions with the run-set intervals they open and close and the cards they retire, all or
         nothing; False (nothing written) if the hour is journaled already."""
 
-    def mark_acted(self, decision_id: int, ts: int) -> bool: ...
+    def mark_acted_many(self, decision_ids: Sequence[int], ts: int) -> int:
+        """A batch of decisions carried out, marked in one transaction; how many were not marked already."""
 
     def unacted(self) -> list[JournalRow]: ...
 

@@ -16,7 +16,7 @@ import json
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, bindparam, text
 
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.demand import DemandHour, demand_hours
@@ -149,13 +149,16 @@ class ServiceStore:
                 )
         return True
 
-    def mark_acted(self, decision_id: int, ts: int) -> bool:
-        """Record that a decision was carried out; False if it already was (it is never marked twice)."""
+    def mark_acted_many(self, decision_ids: Sequence[int], ts: int) -> int:
+        """Record a batch of decisions carried out, in one transaction; returns how many were not marked already."""
+        if not decision_ids:
+            return 0
         with self.engine.begin() as conn:
-            n = conn.execute(
-                text("UPDATE decisions SET acted_ts = :t WHERE id = :i AND acted_ts IS NULL"), {"t": ts, "i": decision_id}
+            return conn.execute(
+                text("UPDATE decisions SET acted_ts = :t WHERE id IN :ids AND acted_ts IS NULL").bindparams(
+                    bindparam("ids", expanding=True)),
+                {"t": int(ts), "ids": [int(i) for i in decision_ids]},
             ).rowcount
-        return n == 1
 
     _ROW_SQL = (
         "SELECT d.id, d.decision_key, d.ts, d.kind, c.card_key, d.reason, d.detail_json, d.acted_ts "

@@ -33,6 +33,9 @@ ACTIONS = ("evict", "release", "add")
 SET_ASIDE_KINDS = ("act-failed", "act-expired")
 """Records that close an action that was not carried out: set aside after its tries, or expired."""
 
+ACT_BATCH_SIZE = 100
+"""Actions marked acted in one transaction: the most a crash between acting and marking offers again."""
+
 ACT_OUTCOMES = ("done", "retried", "set-aside", "expired")
 """The labels of `fleet_actions_total{outcome}`, known up front so the series exist from the first scrape."""
 
@@ -88,13 +91,35 @@ class LogLimiter:
         log.warning(msg, *args)
 
 
+class _Marks:
+    """Decisions carried out (and records with nothing to carry out) waiting to be marked acted, one batch at a time."""
+
+    def __init__(self, store, now: Callable[[], float]):
+        self.store, self.now = store, now
+        self.ids: list[int] = []
+        self.records = 0  # how many of `ids` are records, not actions
+        self.acted = 0  # actions marked so far
+
+    def add(self, decision_id: int, action: bool) -> None:
+        self.ids.append(decision_id)
+        self.records += not action
+
+    def flush(self) -> None:
+        """Mark the batch in one transaction. An action a standby marked meanwhile is not counted twice."""
+        if self.ids:
+            marked = self.store.mark_acted_many(self.ids, int(self.now()))
+            self.acted += max(0, marked - self.records)
+        self.ids, self.records = [], 0
+
+
 class Acting:
     """The acting passes over one store and actuator; keeps each failing action's tries between passes."""
 
     def __init__(self, store, actuator, now: Callable[[], float], rules: RetryRules | None = None,
                  rng: random.Random | None = None, limiter: LogLimiter | None = None,
-                 wall_seconds: Callable[[float], float] = lambda s: s):
+                 wall_seconds: Callable[[float], float] = lambda s: s, batch_size: int = ACT_BATCH_SIZE):
         self.store = store
+        self.batch_size = max(1, int(batch_size))
         self.wall_seconds = wall_seconds  # a simulation's clock seconds as wall seconds: lateness is judged on the wall
         self.actuator = actuator
         self.now = now
@@ -106,15 +131,32 @@ class Acting:
 
     def run_pass(self, stop: Callable[[], bool] = lambda: False, epoch: int | None = None) -> ActOutcome:
         """One pass over the unacted, not set-aside decisions in journal order, under lease `epoch`; stops as soon
-        as `stop()` says so (checked before each action) or the actuator is stopping."""
-        acted = failed = retried = set_aside = n_expired = 0
+        as `stop()` says so (checked before each action) or the actuator is stopping.
+
+        What was carried out is marked in batches of `batch_size`, one transaction each (and whatever is left when
+        the pass ends, however it ends): a crash between acting and marking offers at most one batch again, each
+        action with its key, for the receiver to drop as a repeat."""
+        marks = _Marks(self.store, self.now)
+        try:
+            failed, error, retried, set_aside, n_expired = self._pass(stop, epoch, marks)
+        finally:
+            marks.flush()
+        acted = marks.acted
+        for name, n in (("done", acted), ("retried", retried), ("set-aside", set_aside), ("expired", n_expired)):
+            self.counts[name] += n
+        return ActOutcome(acted, failed, error, retried, set_aside, n_expired)
+
+    def _pass(self, stop: Callable[[], bool], epoch: int | None, marks: "_Marks") -> tuple:
+        failed = retried = set_aside = n_expired = 0
         error = None
         waiting: set[str] = set()  # cards with an earlier action still pending: their later ones wait
         for row in self.store.unacted():
             if stop():
                 break
+            if len(marks.ids) >= self.batch_size:
+                marks.flush()
             if row.kind not in ACTIONS:
-                self.store.mark_acted(row.id, int(self.now()))
+                marks.add(row.id, action=False)
                 continue
             card = row.card_key or ""
             if card in waiting:
@@ -151,11 +193,8 @@ class Acting:
                     set_aside += 1
                 continue
             self.tries.pop(row.id, None)
-            if self.store.mark_acted(row.id, int(self.now())):
-                acted += 1
-        for name, n in (("done", acted), ("retried", retried), ("set-aside", set_aside), ("expired", n_expired)):
-            self.counts[name] += n
-        return ActOutcome(acted, failed, error, retried, set_aside, n_expired)
+            marks.add(row.id, action=True)
+        return failed, error, retried, set_aside, n_expired
 
     def _close(self, row: JournalRow, kind: str, reason: str, now: float, tries: Tries | None = None,
                outcome: str = PERMANENT) -> None:
