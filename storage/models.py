@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 TIMESTAMP = BigInteger().with_variant(Integer(), "sqlite")
@@ -164,7 +165,12 @@ class Decision(Base):
     """
 
     __tablename__ = "decisions"
-    __table_args__ = (Index("ix_decisions_ts", "ts"), Index("ix_decisions_card_ts", "card_id", "ts"))
+    __table_args__ = (
+        Index("ix_decisions_ts", "ts"),
+        Index("ix_decisions_card_ts", "card_id", "ts"),
+        # The acting pass's question, answered from the few not acted on (revision 0007).
+        Index("ix_decisions_unacted", "id", sqlite_where=text("acted_ts IS NULL"), postgresql_where=text("acted_ts IS NULL")),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     ts: Mapped[int] = mapped_column(TIMESTAMP)
