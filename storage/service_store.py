@@ -69,10 +69,7 @@ class ServiceStore:
                             cp.write_row(row)
                     cur.execute(upsert.format(source="SELECT * FROM scores_in"))
                 else:
-                    mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
-                    if mark is None:
-                        raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
-                    cur.executemany(upsert.format(source=f"VALUES ({', '.join([mark] * 5)})"), rows)
+                    cur.executemany(upsert.format(source=f"VALUES ({', '.join([self._mark()] * 5)})"), rows)
             finally:
                 cur.close()
 
@@ -173,10 +170,11 @@ class ServiceStore:
     _OPEN = (" WHERE d.acted_ts IS NULL AND NOT EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN "
              r"(d.decision_key || '\:act-failed', d.decision_key || '\:act-expired'))")  # \: a colon, not a bind
 
-    def unacted(self) -> list[JournalRow]:
-        """Journaled decisions not yet carried out nor set aside, in the order they were journaled."""
+    def unacted(self, from_id: int = 0) -> list[JournalRow]:
+        """Journaled decisions not yet carried out nor set aside, in the order they were journaled; those from id
+        `from_id` on (an acting pass skips what an earlier one closed: set-aside decisions stay unacted for good)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(text(self._ROW_SQL + self._OPEN + " ORDER BY d.id")).all()
+            rows = conn.execute(text(self._ROW_SQL + self._OPEN + " AND d.id >= :lo ORDER BY d.id"), {"lo": int(from_id)}).all()
         return [self._row(r) for r in rows]
 
     def set_aside(self, entry: JournalEntry) -> bool:
@@ -373,22 +371,34 @@ class ServiceStore:
         a few rows per card rather than a pass over the table; no frame, no row objects kept.
         """
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
+            # The driver's own tuples, not SQLAlchemy rows: the score job reads one row per card every hour.
+            cur = conn.connection.driver_connection.cursor()
+            try:
+                cur.execute(
                     "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum, r.busy_count, r.busy_fraction_sum, "
-                    "r.busy_tokens_per_s_sum FROM cards c "
-                    "CROSS JOIN hourly_rollups r WHERE r.card_id = c.id AND r.hour_ts >= :lo AND r.hour_ts < :hi"
-                ),
-                {"lo": int(since_ts), "hi": int(until_ts)},
-            ).all()
+                    "r.busy_tokens_per_s_sum FROM cards c CROSS JOIN hourly_rollups r "
+                    f"WHERE r.card_id = c.id AND r.hour_ts >= {self._mark()} AND r.hour_ts < {self._mark()}",
+                    (int(since_ts), int(until_ts)),
+                )
+                rows = cur.fetchall()
+            finally:
+                cur.close()
         if not rows:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
-        card_id, hour_ts, count, tps_sum, busy_n, busy_sum, busy_tps_sum = zip(*rows)
+        ids = np.array([r[:2] for r in rows], dtype=np.int64)  # exact, whatever their size
+        card_id, hour_ts = ids[:, 0], ids[:, 1]
+        count, tps_sum, busy_n, busy_sum, busy_tps_sum = np.array([r[2:] for r in rows], dtype=np.float64).T
         with np.errstate(divide="ignore", invalid="ignore"):
-            mean = np.array(tps_sum, dtype=np.float64) / np.array(count, dtype=np.float64)
-        busy = busy_rate_tps(np.array(busy_sum, dtype=np.float64), np.array(busy_n, dtype=np.float64),
-                             np.array(busy_tps_sum, dtype=np.float64), busy_floor)
-        return np.array(card_id, dtype=np.int64), np.array(hour_ts, dtype=np.int64), np.where(np.isnan(busy), mean, busy)
+            mean = tps_sum / count
+        busy = busy_rate_tps(busy_sum, busy_n, busy_tps_sum, busy_floor)
+        return card_id, hour_ts, np.where(np.isnan(busy), mean, busy)
+
+    def _mark(self) -> str:
+        """The driver's placeholder, for a statement run on its own cursor (parameters are still bound, never inlined)."""
+        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
+        if mark is None:
+            raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
+        return mark
 
     def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
         """Each hour in [since_ts, until_ts) with a part of its demand measured (`storage.demand`)."""
