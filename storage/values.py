@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import abc
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Mapping
 
 if TYPE_CHECKING:
@@ -165,14 +166,14 @@ class ScoreColumn(abc.Mapping):
         return (self.card_ids[r].astype(np.int64), self.score_tps[r].astype(np.float64),
                 self.tokens_per_usd[r].astype(np.float64))
 
-    def __getitem__(self, key: str) -> tuple[float, float]:
-        import numpy as np
+    @cached_property
+    def _by_key(self) -> dict[str, tuple[float, float]]:
+        """The plain mapping, built on first look-up only (the store never needs it)."""
+        _, score, tpd = self.arrays()
+        return dict(zip((self.card_keys[i] for i in self.rows.tolist()), zip(score.tolist(), tpd.tolist())))
 
-        at = np.flatnonzero(np.asarray(self.card_keys, dtype=object)[self.rows] == key)
-        if not len(at):
-            raise KeyError(key)
-        i = int(self.rows[at[0]])
-        return float(self.score_tps[i]), float(self.tokens_per_usd[i])
+    def __getitem__(self, key: str) -> tuple[float, float]:
+        return self._by_key[key]
 
     def __iter__(self):
         return (self.card_keys[i] for i in self.rows.tolist())
