@@ -16,10 +16,12 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Text,
     UniqueConstraint,
 )
+from sqlalchemy import text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 TIMESTAMP = BigInteger().with_variant(Integer(), "sqlite")
@@ -129,14 +131,15 @@ class HourlyRollup(Base):
 
 
 class Score(Base):
-    """A card's windowed rate at an hour, and its tokens per dollar."""
+    """A card's windowed rate at an hour, and its tokens per dollar. Keyed by hour first: an hour's rows are written
+    together and read together (revision 0007)."""
 
     __tablename__ = "scores"
-    __table_args__ = (Index("ix_scores_hour_window", "hour_ts", "window_hours"), {"sqlite_with_rowid": False})
+    __table_args__ = (PrimaryKeyConstraint("hour_ts", "window_hours", "card_id"), {"sqlite_with_rowid": False})
 
-    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
-    hour_ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True)
-    window_hours: Mapped[int] = mapped_column(Integer, primary_key=True)
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"))
+    hour_ts: Mapped[int] = mapped_column(TIMESTAMP)
+    window_hours: Mapped[int] = mapped_column(Integer)
     score_tps: Mapped[float] = mapped_column(Float)
     tokens_per_usd: Mapped[float] = mapped_column(Float)
 
@@ -162,7 +165,12 @@ class Decision(Base):
     """
 
     __tablename__ = "decisions"
-    __table_args__ = (Index("ix_decisions_ts", "ts"), Index("ix_decisions_card_ts", "card_id", "ts"))
+    __table_args__ = (
+        Index("ix_decisions_ts", "ts"),
+        Index("ix_decisions_card_ts", "card_id", "ts"),
+        # The acting pass's question, answered from the few not acted on (revision 0007).
+        Index("ix_decisions_unacted", "id", sqlite_where=text("acted_ts IS NULL"), postgresql_where=text("acted_ts IS NULL")),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     ts: Mapped[int] = mapped_column(TIMESTAMP)

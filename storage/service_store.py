@@ -16,11 +16,11 @@ import json
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, bindparam, text
 
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.demand import DemandHour, demand_hours
-from storage.values import HourFigures, JournalEntry, JournalRow
+from storage.values import HourFigures, JournalEntry, JournalRow, ScoreColumn
 
 __all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
 
@@ -47,25 +47,54 @@ class ServiceStore:
 
     def record_scores(self, hour_scores: Sequence[tuple[int, int, Mapping[str, tuple[float, float]]]]) -> None:
         """Scores of several hours in one transaction: (hour ts, window hours, card key → (score_tps, tokens_per_usd)).
-        A rerun replaces them."""
-        ids = self._ids({k for _, _, sc in hour_scores for k in sc})
-        rows = [(ids[k], int(h), int(w), float(v[0]), float(v[1])) for h, w, sc in hour_scores for k, v in sc.items()]
-        if not rows:
+        A rerun replaces them. A `ScoreColumn` is written from its arrays; on PostgreSQL (psycopg 3) the rows go in by
+        one COPY, elsewhere by one executemany of tuples (not a dict per row)."""
+        card_id, hour_ts, window_hours, score, tpd = self._score_arrays(hour_scores)
+        if not len(card_id):
             return
-        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
-        if mark is None:
-            raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
+        order = np.lexsort((card_id, window_hours, hour_ts))  # the table's key order: an hour's rows appended together
+        rows = list(zip(card_id[order].tolist(), hour_ts[order].tolist(), window_hours[order].tolist(),
+                        score[order].tolist(), tpd[order].tolist()))
+        upsert = ("INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) {source} "
+                  "ON CONFLICT (hour_ts, window_hours, card_id) DO UPDATE SET score_tps = excluded.score_tps, "
+                  "tokens_per_usd = excluded.tokens_per_usd")
         with self.engine.begin() as conn:
-            # One executemany on the driver's cursor: a statement's parameters bound as tuples, not a dict per row.
             cur = conn.connection.driver_connection.cursor()
-            cur.executemany(
-                "INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) "
-                f"VALUES ({', '.join([mark] * 5)}) "
-                "ON CONFLICT (card_id, hour_ts, window_hours) DO UPDATE SET score_tps = excluded.score_tps, "
-                "tokens_per_usd = excluded.tokens_per_usd",
-                rows,
-            )
-            cur.close()
+            try:
+                if self.engine.dialect.driver == "psycopg":
+                    cur.execute("CREATE TEMPORARY TABLE scores_in (card_id integer, hour_ts bigint, window_hours integer, "
+                                "score_tps double precision, tokens_per_usd double precision) ON COMMIT DROP")
+                    with cur.copy("COPY scores_in (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) FROM STDIN") as cp:
+                        for row in rows:
+                            cp.write_row(row)
+                    cur.execute(upsert.format(source="SELECT * FROM scores_in"))
+                else:
+                    cur.executemany(upsert.format(source=f"VALUES ({', '.join([self._mark()] * 5)})"), rows)
+            finally:
+                cur.close()
+
+    def _score_arrays(self, hour_scores) -> tuple[np.ndarray, ...]:
+        """(card id, hour ts, window hours, score_tps, tokens_per_usd) of every row, as arrays; the last of a
+        repeated (card, hour, window) wins, as it would row by row."""
+        parts = []
+        plain = [sc for _, _, sc in hour_scores if not isinstance(sc, ScoreColumn)]
+        ids = self._ids({k for sc in plain for k in sc}) if plain else {}
+        for h, w, sc in hour_scores:
+            if isinstance(sc, ScoreColumn):
+                cid, v, t = sc.arrays()
+            else:
+                cid = np.array([ids[k] for k in sc], dtype=np.int64)
+                v = np.array([float(x[0]) for x in sc.values()], dtype=np.float64)
+                t = np.array([float(x[1]) for x in sc.values()], dtype=np.float64)
+            parts.append((cid, np.full(len(cid), int(h), np.int64), np.full(len(cid), int(w), np.int64), v, t))
+        if not parts:
+            return tuple(np.empty(0) for _ in range(5))
+        cols = [np.concatenate(c) for c in zip(*parts)]
+        key = np.stack(cols[:3])
+        # Keep the last of each (card, hour, window): unique over the reversed rows keeps each key's last row.
+        _, last = np.unique(key[:, ::-1], axis=1, return_index=True)
+        keep = np.sort(len(cols[0]) - 1 - last)
+        return tuple(c[keep] for c in cols)
 
     def journal_hour(
         self,
@@ -117,13 +146,16 @@ class ServiceStore:
                 )
         return True
 
-    def mark_acted(self, decision_id: int, ts: int) -> bool:
-        """Record that a decision was carried out; False if it already was (it is never marked twice)."""
+    def mark_acted_many(self, decision_ids: Sequence[int], ts: int) -> int:
+        """Record a batch of decisions carried out, in one transaction; returns how many were not marked already."""
+        if not decision_ids:
+            return 0
         with self.engine.begin() as conn:
-            n = conn.execute(
-                text("UPDATE decisions SET acted_ts = :t WHERE id = :i AND acted_ts IS NULL"), {"t": ts, "i": decision_id}
+            return conn.execute(
+                text("UPDATE decisions SET acted_ts = :t WHERE id IN :ids AND acted_ts IS NULL").bindparams(
+                    bindparam("ids", expanding=True)),
+                {"t": int(ts), "ids": [int(i) for i in decision_ids]},
             ).rowcount
-        return n == 1
 
     _ROW_SQL = (
         "SELECT d.id, d.decision_key, d.ts, d.kind, c.card_key, d.reason, d.detail_json, d.acted_ts "
@@ -138,10 +170,11 @@ class ServiceStore:
     _OPEN = (" WHERE d.acted_ts IS NULL AND NOT EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN "
              r"(d.decision_key || '\:act-failed', d.decision_key || '\:act-expired'))")  # \: a colon, not a bind
 
-    def unacted(self) -> list[JournalRow]:
-        """Journaled decisions not yet carried out nor set aside, in the order they were journaled."""
+    def unacted(self, from_id: int = 0) -> list[JournalRow]:
+        """Journaled decisions not yet carried out nor set aside, in the order they were journaled; those from id
+        `from_id` on (an acting pass skips what an earlier one closed: set-aside decisions stay unacted for good)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(text(self._ROW_SQL + self._OPEN + " ORDER BY d.id")).all()
+            rows = conn.execute(text(self._ROW_SQL + self._OPEN + " AND d.id >= :lo ORDER BY d.id"), {"lo": int(from_id)}).all()
         return [self._row(r) for r in rows]
 
     def set_aside(self, entry: JournalEntry) -> bool:
@@ -338,22 +371,34 @@ class ServiceStore:
         a few rows per card rather than a pass over the table; no frame, no row objects kept.
         """
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
+            # The driver's own tuples, not SQLAlchemy rows: the score job reads one row per card every hour.
+            cur = conn.connection.driver_connection.cursor()
+            try:
+                cur.execute(
                     "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum, r.busy_count, r.busy_fraction_sum, "
-                    "r.busy_tokens_per_s_sum FROM cards c "
-                    "CROSS JOIN hourly_rollups r WHERE r.card_id = c.id AND r.hour_ts >= :lo AND r.hour_ts < :hi"
-                ),
-                {"lo": int(since_ts), "hi": int(until_ts)},
-            ).all()
+                    "r.busy_tokens_per_s_sum FROM cards c CROSS JOIN hourly_rollups r "
+                    f"WHERE r.card_id = c.id AND r.hour_ts >= {self._mark()} AND r.hour_ts < {self._mark()}",
+                    (int(since_ts), int(until_ts)),
+                )
+                rows = cur.fetchall()
+            finally:
+                cur.close()
         if not rows:
             return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
-        card_id, hour_ts, count, tps_sum, busy_n, busy_sum, busy_tps_sum = zip(*rows)
+        ids = np.array([r[:2] for r in rows], dtype=np.int64)  # exact, whatever their size
+        card_id, hour_ts = ids[:, 0], ids[:, 1]
+        count, tps_sum, busy_n, busy_sum, busy_tps_sum = np.array([r[2:] for r in rows], dtype=np.float64).T
         with np.errstate(divide="ignore", invalid="ignore"):
-            mean = np.array(tps_sum, dtype=np.float64) / np.array(count, dtype=np.float64)
-        busy = busy_rate_tps(np.array(busy_sum, dtype=np.float64), np.array(busy_n, dtype=np.float64),
-                             np.array(busy_tps_sum, dtype=np.float64), busy_floor)
-        return np.array(card_id, dtype=np.int64), np.array(hour_ts, dtype=np.int64), np.where(np.isnan(busy), mean, busy)
+            mean = tps_sum / count
+        busy = busy_rate_tps(busy_sum, busy_n, busy_tps_sum, busy_floor)
+        return card_id, hour_ts, np.where(np.isnan(busy), mean, busy)
+
+    def _mark(self) -> str:
+        """The driver's placeholder, for a statement run on its own cursor (parameters are still bound, never inlined)."""
+        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
+        if mark is None:
+            raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
+        return mark
 
     def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
         """Each hour in [since_ts, until_ts) with a part of its demand measured (`storage.demand`)."""

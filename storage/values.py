@@ -10,7 +10,9 @@ SQLAlchemy nor pandas.
 
 from __future__ import annotations
 
+from collections import abc
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 if TYPE_CHECKING:
@@ -148,3 +150,39 @@ class HourFigures:
     evictions: int
     wrong_evictions: int
     demand_measured_tps: float | None = None  # the demand the hour had, once it is over (None: none measured)
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreColumn(abc.Mapping):
+    """One hour's scores through one window, as the score job's arrays: card key → (score_tps, tokens_per_usd) for
+    the pool's rows `rows`. A Mapping like any other hour of `record_scores`, but the store writes it from the
+    arrays (`card_ids` are the store's ids of `card_keys`), without a Python object per card."""
+
+    card_keys: tuple[str, ...]
+    card_ids: np.ndarray  # (cards,) int64
+    rows: np.ndarray  # indices into card_keys / card_ids of the cards scored
+    score_tps: np.ndarray  # (cards,)
+    tokens_per_usd: np.ndarray  # (cards,)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(card id, score_tps, tokens_per_usd) of the cards scored, as int64 / float64."""
+        import numpy as np
+
+        r = self.rows
+        return (self.card_ids[r].astype(np.int64), self.score_tps[r].astype(np.float64),
+                self.tokens_per_usd[r].astype(np.float64))
+
+    @cached_property
+    def _by_key(self) -> dict[str, tuple[float, float]]:
+        """The plain mapping, built on first look-up only (the store never needs it)."""
+        _, score, tpd = self.arrays()
+        return dict(zip((self.card_keys[i] for i in self.rows.tolist()), zip(score.tolist(), tpd.tolist())))
+
+    def __getitem__(self, key: str) -> tuple[float, float]:
+        return self._by_key[key]
+
+    def __iter__(self):
+        return (self.card_keys[i] for i in self.rows.tolist())
+
+    def __len__(self) -> int:
+        return len(self.rows)

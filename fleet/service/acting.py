@@ -33,6 +33,12 @@ ACTIONS = ("evict", "release", "add")
 SET_ASIDE_KINDS = ("act-failed", "act-expired")
 """Records that close an action that was not carried out: set aside after its tries, or expired."""
 
+ACT_BATCH_SIZE = 100
+"""Actions marked acted in one transaction: the most a crash between acting and marking offers again."""
+
+FULL_READ_EVERY = 64
+"""Acting passes between reads of the whole journal's open decisions (the others start where the last one left off)."""
+
 ACT_OUTCOMES = ("done", "retried", "set-aside", "expired")
 """The labels of `fleet_actions_total{outcome}`, known up front so the series exist from the first scrape."""
 
@@ -88,13 +94,35 @@ class LogLimiter:
         log.warning(msg, *args)
 
 
+class _Marks:
+    """Decisions carried out (and records with nothing to carry out) waiting to be marked acted, one batch at a time."""
+
+    def __init__(self, store, now: Callable[[], float]):
+        self.store, self.now = store, now
+        self.ids: list[int] = []
+        self.records = 0  # how many of `ids` are records, not actions
+        self.acted = 0  # actions marked so far
+
+    def add(self, decision_id: int, action: bool) -> None:
+        self.ids.append(decision_id)
+        self.records += not action
+
+    def flush(self) -> None:
+        """Mark the batch in one transaction. An action a standby marked meanwhile is not counted twice."""
+        if self.ids:
+            marked = self.store.mark_acted_many(self.ids, int(self.now()))
+            self.acted += max(0, marked - self.records)
+        self.ids, self.records = [], 0
+
+
 class Acting:
     """The acting passes over one store and actuator; keeps each failing action's tries between passes."""
 
     def __init__(self, store, actuator, now: Callable[[], float], rules: RetryRules | None = None,
                  rng: random.Random | None = None, limiter: LogLimiter | None = None,
-                 wall_seconds: Callable[[float], float] = lambda s: s):
+                 wall_seconds: Callable[[float], float] = lambda s: s, batch_size: int = ACT_BATCH_SIZE):
         self.store = store
+        self.batch_size = max(1, int(batch_size))
         self.wall_seconds = wall_seconds  # a simulation's clock seconds as wall seconds: lateness is judged on the wall
         self.actuator = actuator
         self.now = now
@@ -103,21 +131,58 @@ class Acting:
         self.limiter = limiter or LogLimiter()
         self.tries: dict[int, Tries] = {}  # decision id -> its failed tries, while it waits for a retry
         self.counts = dict.fromkeys(ACT_OUTCOMES, 0)
+        # Where the next pass starts reading the journal: every decision before it was marked or closed by an earlier
+        # pass. Closed ones (set aside, expired) stay unacted for good, and re-reading them each pass grew with them.
+        # Read from the start again under a new epoch and every FULL_READ_EVERY passes, so a decision whose
+        # journaling committed late (a deposed leader's last hour) is never left behind.
+        self._from_id = 0
+        self._from_epoch: int | None = None
+        self._passes = 0
 
     def run_pass(self, stop: Callable[[], bool] = lambda: False, epoch: int | None = None) -> ActOutcome:
         """One pass over the unacted, not set-aside decisions in journal order, under lease `epoch`; stops as soon
-        as `stop()` says so (checked before each action) or the actuator is stopping."""
-        acted = failed = retried = set_aside = n_expired = 0
+        as `stop()` says so (checked before each action) or the actuator is stopping.
+
+        What was carried out is marked in batches of `batch_size`, one transaction each (and whatever is left when
+        the pass ends, however it ends): a crash between acting and marking offers at most one batch again, each
+        action with its key, for the receiver to drop as a repeat."""
+        marks = _Marks(self.store, self.now)
+        if epoch != self._from_epoch or self._passes % FULL_READ_EVERY == 0:
+            self._from_id, self._from_epoch = 0, epoch
+        self._passes += 1
+        try:
+            failed, error, retried, set_aside, n_expired, next_from = self._pass(stop, epoch, marks)
+        finally:
+            marks.flush()
+        self._from_id = next_from  # only once what it passed is marked
+        acted = marks.acted
+        for name, n in (("done", acted), ("retried", retried), ("set-aside", set_aside), ("expired", n_expired)):
+            self.counts[name] += n
+        return ActOutcome(acted, failed, error, retried, set_aside, n_expired)
+
+    def _pass(self, stop: Callable[[], bool], epoch: int | None, marks: "_Marks") -> tuple:
+        failed = retried = set_aside = n_expired = 0
         error = None
         waiting: set[str] = set()  # cards with an earlier action still pending: their later ones wait
-        for row in self.store.unacted():
+        rows = self.store.unacted(self._from_id)
+        first_open: list[int] = []  # the first decision this pass leaves open (stopped at, waiting, to be retried)
+
+        def keep(row: JournalRow) -> None:
+            if not first_open:
+                first_open.append(row.id)
+
+        for row in rows:
             if stop():
+                keep(row)
                 break
+            if len(marks.ids) >= self.batch_size:
+                marks.flush()
             if row.kind not in ACTIONS:
-                self.store.mark_acted(row.id, int(self.now()))
+                marks.add(row.id, action=False)
                 continue
             card = row.card_key or ""
             if card in waiting:
+                keep(row)
                 continue
             now = self.now()
             if expired(self.rules, row.ts, now, late_s=self.wall_seconds):
@@ -128,10 +193,12 @@ class Acting:
             before = self.tries.get(row.id)
             if before is not None and before.next_ts > now:
                 waiting.add(card)
+                keep(row)
                 continue
             try:
                 self.actuator.act(row, epoch)
             except ActuatorStopped:
+                keep(row)
                 break
             except ActuatorError as err:
                 failed += 1
@@ -140,6 +207,7 @@ class Acting:
                 if v.step == "retry":
                     self.tries[row.id] = v.tries
                     waiting.add(card)
+                    keep(row)
                     retried += 1
                     self.limiter.warning("decision %s not acted (try %d, %s; next in %.0f s): %s", row.key, v.tries.count,
                                          err.outcome, v.tries.next_ts - now, error)
@@ -151,11 +219,9 @@ class Acting:
                     set_aside += 1
                 continue
             self.tries.pop(row.id, None)
-            if self.store.mark_acted(row.id, int(self.now())):
-                acted += 1
-        for name, n in (("done", acted), ("retried", retried), ("set-aside", set_aside), ("expired", n_expired)):
-            self.counts[name] += n
-        return ActOutcome(acted, failed, error, retried, set_aside, n_expired)
+            marks.add(row.id, action=True)
+        next_from = first_open[0] if first_open else rows[-1].id + 1 if rows else self._from_id
+        return failed, error, retried, set_aside, n_expired, next_from
 
     def _close(self, row: JournalRow, kind: str, reason: str, now: float, tries: Tries | None = None,
                outcome: str = PERMANENT) -> None:

@@ -4,12 +4,13 @@ Every decision is journaled before anything acts on it: an hour's decisions and
 the run-set state they leave are written in one transaction, and only then does
 the actuator see them, one at a time, in journal order. Each decision has a
 deterministic key and an `acted_ts`; `act_pending` acts on journaled decisions
-whose `acted_ts` is still empty and marks each as soon as its action returns
-(a failed one is retried or set aside with a record: `acting.py`).
-So a restart acts on journaled-but-not-acted decisions once, and never on acted
-ones again. The one window left (the action returned, the process died before
-the mark) is closed by the receiver: commands and webhooks get the decision's key
-(`FLEET_DECISION_KEY`, the `Idempotency-Key` header) to drop a repeat.
+whose `acted_ts` is still empty and marks what it carried out in batches, one
+transaction each (a failed one is retried or set aside with a record: `acting.py`).
+So a restart acts on journaled-but-not-acted decisions, and never on marked
+ones again. The window left (actions returned, the process died before their
+batch was marked: at most `ACT_BATCH_SIZE` of them) is closed by the receiver:
+commands and webhooks get the decision's key (`FLEET_DECISION_KEY`, the
+`Idempotency-Key` header), the same on every offer, to drop a repeat.
 
 Actuators: `dry-run` (the default: log only), `command` (run a program per
 decision, the decision as JSON on stdin and in environment variables) and

@@ -23,6 +23,7 @@ from fleet.core.scores import windowed_scores
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from storage.busy import BUSY_FRACTION_FLOOR
+from storage.values import ScoreColumn
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore
@@ -129,7 +130,7 @@ class ScoreJob:
                 score = by_window[w][:, j]
                 tpd = tokens_per_dollar(score.astype(np.float64), rent)
                 have = np.flatnonzero(np.isfinite(score) & ((score > 0) if w == IN_DIP_KEY else True))
-                batch.append((ts, w, {keys[i]: (float(score[i]), float(tpd[i])) for i in have}))
+                batch.append((ts, w, ScoreColumn(keys, index.card_ids, have, score, tpd)))
                 scored.setdefault(ts, {})[w] = np.where(np.isfinite(score), score, np.float32(0))
         self.store.record_scores(batch)
         self._scored = ScoredHours(index, scored, allowance)

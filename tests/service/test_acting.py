@@ -132,6 +132,43 @@ def test_a_decision_too_late_is_expired_with_a_record_and_never_acted():
     assert rec.detail["decision_key"] == f"{T0}:add:a" and store.unacted() == []
 
 
+class Reads:
+    """A store that records where each acting pass starts reading the journal."""
+
+    def __init__(self, store):
+        self.store, self.from_ids = store, []
+
+    def unacted(self, from_id=0):
+        self.from_ids.append(from_id)
+        return self.store.unacted(from_id)
+
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+
+def test_a_pass_starts_where_the_last_left_an_action_open_and_a_new_epoch_reads_all():
+    """Closed decisions (expired, set aside) stay unacted for good: a pass reads from the first decision the last
+    one left open, not the whole journal, yet a decision waiting for its retry, and its card's later ones, are
+    read again; a new epoch reads from the start."""
+    store = _store({T0: [("add", "a")], T0 + 10 * HOUR: [("add", "b"), ("add", "c")], T0 + 11 * HOUR: [("add", "c")]})
+    reads = Reads(store)
+    clock = Clock(T0 + 11 * HOUR + 5)
+    act = Scripted(fail={f"{T0 + 10 * HOUR}:add:c": (TRANSIENT, 1)})
+    j = Journal(reads, act, clock, RetryRules(expire_after_s=6 * HOUR, first_backoff_s=60), rng=random.Random(7))
+    out = j.act_pending(epoch=1)
+    assert (out.acted, out.expired, out.retried) == (1, 1, 1)  # a expired, b done, c waits for its retry
+    waiting = next(r.id for r in store.unacted() if r.key == f"{T0 + 10 * HOUR}:add:c")
+    act.fail.clear()
+    clock.t += 3600
+    out = j.act_pending(epoch=1)
+    assert out.acted == 2 and reads.from_ids == [0, waiting]  # c and then its later action, in order
+    assert act.calls[-2:] == [f"{T0 + 10 * HOUR}:add:c", f"{T0 + 11 * HOUR}:add:c"]
+    last_action = max(r.id for r in store.decisions() if r.kind == "add")
+    j.act_pending(epoch=1)
+    j.act_pending(epoch=2)
+    assert reads.from_ids[2:] == [last_action + 1, 0] and store.unacted() == []
+
+
 def test_lateness_is_judged_in_wall_seconds_on_a_fast_clock():
     store = _store({T0: [("add", "a")]})
     j = Journal(store, Scripted(), Clock(T0 + 100 * HOUR), RetryRules(expire_after_s=HOUR),

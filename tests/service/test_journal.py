@@ -15,10 +15,14 @@ from storage.service_store import JournalEntry, ServiceStore
 from tests.service.serving import TINY_PRESET, Served, wait_for
 
 # A shell actuator (quick to start): it blocks on the first eviction until killed, and logs each key it carries out.
+# As a receiver must, it drops a key it has carried out already: the killed pass's unmarked batch is offered again.
 ACTUATOR = textwrap.dedent(
     """\
     #!/bin/sh
     work="$1"
+    if grep -qxF "$FLEET_DECISION_KEY" "$work/acted.log" 2>/dev/null; then
+        exit 0  # a repeat: done already, not done again
+    fi
     if [ "$FLEET_DECISION_KIND" = evict ] && [ ! -e "$work/blocked" ]; then
         printf %s "$FLEET_DECISION_KEY" > "$work/blocked.tmp" && mv "$work/blocked.tmp" "$work/blocked"
         exec sleep 600

@@ -2,7 +2,8 @@
 decision acted once, in journal order, and the month is replay's.
 
 The actuator is a shell script that appends `start KEY EPOCH TAG N` and `end KEY EPOCH TAG N` to a file (TAG names
-the `fleet serve` process it ran under, N counts the actions completed before it). At each chosen N the action
+the `fleet serve` process it ran under, N counts the actions completed before it); as a receiver should, it drops
+a decision whose key it has carried out already (the killed leader's last batch of actions is offered again). At each chosen N the action
 holds instead of ending, and the test kills the process it runs under (the leader, with the action in flight) and
 starts it again: the kills land at chosen points of the month's actions, not at chosen times. The new leader must
 take over once the killed one's lease has expired and act on what was journaled and not acted, the held action
@@ -36,6 +37,9 @@ ACTUATOR = """\
 log="{dir}/actions.log"
 n=$(grep -c '^end ' "$log" 2>/dev/null)
 n=${{n:-0}}
+if grep -q "^end $FLEET_DECISION_KEY " "$log" 2>/dev/null; then
+  exit 0  # a repeat (acted, its batch not marked when its leader died): done already, not done again
+fi
 echo "start $FLEET_DECISION_KEY $FLEET_LEASE_EPOCH $TAKEOVER_TAG $n" >> "$log"
 for k in $TAKEOVER_HOLD_AT; do
   if [ "$n" -eq "$k" ] && mkdir "{dir}/held-$k" 2>/dev/null; then

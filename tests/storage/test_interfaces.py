@@ -53,7 +53,7 @@ TELEMETRY = (
     "prune_raw",  # retention
 )
 JOURNAL = (
-    "journal_hour", "mark_acted", "unacted", "decisions", "decision_total", "quarantined", "decision_counts", "last_decided_ts", "eviction_hours",
+    "journal_hour", "mark_acted_many", "unacted", "decisions", "decision_total", "quarantined", "decision_counts", "last_decided_ts", "eviction_hours",
     "set_aside", "oldest_unacted_ts",  # actions closed without being carried out, and the oldest still waiting
     "run_set_at", "intervals", "retired",
     "set_aside", "oldest_unacted_ts",  # actions closed without being carried out, and the oldest still waiting

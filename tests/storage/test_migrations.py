@@ -91,3 +91,23 @@ def test_schema_not_at_head_is_refused(store_url):
     upgrade(url, "0001")
     with pytest.raises(StoreError, match="fleet db upgrade"):
         open_repository(url)
+
+
+def test_scores_rekeyed_by_hour_keep_their_rows(store_url):
+    """Revision 0007 keys `scores` by hour first and keeps every row, on SQLite (a rebuilt table) and PostgreSQL."""
+    engine = make_engine(store_url)
+    upgrade(store_url, "0006", engine=engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
+        conn.exec_driver_sql("INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES (1, 'gpu-1', 1, 1700000000)")
+        conn.exec_driver_sql("INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES (2, 'gpu-2', 1, 1700000000)")
+        conn.exec_driver_sql("INSERT INTO scores VALUES (1, 1700000000, 24, 5900.5, 5700.25)")
+        conn.exec_driver_sql("INSERT INTO scores VALUES (2, 1700000000, 24, 6100.0, 5900.0)")
+    upgrade(store_url, engine=engine)
+    pk = inspect(engine).get_pk_constraint("scores")
+    assert pk["constrained_columns"] == ["hour_ts", "window_hours", "card_id"]
+    assert [ix["name"] for ix in inspect(engine).get_indexes("scores")] == []
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT card_id, hour_ts, window_hours, score_tps, tokens_per_usd FROM scores "
+                                    "ORDER BY card_id").all()
+    assert [tuple(r) for r in rows] == [(1, 1700000000, 24, 5900.5, 5700.25), (2, 1700000000, 24, 6100.0, 5900.0)]

@@ -89,6 +89,36 @@ def test_the_services_side_records_through_the_service_store(new_repo):
     assert store.decisions(since_ts=T0 + 7200) == []
 
 
+def test_scores_from_arrays_and_a_batch_marked_acted(new_repo):
+    """The score job's arrays go in as plain rows would (on PostgreSQL by COPY), a repeated (card, hour, window)
+    keeps its last row, and a batch of decisions is marked acted in one call, each once."""
+    from storage.values import ScoreColumn
+
+    repo = new_repo()
+    repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
+    keys = ("gpu-1", "gpu-2", "gpu-3")
+    repo.declare_cards(dict.fromkeys(keys, "flagship"), T0)
+    store = ServiceStore(repo.engine)
+    ids = np.array([repo.cards()[k].id for k in keys])
+    score = np.array([5900.0, np.nan, 6100.5], dtype=np.float32)
+    column = ScoreColumn(keys, ids, np.array([0, 2]), score, np.array([5700.0, 0.0, 5900.25]))
+    assert dict(column) == {"gpu-1": (5900.0, 5700.0), "gpu-3": (6100.5, 5900.25)}
+    store.record_scores([(T0, 24, column), (T0, 1, {"gpu-2": (10.0, 1.0)}), (T0, 1, {"gpu-2": (20.0, 2.0)})])
+    assert store.scores_at(T0, 24) == {"gpu-1": 5900.0, "gpu-3": 6100.5}
+    assert store.scores_by_window(T0) == {24: {"gpu-1": 5900.0, "gpu-3": 6100.5}, 1: {"gpu-2": 20.0}}
+    store.record_scores([(T0, 24, {"gpu-3": (1.0, 1.0)})])  # a rerun replaces
+    assert store.scores_at(T0, 24) == {"gpu-1": 5900.0, "gpu-3": 1.0}
+    assert store.last_scored_ts(24, T0, T0 + 3600) == T0
+
+    entries = [JournalEntry(f"{T0}:evict:{k}", T0, "evict", "x", k) for k in keys]
+    assert store.journal_hour(T0, entries, {}, [], [])
+    rows = store.unacted()
+    assert store.mark_acted_many([r.id for r in rows[:2]], T0 + 60) == 2
+    assert store.mark_acted_many([r.id for r in rows], T0 + 120) == 1  # the marked two are not marked again
+    assert [r.acted_ts for r in store.decisions(kinds=["evict"])] == [T0 + 60, T0 + 60, T0 + 120]
+    assert store.unacted() == [] and store.mark_acted_many([], T0) == 0
+
+
 def test_bad_urls_are_one_line_errors(tmp_path):
     from storage import StoreError
 
