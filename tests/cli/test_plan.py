@@ -45,10 +45,14 @@ def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...], preset: str = 
     scenario = load_preset(str(tmp_path / "tiny.toml")).resolve()
     cfg = simulation_config(load_service_config(None), scenario)
     url = f"sqlite:///{tmp_path / 'served.db'}"
-    clock = StepClock(cfg.month.start_ts + (hour - 1) * HOUR_S + 1)
+    clock = StepClock(cfg.month.start_ts + 1)
     svc = Service(cfg, open_repository(url), clock, simulation=Simulation.of(scenario, cfg.month.start_ts))
-    for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
-        job()
+    # Hour by hour, as a running service meets them: each hour's actions carried out within it (a store caught up
+    # in one go would expire all but the last hours' actions, and plan from a pool that ran none of them).
+    for h in range(hour):
+        clock.t = cfg.month.start_ts + h * HOUR_S + 1
+        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+            job()
     assert svc.store.last_decided_ts(0, 2**62) == cfg.month.start_ts + (hour - 1) * HOUR_S
     clock.t += HOUR_S
     for name in jobs:
