@@ -203,7 +203,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             break
         a = b
 
-    del score, ms  # the month's sizing score is not read again: the bill's arrays take its place
+    del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)
