@@ -48,8 +48,11 @@ def hold(chosen: np.ndarray, eligible: np.ndarray, out_hours: np.ndarray | None,
     if k == 0:
         return chosen.copy(), out_before
     if r == 1:
-        # No hysteresis: warm exactly when chosen, without the (cards, k) index arrays below.
-        warm = chosen & np.asarray(eligible, dtype=bool)[:, None]
+        # No hysteresis: warm exactly when chosen, without the (cards, k) index arrays below. A mode that chose no
+        # ineligible card (the usual case) hands its run sets on as they are: no copy of the stretch.
+        elig = np.asarray(eligible, dtype=bool)
+        out = ~elig
+        warm = chosen & elig[:, None] if out.any() and chosen[out].any() else chosen
         return warm, np.where(chosen[:, -1], 0, 1).astype(np.int64)
     # Hour index of the last time the mode chose each card, running over the stretch (before it: -1 - out_before).
     idx = np.where(chosen, np.arange(k)[None, :], -(1 + r))

@@ -50,10 +50,25 @@ def ideal_greedy_usd_by_hour(
 
     With one class this is the exact minimum (fewest cards, best first); with
     several it can overshoot by part of a card, which the exact ideal removes.
-    The bill is summed `block_hours` at a time (`run_set_usd_by_hour`).
+    The bill is summed `block_hours` at a time (`run_set_usd_by_hour`), and the run sets are found a piece of whole
+    blocks at a time (each hour's is its own), so they take a piece's memory, not the month's.
     """
-    chosen = greedy_run_set(true_rate_tps, rent_usd_per_hour, demand_tps)
-    return run_set_usd_by_hour(chosen, rent_usd_per_hour, block_hours)
+    n, hours = true_rate_tps.shape
+    demand = np.broadcast_to(np.asarray(demand_tps, dtype=np.float64), (hours,))
+    piece = max(1, _PIECE_CELLS // max(n * block_hours, 1)) * block_hours
+    if piece >= hours:
+        chosen = greedy_run_set(true_rate_tps, rent_usd_per_hour, demand)
+        return run_set_usd_by_hour(chosen, rent_usd_per_hour, block_hours)
+    out = np.empty(hours, dtype=np.float64)
+    for a in range(0, hours, piece):
+        b = min(hours, a + piece)
+        chosen = greedy_run_set(true_rate_tps[:, a:b], rent_usd_per_hour, demand[a:b])
+        out[a:b] = run_set_usd_by_hour(chosen, rent_usd_per_hour, block_hours)
+    return out
+
+
+_PIECE_CELLS = 1 << 23
+"""Card-hours of the greedy's run sets held at once (8 MiB)."""
 
 
 @dataclass(frozen=True)

@@ -73,39 +73,68 @@ def dip_factor(starts: np.ndarray, dip_hours: int, depth: float) -> np.ndarray:
 
 class DippedRates:
     """A drawn month's true rates, (cards, hours) float32, kept as what they are made of: each card's lottery ticket
-    and, per card-hour, whether a dip runs (1 byte a card-hour, not 4).
+    and, per card-hour, whether a dip runs, packed one bit a card-hour (a float array would take 32, a bool mask 8).
 
     The rate of a card-hour is ticket × (1 − depth) in a dip and ticket × 1 outside, the float32 product the draw
-    has always made, so every value read from here is the number a float array would hold. Indexing with slices
-    gives another `DippedRates` (no rates made); any other index, `numpy.asarray` or `astype` gives the float32
-    array. `hours_major(a, b)` gives hours a..b hours-major, as the greedy reads them.
+    has always made, so every value read from here is the number a float array would hold. The bits are unpacked a
+    block of hours at a time where they are read. Indexing with slices gives another `DippedRates` (no rates made);
+    any other index, `numpy.asarray` or `astype` gives the float32 array. `hours_major(a, b)` gives hours a..b
+    hours-major, as the greedy reads them.
     """
 
     ndim = 2
     dtype = np.dtype(np.float32)
 
     def __init__(self, ticket_tps: np.ndarray, in_dip: np.ndarray, dip_factor: float):
+        in_dip = np.asarray(in_dip, dtype=bool)
+        self._set(ticket_tps, np.packbits(in_dip, axis=1), 0, in_dip.shape[1], dip_factor)
+
+    @classmethod
+    def of_bits(cls, ticket_tps: np.ndarray, dip_bits: np.ndarray, first_hour: int, hours: int, dip_factor: float) -> DippedRates:
+        """Rates whose dips are `dip_bits` (`numpy.packbits` of the (cards, hours) mask along hours), from bit `first_hour`."""
+        rates = cls.__new__(cls)
+        rates._set(ticket_tps, dip_bits, first_hour, hours, dip_factor)
+        return rates
+
+    def _set(self, ticket_tps, dip_bits, first_hour: int, hours: int, dip_factor: float) -> None:
         self.ticket_tps = np.asarray(ticket_tps, dtype=np.float32)
-        self.in_dip = np.asarray(in_dip, dtype=bool)
+        self._bits = np.asarray(dip_bits, dtype=np.uint8)
+        self._first = int(first_hour)
+        self._hours = int(hours)
         self.dip_factor = np.float32(dip_factor)
+
+    def _dips(self, bits: np.ndarray, a: int, b: int) -> np.ndarray:
+        """The dip mask of hours a..b of these rows' `bits`, unpacked (bool, (..., b − a))."""
+        s, e = self._first + a, self._first + max(a, b)
+        lo, hi = s // 8, -(-e // 8)
+        return np.unpackbits(bits[..., lo:hi], axis=-1)[..., s - 8 * lo : e - 8 * lo].view(bool)
+
+    @property
+    def in_dip(self) -> np.ndarray:
+        """The whole (cards, hours) dip mask, unpacked (1 byte a card-hour)."""
+        return self._dips(self._bits, 0, self._hours)
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.in_dip.shape
+        return (self._bits.shape[0], self._hours)
 
     @property
     def nbytes(self) -> int:
-        return int(self.in_dip.size) * self.dtype.itemsize
+        return self._bits.shape[0] * self._hours * self.dtype.itemsize
 
     def _rates(self, ticket: np.ndarray, in_dip: np.ndarray) -> np.ndarray:
         return ticket * np.where(in_dip, self.dip_factor, np.float32(1.0))
 
     def __getitem__(self, key):
         rows, cols = (key + (slice(None),) * (2 - len(key))) if isinstance(key, tuple) else (key, slice(None))
-        if isinstance(rows, slice) and isinstance(cols, slice):
-            return DippedRates(self.ticket_tps[rows], self.in_dip[rows, cols], self.dip_factor)
         ticket = self.ticket_tps[rows]
-        in_dip = self.in_dip[rows, cols]
+        if isinstance(cols, slice) and cols.step in (None, 1):
+            a, b, _ = cols.indices(self._hours)
+            if isinstance(rows, slice):
+                return DippedRates.of_bits(ticket, self._bits[rows], self._first + a, max(0, b - a), self.dip_factor)
+            in_dip = self._dips(self._bits[rows], a, b)
+        else:
+            in_dip = self.in_dip[rows, cols]
         return self._rates(ticket[..., None] if np.ndim(ticket) and in_dip.ndim == np.ndim(ticket) + 1 else ticket, in_dip)
 
     def __array__(self, dtype=None, copy=None):
@@ -121,13 +150,13 @@ class DippedRates:
     def cards_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
         """Hours a..b of every card into `out`, (cards, b − a)."""
         np.copyto(out, self.ticket_tps[:, None])
-        np.multiply(out, self.dip_factor, out=out, where=self.in_dip[:, a:b])
+        np.multiply(out, self.dip_factor, out=out, where=self._dips(self._bits, a, b))
         return out
 
     def hours_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
         """Hours a..b of every card into `out`, (b − a, cards): the greedy's layout."""
         in_dip = np.empty(out.shape, dtype=bool)
-        copy_in_tiles(in_dip, self.in_dip[:, a:b].T, axis=1)
+        copy_in_tiles(in_dip, self._dips(self._bits, a, b).T, axis=1)
         out.fill(1.0)
         np.copyto(out, self.dip_factor, where=in_dip)
         out *= self.ticket_tps[None, :]
@@ -240,7 +269,7 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
     """Draw the pool, dips, telemetry and demand of one month from the scenario's seed."""
     total = scenario.warmup_hours + scenario.hours
     n_all = sum(cc.pool_cards for cc in scenario.classes)
-    in_dip = np.empty((n_all, total), dtype=bool)
+    dip_bits = np.empty((n_all, -(-total // 8)), dtype=np.uint8)  # one bit a card-hour: a dip runs
     tickets = np.empty(n_all, dtype=np.float32)
     measured = np.empty((n_all, total), dtype=np.float32)
     dip_f32 = np.float32(1.0 - scenario.dips.depth)
@@ -261,7 +290,7 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
             u = uniform[: b - a]
             rng.random(dtype=np.float32, out=u)
             starts = u < scenario.dips.start_prob_per_hour
-            in_dip[first + a : first + b] = dip_active(starts, scenario.dips.hours)
+            dip_bits[first + a : first + b] = np.packbits(dip_active(starts, scenario.dips.hours), axis=1)
         del uniform
         tickets[first : first + n] = ticket_f32[:, 0]
         for a in range(0, n, block):
@@ -271,7 +300,8 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
             noise *= np.float32(scenario.telemetry.hour_noise)
             noise += np.float32(1.0)
             np.maximum(noise, 0.0, out=noise)
-            noise *= ticket_f32[a:b] * np.where(in_dip[first + a : first + b], dip_f32, np.float32(1.0))
+            in_dip = np.unpackbits(dip_bits[first + a : first + b], axis=1, count=total).view(bool)
+            noise *= ticket_f32[a:b] * np.where(in_dip, dip_f32, np.float32(1.0))
         cls_idx.append(np.full(n, i, dtype=np.int32))
         ids.append(np.array([f"{cc.name}-{j:05d}" for j in range(n)], dtype=object))
         rated.append(np.full(n, cc.rated_tps))
@@ -290,7 +320,7 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
         rated_tps=np.concatenate(rated),
         true_tps=np.concatenate(true),
         rent_usd_per_month=np.concatenate(rent),
-        true_rate_tps=DippedRates(tickets, in_dip, dip_f32),
+        true_rate_tps=DippedRates.of_bits(tickets, dip_bits, 0, total, dip_f32),
         measured_tps=measured,
         demand_tps=demand,
         demand_history_tps=history,

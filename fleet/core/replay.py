@@ -23,6 +23,10 @@ from fleet.core.step import CardDecision, Carry, EvictionPass, eviction_pass, is
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
 
+_PIECE_CELLS = 1 << 23
+"""Card-hours sized at once (8 MiB of run sets; a month of 10,000 cards in one piece)."""
+
+
 @dataclass
 class MonthResult:
     """A replayed month: its run sets, eviction passes, bill, and the verdict's figures."""
@@ -163,6 +167,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
 
     warm = np.zeros((n, H), dtype=bool)
+    piece = max(1, _PIECE_CELLS // max(n, 1))
     passes: list[EvictionPass] = []
     carry = Carry.month_start(in_class, budget)
     a = 0
@@ -174,26 +179,31 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             carry = carry.evicted(p)
         if carry.budget_left == 0 or b == H:
             b = H  # budget spent: the rest of the month is one stretch
-        inp = SizingInput(
-            hours=np.arange(a, b),
-            score_tps=score[:, a:b],
-            rent_usd_per_hour=rent_h,
-            eligible=np.asarray(carry.eligible),
-            demand_tps=view.sizing_tps[a:b],
-            peak_demand_tps=view.peak_tps[a:b],
-            headroom=policy.headroom,
-            previous=None if carry.run_set is None else np.asarray(carry.run_set),
-            allowance=None if allowance is None else allowance[a:b],
-            peak_before_tps=float(view.peak_tps[a - 1]) if a > 0 else float("nan"),
-        )
-        sized = size_stretch(inp, carry.out_hours, parts)
-        warm[:, a:b] = sized.warm
-        if b > a:
-            carry = carry.sized(warm[:, b - 1], sized.out_hours)
+        # A stretch is sized a piece of hours at a time (sizing reads nothing but the hour before, as the
+        # service's tick does), so the mode's and the hysteresis' arrays are a piece's, not the month's.
+        for c in range(a, b, piece):
+            d = min(b, c + piece)
+            inp = SizingInput(
+                hours=np.arange(c, d),
+                score_tps=score[:, c:d],
+                rent_usd_per_hour=rent_h,
+                eligible=np.asarray(carry.eligible),
+                demand_tps=view.sizing_tps[c:d],
+                peak_demand_tps=view.peak_tps[c:d],
+                headroom=policy.headroom,
+                previous=None if carry.run_set is None else np.asarray(carry.run_set),
+                allowance=None if allowance is None else allowance[c:d],
+                peak_before_tps=float(view.peak_tps[c - 1]) if c > 0 else float("nan"),
+            )
+            sized = size_stretch(inp, carry.out_hours, parts)
+            warm[:, c:d] = sized.warm
+            carry = carry.sized(warm[:, d - 1], sized.out_hours)
+            del sized, inp
         if b == H:
             break
         a = b
 
+    del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)

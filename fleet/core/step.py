@@ -157,7 +157,7 @@ def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyPa
     `out_hours` is how many hours the mode had left each card out before the stretch
     (None: the month starts, nobody is warm).
     """
-    chosen = np.asarray(parts.mode.size(inp)).astype(bool)
+    chosen = np.asarray(parts.mode.size(inp), dtype=bool)  # no copy when the mode gives bools already
     warm, after = parts.hysteresis.hold(chosen, inp.eligible, out_hours)
     return Sized(warm, chosen, after)
 

@@ -144,3 +144,19 @@ def test_one_rent_shortcut_is_the_exact_solve(month):
         np.testing.assert_allclose(shortcut, solved, rtol=1e-12, atol=0, err_msg=method)
     greedy = ideal_greedy_usd_by_hour(rate, rent, demand)
     assert ideal_exact_usd_by_hour(rate, rent, demand, greedy_usd=greedy).tolist() == shortcut.tolist()
+
+
+@pytest.mark.parametrize("block_hours", [1, 5, 24])
+def test_the_greedy_ideal_found_a_piece_of_hours_at_a_time_is_the_month_found_whole(monkeypatch, block_hours):
+    import fleet.core.ideal as ideal_module
+    from fleet.core.month import draw_month
+    from tests.conftest import make_scenario
+
+    m = draw_month(make_scenario(seed=3, hours=100, warmup_hours=24, dips={"start_prob_per_hour": 0.05, "hours": 5, "depth": 0.5}))
+    rates = m.true_rate_tps[:, m.warmup_hours + 3:]  # a month's rates starting off a byte of its dip bits
+    demand = m.demand_tps[3:]
+    whole = ideal_greedy_usd_by_hour(rates, m.rent_usd_per_hour, demand, block_hours)
+    monkeypatch.setattr(ideal_module, "_PIECE_CELLS", m.n_cards * block_hours * 2)
+    pieced = ideal_greedy_usd_by_hour(rates, m.rent_usd_per_hour, demand, block_hours)
+    assert np.array_equal(pieced, whole)
+    assert np.array_equal(ideal_greedy_usd_by_hour(np.asarray(rates), m.rent_usd_per_hour, demand, block_hours), whole)

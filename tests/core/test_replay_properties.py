@@ -1,5 +1,6 @@
 """Invariants of the month model over random pools and policies."""
 
+import json
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -107,3 +108,20 @@ def test_same_seed_same_month_and_policy_does_not_change_the_draws(seed):
     b = replay_scenario(make_scenario(seed=seed, policy={"card_class": "flagship", "window": "hour", "mode": "held"}))
     assert np.array_equal(a.month.measured_tps, b.month.measured_tps)
     assert np.isclose(a.figures["ideal_bill_usd"], b.figures["ideal_bill_usd"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.integers(1, 5), st.integers(1, 40))
+def test_a_stretch_sized_in_pieces_is_the_stretch_sized_whole(sc, release_after_hours, piece_hours):
+    import fleet.core.replay as replay_module
+
+    sc = sc.model_copy(update={"policy": sc.policy.model_copy(update={"release_after_hours": release_after_hours})})
+    whole = replay_scenario(sc)
+    cells = replay_module._PIECE_CELLS
+    replay_module._PIECE_CELLS = piece_hours * whole.month.n_cards
+    try:
+        pieced = replay_scenario(sc)
+    finally:
+        replay_module._PIECE_CELLS = cells
+    assert np.array_equal(pieced.warm, whole.warm)
+    assert json.dumps(pieced.figures, sort_keys=True, default=str) == json.dumps(whole.figures, sort_keys=True, default=str)

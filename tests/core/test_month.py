@@ -1,0 +1,33 @@
+"""The drawn month's true rates, kept as tickets and one dip bit a card-hour, read as the float array they stand for."""
+
+import numpy as np
+import pytest
+
+from fleet.core.month import DippedRates
+
+
+@pytest.fixture
+def rates():
+    rng = np.random.default_rng(5)
+    ticket = rng.lognormal(8, 0.2, 7).astype(np.float32)
+    in_dip = rng.random((7, 29)) < 0.3
+    factor = np.float32(0.5)
+    return DippedRates(ticket, in_dip, factor), ticket[:, None] * np.where(in_dip, factor, np.float32(1.0))
+
+
+def test_every_read_is_the_float_array(rates):
+    dipped, full = rates
+    assert dipped.shape == full.shape
+    assert np.array_equal(np.asarray(dipped), full)
+    for a, b in [(0, 29), (3, 17), (8, 16), (13, 14), (5, 5), (27, 29)]:
+        part = dipped[:, a:b]
+        assert part.shape == (7, b - a)
+        assert np.array_equal(np.asarray(part), full[:, a:b])
+        assert np.array_equal(part.hours_major(0, b - a, np.empty((b - a, 7), np.float32)), full[:, a:b].T)
+        assert np.array_equal(part.cards_major(0, b - a, np.empty((7, b - a), np.float32)), full[:, a:b])
+        assert np.array_equal(dipped[2:5, a:b][1:, 1:], full[2:5, a:b][1:, 1:])
+    assert np.array_equal(dipped[[1, 4], 3:20], full[[1, 4], 3:20])
+    assert np.array_equal(dipped[np.arange(7) % 2 == 0, 6:9], full[np.arange(7) % 2 == 0, 6:9])
+    assert np.array_equal(dipped[4, 9:11], full[4, 9:11])
+    assert np.array_equal(dipped[[1, 4], [3, 20]], full[[1, 4], [3, 20]])
+    assert np.array_equal(dipped[:, 3:][:, 5:][2:, 1:12].in_dip, (full[:, 8:][2:, 1:12] != dipped.ticket_tps[2:, None]))
