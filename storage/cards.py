@@ -15,9 +15,9 @@ from typing import Iterable, Mapping
 
 from sqlalchemy import Engine, text
 
-from storage.values import JournalRow
+from storage.values import JournalRow, Kind
 
-RETIRE_KIND = "retire"
+RETIRE_KIND = Kind.RETIRE
 
 
 class UnknownCard(KeyError):
@@ -122,7 +122,7 @@ def records_of_kinds(engine: Engine, kinds: Iterable[str], since_ts: int | None 
     with engine.connect() as conn:
         rows = sorted(conn.execute(text(sql), {**names, **({"lo": int(since_ts)} if since_ts is not None else {})}).all())
         keys = dict(conn.execute(text("SELECT id, card_key FROM cards")).all()) if any(r[4] is not None for r in rows) else {}
-    return [JournalRow(int(r[0]), r[1], int(r[2]), r[3], keys.get(r[4]), r[5], json.loads(r[6] or "{}"), r[7]) for r in rows]
+    return [JournalRow(int(r[0]), r[1], int(r[2]), Kind(r[3]), keys.get(r[4]), r[5], json.loads(r[6] or "{}"), r[7]) for r in rows]
 
 
 def last_actions_not_carried_out(engine: Engine, since_ts: int, until_ts: int) -> dict[str, JournalRow]:
@@ -139,4 +139,4 @@ def last_actions_not_carried_out(engine: Engine, since_ts: int, until_ts: int) -
                  r"d.decision_key || '\:act-expired'))"),
             {"lo": int(since_ts), "hi": int(until_ts)},
         ).all()
-    return {r[4]: JournalRow(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], {}, r[6]) for r in rows}
+    return {r[4]: JournalRow(int(r[0]), r[1], int(r[2]), Kind(r[3]), r[4], r[5], {}, r[6]) for r in rows}

@@ -20,7 +20,7 @@ from sqlalchemy import Engine, bindparam, text
 
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.demand import DemandHour, demand_hours
-from storage.values import HourFigures, JournalEntry, JournalRow, ScoreColumn
+from storage.values import HourFigures, JournalEntry, JournalRow, Kind, ScoreColumn
 
 __all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
 
@@ -164,7 +164,7 @@ class ServiceStore:
 
     @staticmethod
     def _row(r) -> JournalRow:
-        return JournalRow(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], json.loads(r[6] or "{}"), r[7])
+        return JournalRow(int(r[0]), r[1], int(r[2]), Kind(r[3]), r[4], r[5], json.loads(r[6] or "{}"), r[7])
 
     # A decision closed without being carried out has a record keyed `KEY:act-failed` or `KEY:act-expired`.
     _OPEN = (" WHERE d.acted_ts IS NULL AND NOT EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import abc
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -107,13 +108,39 @@ class Pruned:
 # -- the journal ----------------------------------------------------------------------
 
 
+class Kind(StrEnum):
+    """What a journal row is: the one list of kinds, read by the journal, acting, reconcile, `fleet journal`,
+    `explain`, `status`, the snapshot and the metrics. A `StrEnum`, so a stored row's text is its kind."""
+
+    SIZE = "size"  # an hour's sizing: target, scored capacity, the run set (a record: nothing to carry out)
+    EVICTION_PASS = "eviction-pass"  # a decision hour's eviction pass: who was judged, the rule's line (a record)
+    EVICT = "evict"  # an action on one card, carried out by the actuator
+    ADD = "add"
+    RELEASE = "release"
+    ACT_FAILED = "act-failed"  # an action set aside after its tries (permanent, or out of retry budget)
+    ACT_EXPIRED = "act-expired"  # an action whose hour ended too long before it could be tried
+    RECONCILE = "reconcile"  # the journal and the pool's telemetry disagreeing about a card, or agreeing again
+    RETIRE = "retire"  # an operator marked a card gone by hand (`fleet card retire`)
+
+
+ACTION_KINDS = (Kind.EVICT, Kind.ADD, Kind.RELEASE)
+"""What an actuator carries out."""
+SET_ASIDE_KINDS = (Kind.ACT_FAILED, Kind.ACT_EXPIRED)
+"""An action closed without being carried out: set aside, or too late."""
+DECISION_KINDS = (Kind.SIZE, Kind.EVICTION_PASS, *ACTION_KINDS)
+"""What the decide job writes for an hour."""
+EVENT_KINDS = (Kind.RECONCILE, Kind.RETIRE)
+"""Records of what happened to a card outside the decisions: the journal and the pool disagreeing (and agreeing
+again), a card retired by hand."""
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     """A decision to journal. `acted` entries are records with nothing to carry out."""
 
     key: str
     ts: int
-    kind: str
+    kind: Kind
     reason: str
     card_key: str | None = None
     detail: Mapping | None = None
@@ -125,7 +152,7 @@ class JournalRow:
     id: int
     key: str | None
     ts: int
-    kind: str
+    kind: Kind
     card_key: str | None
     reason: str
     detail: dict

@@ -16,12 +16,11 @@ from typing import Annotated, Optional
 import typer
 
 from storage import DEFAULT_URL
+from storage.values import ACTION_KINDS, EVENT_KINDS, SET_ASIDE_KINDS, Kind
 
-KINDS = ("evict", "add", "release", "act-failed", "act-expired", "reconcile", "retire", "size", "eviction-pass")
-ACTION_KINDS = ("evict", "add", "release")  # what an actuator carries out; `size` and `eviction-pass` are records
-SET_ASIDE_KINDS = ("act-failed", "act-expired")  # an action closed without being carried out: set aside, or too late
-RECORD_KINDS = ("reconcile", "retire")  # the journal and the pool disagreeing (and agreeing again); a card retired by hand
+RECORD_KINDS = EVENT_KINDS
 DEFAULT_KINDS = ACTION_KINDS + SET_ASIDE_KINDS + RECORD_KINDS
+KINDS = DEFAULT_KINDS + (Kind.SIZE, Kind.EVICTION_PASS)  # `size` and `eviction-pass` are the hour's records
 _AGO = re.compile(r"^(\d+)\s*([hd])$")
 
 
@@ -164,7 +163,7 @@ def _print_events(console, events: list[dict], matched: int) -> None:
         if e["kind"] in SET_ASIDE_KINDS + RECORD_KINDS:
             return "-"
         if "set_aside" in e:
-            return "set aside" if e["set_aside"] == "act-failed" else "expired"
+            return "set aside" if e["set_aside"] == Kind.ACT_FAILED else "expired"
         return iso(e["acted_ts"]) if e["acted"] else "not yet"
 
     rows = [(e["time"], e["kind"], e["card"] or "-", acted(e), grouped(e["reason"])) for e in events]

@@ -250,6 +250,7 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     from fleet.core.verdict import checks, json_safe
     from fleet.service.scoring import IN_DIP_KEY, POLICY_SCORE_KEY
     from fleet.service.snapshot import month_totals
+    from storage.values import SET_ASIDE_KINDS, Kind
 
     last_billed = store.last_billed_ts()
     if last_billed is None:
@@ -260,7 +261,7 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     hours = store.hours(m0)
     totals = month_totals(hours)
     last_dec = store.last_decided_ts(m0, 2**62) or last_billed
-    size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
+    size = store.decisions(kinds=[Kind.SIZE], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
     detail = size[0].detail if size else {}
     run_set = sorted(store.run_set_at(last_dec))
     scores = store.scores_by_window(last_dec)
@@ -268,7 +269,7 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     evicted = {k: ts for ts, k in store.eviction_hours(m0, last_dec + HOUR_S)}
     figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
     chk = checks(figs, cfg.checks)
-    billed = store.decisions(kinds=["size"], since_ts=last_billed, until_ts=last_billed + 1, limit=1)
+    billed = store.decisions(kinds=[Kind.SIZE], since_ts=last_billed, until_ts=last_billed + 1, limit=1)
     billed_detail = billed[0].detail if billed else {}
     out = json_safe({
         "month_start": _iso(m0), "hours_billed": len(hours), "hour_decided": _iso(last_dec),
@@ -295,7 +296,7 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     ]
     for name, c in chk.items():
         shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
-    aside = store.decisions(kinds=["act-failed", "act-expired"], since_ts=m0, limit=10_000)
+    aside = store.decisions(kinds=list(SET_ASIDE_KINDS), since_ts=m0, limit=10_000)
     waiting = store.oldest_unacted_ts()
     out["set_aside"] = [{"time": _iso(r.ts), "kind": r.kind, "card": r.card_key, "decision": r.detail.get("decision_key"),
                          "tries": r.detail.get("tries"), "reason": r.reason} for r in aside]
@@ -356,15 +357,16 @@ def explain_cmd(
     """Why a card was or was not evicted, and why it was or was not kept warm, from the decision journal."""
     from fleet.cli.output import UsageError
     from fleet.core.verdict import json_safe
+    from storage.values import ACTION_KINDS, Kind
 
     cfg, repo, store = _open_store(db, None)
     cls = store.card_class(card)
     if cls is None:
         raise UsageError(f"card {card!r}: not in the database {shown_url(cfg.storage.url)!r}")
     own = store.decisions(card_key=card)
-    passes = store.decisions(kinds=["eviction-pass"])
+    passes = store.decisions(kinds=[Kind.EVICTION_PASS])
     lines = []
-    evicted = [r for r in own if r.kind == "evict"]
+    evicted = [r for r in own if r.kind == Kind.EVICT]
     judged = []
     for p in passes:
         d = p.detail
@@ -398,17 +400,17 @@ def explain_cmd(
 
     retired, said = retired_lines(store, card)
     lines.extend(said)
-    warm = [r for r in own if r.kind in ("add", "release")]
+    warm = [r for r in own if r.kind in (Kind.ADD, Kind.RELEASE)]
     last_dec = store.last_decided_ts(0, 2**62) or 0
     run_set = store.run_set_at(last_dec)
     now_warm = card in run_set
-    released = sum(r.kind == "release" for r in warm)  # an eviction takes a card out of the run set too
+    released = sum(r.kind == Kind.RELEASE for r in warm)  # an eviction takes a card out of the run set too
     left = times(released + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
     lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set "
                  f"{times(sum(r.kind == 'add' for r in warm))} and left it {left}")
     # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
     ranking = None
-    size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
+    size = store.decisions(kinds=[Kind.SIZE], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
     if size:
         from policies import window_hours
 
@@ -428,7 +430,7 @@ def explain_cmd(
         lines.extend("  " + x for x in knew_demand_line(d))
     for r in warm[-5:]:
         lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
-    unacted = [r for r in own if r.acted_ts is None and r.kind in ("add", "release", "evict")]
+    unacted = [r for r in own if r.acted_ts is None and r.kind in ACTION_KINDS]
     if unacted:
         lines.append(f"  {len(unacted)} of its decisions are journaled and not yet acted on")
     if as_json:

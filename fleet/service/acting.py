@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules, Tries, after_failure, expired
-from storage.values import JournalEntry, JournalRow
+from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, JournalRow, Kind  # noqa: F401  (SET_ASIDE_KINDS: acting's, as the shell imports it)
 
-ACTIONS = ("evict", "release", "add")
+ACTIONS = ACTION_KINDS
 """Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
 
-SET_ASIDE_KINDS = ("act-failed", "act-expired")
+
 """Records that close an action that was not carried out: set aside after its tries, or expired."""
 
 ACT_BATCH_SIZE = 100
@@ -186,7 +186,7 @@ class Acting:
                 continue
             now = self.now()
             if expired(self.rules, row.ts, now, late_s=self.wall_seconds):
-                self._close(row, "act-expired", f"{row.kind} {card} not acted: its hour ended more than "
+                self._close(row, Kind.ACT_EXPIRED, f"{row.kind} {card} not acted: its hour ended more than "
                             f"{self.rules.expire_after_s:g} s ago", now)
                 n_expired += 1
                 continue
@@ -213,7 +213,7 @@ class Acting:
                                          err.outcome, v.tries.next_ts - now, error)
                 else:
                     self.tries.pop(row.id, None)
-                    self._close(row, "act-failed", f"{row.kind} {card} set aside after {v.tries.count} "
+                    self._close(row, Kind.ACT_FAILED, f"{row.kind} {card} set aside after {v.tries.count} "
                                 f"{'try' if v.tries.count == 1 else 'tries'} ({v.reason}): {error}", now,
                                 tries=v.tries, outcome=err.outcome)
                     set_aside += 1
@@ -232,7 +232,7 @@ class Acting:
                            "error": tries.last_error})
         self.store.set_aside(JournalEntry(f"{row.key or row.id}:{kind}", int(now), kind, reason, row.card_key,
                                           detail=detail, acted=True))
-        if kind == "act-failed":
+        if kind == Kind.ACT_FAILED:
             log.warning("decision %s set aside: %s", row.key, reason)
         else:
             log.info("decision %s expired: %s", row.key, reason)

@@ -24,7 +24,7 @@ from fleet.core.verdict import wrong_evictions
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from storage.busy import measured_tps
-from storage.values import HourFigures
+from storage.values import HourFigures, Kind
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore, TelemetryStore
@@ -167,7 +167,7 @@ class BillJob:
         # A card added serves once booted (a card warm the hour before the stretch has: exact for boots up to an hour).
         b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted,
                        boot_hours=self.truth.boot_hours(index), warm_before=warm[:, 0])
-        sizes = {r.ts: r.detail for r in self.store.decisions(kinds=["size"], since_ts=first_ts, until_ts=hi)}
+        sizes = {r.ts: r.detail for r in self.store.decisions(kinds=[Kind.SIZE], since_ts=first_ts, until_ts=hi)}
         fees = churn_fee_usd(index.rent_usd_per_month)
         figs, lines = [], []
         for j in range(k):

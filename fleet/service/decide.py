@@ -24,7 +24,7 @@ from fleet.core.step import Decisions, PoolState, tick
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from fleet.service.reconcile import KnownRunSet, known_run_set, not_carried_out, retired_by_hand
-from storage.values import JournalEntry
+from storage.values import JournalEntry, Kind
 
 if TYPE_CHECKING:
     from fleet.service.journal import Journal
@@ -79,7 +79,7 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
     by_card = {keys[c.card]: c for c in d.adds + d.releases}
     entries = [
         JournalEntry(
-            f"{hour_ts}:size", hour_ts, "size", d.reason,
+            f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason,
             detail={
                 "hour": d.hour, "mode": d.mode, "window": d.window, "target_tps": d.target_tps,
                 "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
@@ -100,7 +100,7 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
         judged = np.flatnonzero(state.run_set) if state.run_set is not None else []
         entries.append(
             JournalEntry(
-                f"{hour_ts}:eviction-pass", hour_ts, "eviction-pass", p.reason,
+                f"{hour_ts}:eviction-pass", hour_ts, Kind.EVICTION_PASS, p.reason,
                 detail={
                     "hour": d.hour, "rule": p.rule, "window": p.window, "judged": p.judged,
                     "candidates": [keys[c] for c in p.candidates], "evicted": [keys[c] for c in p.evicted],
@@ -118,7 +118,7 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
         for n, e in enumerate(d.evictions, start=1):
             entries.append(
                 JournalEntry(
-                    f"{hour_ts}:evict:{keys[e.card]}", hour_ts, "evict", e.reason, keys[e.card],
+                    f"{hour_ts}:evict:{keys[e.card]}", hour_ts, Kind.EVICT, e.reason, keys[e.card],
                     detail={"hour": d.hour, "score_tps": e.score_tps, "tokens_per_usd": e.tokens_per_usd,
                             "window": p.window, "threshold_tps": p.threshold_of(e.card),
                             "median_score_tps": p.median_score_tps,
@@ -132,13 +132,13 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
         c = by_card.get(k)
         why = (c.reason if c is not None else f"released: {left_out[k]}" if k in left_out
                else "released: not in the run set the month starts with")
-        entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, "release", why, k,
+        entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, Kind.RELEASE, why, k,
                                     detail={"hour": d.hour, "score_tps": float(state.score_tps[pos[k]]), "window": d.window}))
     for k in change.opened:
         c = by_card.get(k)
         why = c.reason if c is not None else f"added; {d.reason}"
         i = pos[k]
-        entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, "add", why, k,
+        entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, Kind.ADD, why, k,
                                     detail={"hour": d.hour, "score_tps": float(state.score_tps[i]), "window": d.window,
                                             "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1],
                                                                                       index.rent_usd_per_hour[i:i + 1])[0])}))
@@ -289,7 +289,7 @@ class DecideJob:
             open_now, month_evictions, held = left.run_set, list(left.evictions), left.held_out_hours
         else:
             open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
-            last = self.store.decisions(kinds=["size"], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
+            last = self.store.decisions(kinds=[Kind.SIZE], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
             held = last[0].detail.get("held_out_hours", {}) if last else {}
         known = self.known_run_set(hour_ts, m0, open_now, month_evictions)
         state = self.state_at(hour_ts, index, known.cards, month_evictions, known.ineligible, known.retired)

@@ -42,11 +42,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.samples import Sample
 
+from fleet.service.reconcile import MISMATCH_KINDS
+from storage.values import ACTION_KINDS, DECISION_KINDS, Kind
+
 BILL_PARTS = ("rent", "churn")
 INGEST_OUTCOMES = ("stored", "duplicate", "quarantined")
-DECISION_KINDS = ("size", "eviction-pass", "evict", "add", "release")
-ACTION_KINDS = ("evict", "add", "release")
-RECONCILE_KINDS = ("silent", "still-serving")  # fleet.service.reconcile.MISMATCH_KINDS
+RECONCILE_KINDS = MISMATCH_KINDS
 
 
 def _finite(v: float) -> float:
@@ -178,8 +179,8 @@ class FleetCollector(Collector):
                                    "since the process started), set-aside and expired (this month).", labels=["outcome"])
         acts.add_metric(["done"], sum(d.get(k, (0, 0))[1] for k in ACTION_KINDS))
         acts.add_metric(["retried"], self._retried() if self._retried is not None else 0)
-        acts.add_metric(["set-aside"], d.get("act-failed", (0, 0))[0])
-        acts.add_metric(["expired"], d.get("act-expired", (0, 0))[0])
+        acts.add_metric(["set-aside"], d.get(Kind.ACT_FAILED, (0, 0))[0])
+        acts.add_metric(["expired"], d.get(Kind.ACT_EXPIRED, (0, 0))[0])
         yield acts
         now = self._now() if self._now is not None else s.clock_ts
         age = 0.0 if s.oldest_unacted_ts is None else max(0.0, now - s.oldest_unacted_ts)

@@ -22,8 +22,7 @@ import getpass
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
-from fleet.service.acting import SET_ASIDE_KINDS
-from storage.values import JournalEntry
+from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, Kind
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore
@@ -33,9 +32,8 @@ SILENT, STILL_SERVING = "silent", "still-serving"
 MISMATCH_KINDS = (SILENT, STILL_SERVING)
 """The labels of `fleet_reconcile_mismatches{kind}`, known up front so the series exist from the first scrape."""
 
-ACTION_KINDS = ("add", "release", "evict")
-RECONCILE_KIND = "reconcile"
-RETIRE_KIND = "retire"
+RECONCILE_KIND = Kind.RECONCILE
+RETIRE_KIND = Kind.RETIRE
 
 
 @dataclass(frozen=True)
@@ -88,10 +86,10 @@ def known_run_set(journal_open: AbstractSet[str], not_carried: Mapping[str, Jour
     left_out: dict[str, str] = {}
     put_back: dict[str, str] = {}
     for card, row in not_carried.items():
-        if row.kind == "add" and card in cards:
+        if row.kind == Kind.ADD and card in cards:
             cards.discard(card)
             left_out[card] = f"its add ({row.key}) was not carried out: the pool is not known to run it"
-        elif row.kind == "release" and card not in cards and card not in retired and card not in evicted:
+        elif row.kind == Kind.RELEASE and card not in cards and card not in retired and card not in evicted:
             cards.add(card)
             put_back[card] = f"its release ({row.key}) was not carried out: the pool still runs it"
     for card, row in retired.items():

@@ -18,7 +18,7 @@ from fleet.core.verdict import checks as judge_checks
 from fleet.core.verdict import month_totals as core_month_totals
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex
-from storage.values import HourFigures
+from storage.values import HourFigures, Kind
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore
@@ -83,7 +83,7 @@ def _recent_forecasts(store: JournalStore, hours: Sequence[HourFigures]) -> tupl
     recent = list(hours[-FORECAST_ERROR_HOURS:])
     if not recent:
         return float("nan"), float("nan")
-    sizes = {r.ts: r.detail for r in store.decisions(kinds=["size"], since_ts=recent[0].hour_ts, until_ts=recent[-1].hour_ts + 1)}
+    sizes = {r.ts: r.detail for r in store.decisions(kinds=[Kind.SIZE], since_ts=recent[0].hour_ts, until_ts=recent[-1].hour_ts + 1)}
     nan = float("nan")
     measured = [nan if h.demand_measured_tps is None else h.demand_measured_tps for h in recent]
     forecast = [float(sizes.get(h.hour_ts, {}).get("demand_forecast_tps", nan)) for h in recent]
@@ -128,8 +128,8 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
                 k: (v, float(tokens_per_dollar(np.array([v]), rent[pos[k]:pos[k] + 1])[0]))
                 for k, v in got.items() if k in pos
             }
-    size = store.decisions(kinds=["size"], since_ts=last_dec, until_ts=last_dec + 1, limit=1) if last_dec is not None else []
-    passes = store.decisions(kinds=["eviction-pass"], since_ts=m0, until_ts=m1)
+    size = store.decisions(kinds=[Kind.SIZE], since_ts=last_dec, until_ts=last_dec + 1, limit=1) if last_dec is not None else []
+    passes = store.decisions(kinds=[Kind.EVICTION_PASS], since_ts=m0, until_ts=m1)
     figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
     measured, error = _recent_forecasts(store, hours)
     return Snapshot(
