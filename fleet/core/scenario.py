@@ -487,3 +487,8 @@ class Preset:
 def budget_cards(share: float, pool_cards: int) -> int:
     """The month's eviction budget: the share of the pool, rounded down (a share never exceeded)."""
     return int(math.floor(share * pool_cards + 1e-9))
+
+
+def budget_left(share: float, pool_cards: int, evicted: int) -> int:
+    """Evictions the month's budget still allows after `evicted` of them."""
+    return max(0, budget_cards(share, pool_cards) - int(evicted))

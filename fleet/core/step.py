@@ -16,7 +16,7 @@ No clock, no I/O: the hour and every input are arguments; policies arrive resolv
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -178,6 +178,22 @@ class Carry:
     @classmethod
     def month_start(cls, eligible: np.ndarray, budget_left: int) -> Carry:
         return cls(_frozen(np.asarray(eligible, dtype=bool)), int(budget_left))
+
+    @classmethod
+    def resumed(cls, eligible: np.ndarray, budget_left: int, run_set: np.ndarray | None, evictions: Sequence[tuple[int, int | None]],
+                held_out_hours: Mapping[int, int] | None, release_after_hours: int) -> Carry:
+        """The carry at an hour's start, from a record of the month so far (the service's journal): the cards that
+        may run (`eligible`, before this month's evictions), the budget left, the run set the pool is known to run,
+        the month's evictions as (month hour, card; None for a card no longer in the pool), and the hysteresis'
+        held-out hours by card. The same rules as
+        `evicted` and `sized` move it, so an hour resumed from the record is the hour the record left."""
+        eligible = np.array(eligible, dtype=bool)
+        gone = [int(c) for _, c in evictions if c is not None]
+        if gone:
+            eligible[gone] = False
+        c = cls(_frozen(eligible), int(budget_left), None if run_set is None else _frozen(np.asarray(run_set, dtype=bool)),
+                tuple(int(h) for h, _ in evictions))
+        return c.held_out(held_out_hours, release_after_hours) if release_after_hours > 1 and held_out_hours is not None else c
 
     def evicted(self, p: EvictionPass) -> Carry:
         """After an eviction pass: its cards leave the pool for the month and spend the budget."""

@@ -11,7 +11,6 @@ one leader journaled and did not act on, the next acts on first.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
@@ -19,8 +18,8 @@ import numpy as np
 
 from fleet.core.greedy import tokens_per_dollar
 from fleet.core.plugins import PolicyParts
-from fleet.core.scenario import budget_cards
-from fleet.core.step import Decisions, PoolState, tick
+from fleet.core.scenario import budget_left
+from fleet.core.step import Carry, Decisions, PoolState, tick
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from fleet.service.reconcile import KnownRunSet, known_run_set, not_carried_out, retired_by_hand
@@ -229,21 +228,29 @@ class DecideJob:
 
     def state_at(self, hour_ts: int, index: PoolIndex, previous: AbstractSet[str] | None = None,
                  evictions: Sequence[tuple[int, str]] | None = None, ineligible: AbstractSet[str] = frozenset(),
-                 retired: AbstractSet[str] = frozenset()) -> PoolState:
-        """The pool as the store has it at the start of `hour_ts`, in the tick's terms. `ineligible` cards may not be
-        chosen this hour (silent, or retired by hand); `retired` ones have left the pool and count in it no more."""
+                 retired: AbstractSet[str] = frozenset(), held_out_hours: Mapping[str, int] | None = None) -> PoolState:
+        """The pool as the store has it at the start of `hour_ts`, in the tick's terms: the core's `Carry` resumed
+        from the journal (the run set the pool is known to run, the month's evictions, the hysteresis' held-out
+        hours), and the hour's scores and demand. `ineligible` cards may not be chosen this hour (silent, or retired
+        by hand); `retired` ones have left the pool and count in it no more."""
         policy, parts = self.parts.policy, self.parts
         m0, h = self.calendar.month_of(hour_ts)
         in_class = index.run_class_mask(policy)
         if evictions is None:
             evictions = self.store.eviction_hours(m0, hour_ts)
-        # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
-        eligible = in_class & ~index.mask([k for _, k in evictions])
-        if ineligible:
-            eligible &= ~index.mask(ineligible)
         if previous is None and h > 0:
             previous = self.store.run_set_at(hour_ts - HOUR_S)
         pool_cards = int((in_class & ~index.mask(retired)).sum()) if retired else int(in_class.sum())
+        pos = index.pos
+        # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
+        carry = Carry.resumed(
+            in_class & ~index.mask(ineligible) if ineligible else in_class,
+            budget_left(policy.eviction.share, pool_cards, len(evictions)),
+            None if h == 0 else index.mask(previous),
+            [((ts - m0) // HOUR_S, pos.get(k)) for ts, k in evictions],
+            None if held_out_hours is None else {pos[k]: v for k, v in held_out_hours.items() if k in pos},
+            parts.hysteresis.release_after_hours,
+        )
         view = self.demand.view(m0, h, parts)
         estimated = self.policy_scores(hour_ts, index)
         if estimated is None:
@@ -251,21 +258,18 @@ class DecideJob:
         else:
             score, in_dip, allowance = estimated
             score, in_dip = np.where(in_class, score, np.float32(0)), in_dip & in_class
-        return PoolState(
+        return PoolState.of(
+            carry,
             hour=h,
             score_tps=score,
             evict_score_tps=self._scores(hour_ts, index, parts.evict_window_hours, in_class),
             rent_usd_per_hour=index.rent_usd_per_hour,
-            eligible=eligible,
-            run_set=None if h == 0 else index.mask(previous),
             demand_tps=float(view.sizing_tps[0]),
             peak_demand_tps=float(view.peak_tps[0]),
             peak_before_tps=view.peak_before_tps,
             demand_forecast_tps=float(view.forecast_tps[0]),
             knew_demand=view.knew_demand,
             pool_cards=pool_cards,
-            budget_left=max(0, budget_cards(policy.eviction.share, pool_cards) - len(evictions)),
-            eviction_hours=tuple((ts - m0) // HOUR_S for ts, _ in evictions),
             groups=index.groups,
             in_dip=in_dip,
             allowance=float(allowance or 0.0),
@@ -292,15 +296,7 @@ class DecideJob:
             last = self.store.decisions(kinds=[Kind.SIZE], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
             held = last[0].detail.get("held_out_hours", {}) if last else {}
         known = self.known_run_set(hour_ts, m0, open_now, month_evictions)
-        state = self.state_at(hour_ts, index, known.cards, month_evictions, known.ineligible, known.retired)
-        release_after = self.parts.hysteresis.release_after_hours
-        if state.run_set is not None and release_after > 1:
-            # Hysteresis: warm cards were chosen last hour unless the journal says they are held.
-            out = np.where(state.run_set, 0, release_after)
-            for k, v in held.items():
-                if k in index.pos:
-                    out[index.pos[k]] = v
-            state = dataclasses.replace(state, out_hours=out)
+        state = self.state_at(hour_ts, index, known.cards, month_evictions, known.ineligible, known.retired, held)
         d = tick(state, self.parts)
         # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
         # the store's run-set intervals from what the journal had open.

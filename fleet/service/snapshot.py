@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from fleet.core.greedy import tokens_per_dollar
-from fleet.core.scenario import budget_cards
+from fleet.core.scenario import budget_cards, budget_left as budget_left_of
 from fleet.core.verdict import checks as judge_checks
 from fleet.core.verdict import month_totals as core_month_totals
 from fleet.service.calendar import HOUR_S, Calendar
@@ -149,7 +149,7 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
         evictions=evictions,
         wrong_evictions=int(totals["wrong_evictions"]),
         eviction_budget=budget,
-        budget_left=max(0, budget - evictions),
+        budget_left=budget_left_of(policy.eviction.share, pool_cards, evictions),
         breaker_open=bool(passes and passes[-1].detail.get("breaker_open")),
         ingest=store.ingest_totals(),
         quarantine=store.quarantine_reasons(),
