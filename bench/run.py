@@ -282,7 +282,8 @@ def section_ingest(sizes, repeats: int, quick: bool) -> list[Figure]:
 
 # --------------------------------------------------------------------------- service: tick and /metrics
 
-HOUR_S = 3600
+from fleet.core.units import HOUR_S  # noqa: E402  (the service's hour)
+
 MONTH_START_TS = 1_767_225_600  # 2026-01-01T00:00Z
 HISTORY_HOURS = 168
 

@@ -39,8 +39,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fleet.service.simulation import SetClock as SteppedClock  # noqa: E402
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 DAY_S = 86_400
 MONTH_START_TS = 1_767_225_600  # 2026-01-01T00:00Z
 RATED_TPS = 6000.0

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from sqlalchemy import Engine, text
 
 from storage.values import DemandBatch
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 PARTS = ("offered", "unserved")
 
 

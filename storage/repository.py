@@ -32,13 +32,13 @@ from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.retention import prune_raw, pruned_hours
 from storage.demand import write_demand
 from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
+from fleet.core.units import HOUR_S
 
 __all__ = [
     "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "SampleBatch", "SqlRepository", "TelemetryStore",
     "open_repository", "sqlite_memory_repository",
 ]
 
-HOUR_S = 3600
 
 
 

@@ -21,14 +21,14 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 
 from storage.values import Pruned
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 CARDS_PER_TRANSACTION = 50
 
 _DELETE = text(
     "DELETE FROM telemetry_samples WHERE card_id = :card AND ts < :cut AND EXISTS ("
     "SELECT 1 FROM hourly_rollups r WHERE r.card_id = telemetry_samples.card_id "
-    "AND r.hour_ts = telemetry_samples.ts - telemetry_samples.ts % 3600)"
+    f"AND r.hour_ts = telemetry_samples.ts - telemetry_samples.ts % {HOUR_S})"  # a constant, not a value: no binding
 )
 
 

@@ -20,6 +20,7 @@ from sqlalchemy import Engine, bindparam, text
 
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.demand import DemandHour, demand_hours
+from fleet.core.units import HOUR_S
 from storage.values import HourFigures, JournalEntry, JournalRow, Kind, ScoreColumn
 
 __all__ = ["HOUR_COLUMNS", "HourFigures", "JournalEntry", "JournalRow", "ServiceStore"]
@@ -327,7 +328,7 @@ class ServiceStore:
             if rows[1:]:
                 conn.execute(insert, rows[1:])
             lines = [
-                {"c": ids[k] if k else None, "a": f.hour_ts, "b": f.hour_ts + 3600, "k": kind, "u": float(usd)}
+                {"c": ids[k] if k else None, "a": f.hour_ts, "b": f.hour_ts + HOUR_S, "k": kind, "u": float(usd)}
                 for f, ls in zip(figs, bill_lines) for kind, usd, k in ls
             ]
             if lines:

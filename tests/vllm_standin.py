@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 
 from tests.fake_prometheus import reply
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 
 
 @dataclass

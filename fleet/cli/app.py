@@ -12,6 +12,7 @@ import typer
 
 from fleet.cli.output import UsageError, console, err_console  # noqa: F401  (re-exported: the commands' one console)
 from fleet.core.errors import ConfigError
+from fleet.core.units import HOUR_S
 
 HELP_OPTION_NAMES = ["-h", "--help"]
 
@@ -223,7 +224,7 @@ def _hours_held(rollups) -> int:
     """Hours from the first stored hour to the last, both counted."""
     if rollups.empty:
         return 0
-    return (int(rollups["hour_ts"].max()) - int(rollups["hour_ts"].min())) // 3600 + 1
+    return (int(rollups["hour_ts"].max()) - int(rollups["hour_ts"].min())) // HOUR_S + 1
 
 
 def _shown_source(db: str | None, telemetry: Path | None) -> str:

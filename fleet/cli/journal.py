@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import typer
 
 from storage import DEFAULT_URL
+from fleet.core.units import HOUR_S
 from storage.values import ACTION_KINDS, EVENT_KINDS, SET_ASIDE_KINDS, Kind
 
 RECORD_KINDS = EVENT_KINDS
@@ -55,7 +56,7 @@ def parse_since(text: str, now_ts: float) -> int:
     t = text.strip()
     ago = _AGO.match(t)
     if ago:
-        return int(now_ts) - int(ago.group(1)) * (3600 if ago.group(2) == "h" else 86400)
+        return int(now_ts) - int(ago.group(1)) * (HOUR_S if ago.group(2) == "h" else 24 * HOUR_S)
     if t.isdigit():
         return int(t)
     try:

@@ -31,6 +31,7 @@ import typer
 
 from fleet.cli.demand import forecast_beside_measured, knew_demand_line
 from fleet.core.errors import ConfigError
+from fleet.core.units import HOUR_S
 
 
 def shown_url(url: str) -> str:
@@ -39,7 +40,6 @@ def shown_url(url: str) -> str:
 
     return shown(url)
 
-HOUR_S = 3600
 
 
 def _iso(ts: float) -> str:

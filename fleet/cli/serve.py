@@ -13,8 +13,8 @@ import typer
 
 from fleet.cli.demand import forecast_beside_measured, knew_demand_line
 from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 
 
 def _open_store(db: str | None, config: str | None):

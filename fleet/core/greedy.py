@@ -12,7 +12,7 @@ is solved by the full sort. The run set is therefore exactly the sorted greedy's
 
 When the eligible cards share one rent and the rates are float32 (scores and
 true rates are), tokens per dollar orders cards exactly as their rate does
-(a float32 rate × 3600 over one rent never collides with another's), so the
+(a float32 rate × `HOUR_S` over one rent never collides with another's), so the
 histogram buckets the float32 rate itself and tokens per dollar is computed
 only for the few cards it sorts.
 """
@@ -20,6 +20,10 @@ only for the few cards it sorts.
 from __future__ import annotations
 
 import numpy as np
+
+from fleet.core.units import HOUR_S
+
+HOUR_S_F = float(HOUR_S)  # the rate × seconds product in float, as the tokens-per-dollar figures were always made
 
 _TARGET_SLACK_TPS = 1e-9
 """A running sum this close under the target counts as covering it."""
@@ -43,11 +47,11 @@ the sort, 0.62 ms by the histogram; 256 cards × 720 hours 24.5 ms against 12.5 
 
 
 def tokens_per_dollar(rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
-    """Tokens one dollar of rent buys at `rate_tps`: rate × 3600 over the hourly rent."""
+    """Tokens one dollar of rent buys at `rate_tps`: rate × `HOUR_S` over the hourly rent."""
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
     if rate_tps.ndim == 2 and rent.ndim == 1:
         rent = rent[:, None]
-    return np.asarray(rate_tps, dtype=np.float64) * 3600.0 / rent
+    return np.asarray(rate_tps, dtype=np.float64) * HOUR_S_F / rent
 
 
 def greedy_run_set(
@@ -99,20 +103,20 @@ def greedy_run_set(
             if by_rate:
                 key_hc = rate_hc
             else:
-                key_hc = rate_hc * 3600.0
+                key_hc = rate_hc * HOUR_S_F
                 key_hc /= rent[None, :]
             if not all_eligible:
                 key_hc = np.where(elig_hc, key_hc, -np.inf)
             if n <= _SORT_CARDS or n * (b - a) <= _SORT_CELLS:
                 # A small pool or a short stretch: the sort itself is cheaper than the histogram's fixed cost.
                 rate_s = np.where(elig_hc, rate_hc.astype(np.float64), 0.0)
-                tpd_s = np.where(elig_hc, rate_s * 3600.0 / rent[None, :], -np.inf)
+                tpd_s = np.where(elig_hc, rate_s * HOUR_S_F / rent[None, :], -np.inf)
                 chosen[a:b] = _greedy_by_sort(rate_s, tpd_s, target[a:b], elig_hc)
                 continue
             block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible)
             if unsure.size:
                 rate_u = np.where(elig_hc[unsure], rate_hc[unsure].astype(np.float64), 0.0)
-                tpd_u = np.where(elig_hc[unsure], rate_u * 3600.0 / rent[None, :], -np.inf)
+                tpd_u = np.where(elig_hc[unsure], rate_u * HOUR_S_F / rent[None, :], -np.inf)
                 block[unsure] = _greedy_by_sort(rate_u, tpd_u, target[a:b][unsure], elig_hc[unsure])
             chosen[a:b] = block
     return chosen[0] if squeeze else chosen.T
@@ -185,7 +189,7 @@ def _greedy_by_selection(
     # The crossing bucket's cards in the sorted order (tokens per dollar, then card), and their running sums.
     rows, cards = np.divmod(np.flatnonzero(bucket == (np.where(short, -1, cross) + offset[:, 0])[:, None]), n)
     rate_in = rate_hc[rows, cards].astype(np.float64)
-    order = np.lexsort((cards, -(rate_in * 3600.0 / rent[cards]), rows))
+    order = np.lexsort((cards, -(rate_in * HOUR_S_F / rent[cards]), rows))
     rows, cards, rate_in = rows[order], cards[order], rate_in[order]
     per_row = np.bincount(rows, minlength=k)
     pos = np.arange(rows.size) - (np.cumsum(per_row) - per_row)[rows]

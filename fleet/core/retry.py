@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from fleet.core.units import HOUR_S
+
 DONE, TRANSIENT, PERMANENT = "done", "transient", "permanent"
 OUTCOMES = (DONE, TRANSIENT, PERMANENT)
 
@@ -22,7 +24,7 @@ class RetryRules:
     """The `[actuator]` settings that bound retries, in seconds of the service's clock."""
 
     max_retry_s: float = 900.0
-    expire_after_s: float = 6 * 3600.0
+    expire_after_s: float = 6.0 * HOUR_S
     first_backoff_s: float = 1.0
     max_backoff_s: float = 120.0
 
@@ -67,7 +69,7 @@ def after_failure(rules: RetryRules, before: Tries | None, outcome: str, error: 
     return Verdict("retry", Tries(count, first, nxt, error))
 
 
-def expired(rules: RetryRules, hour_ts: int, now_ts: float, hour_s: int = 3600,
+def expired(rules: RetryRules, hour_ts: int, now_ts: float, hour_s: int = HOUR_S,
             late_s: Callable[[float], float] = lambda s: s) -> bool:
     """Whether the decision of the hour starting `hour_ts` is too late to carry out at `now_ts`: its hour ended more
     than `expire_after_s` ago (0 never expires); `late_s` turns clock seconds into the seconds that are judged."""

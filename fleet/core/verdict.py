@@ -12,8 +12,8 @@ import numpy as np
 from fleet.core.billing import HoursBill
 from fleet.core.month import Month
 from fleet.core.scenario import Scenario
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 
 
 def median_ticket_tps(evicted: np.ndarray, judged: np.ndarray, ticket_tps: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:

@@ -27,8 +27,8 @@ from fleet.core.scenario import ConfigError, Scenario
 from fleet.core.month import Month, demand_series, stream
 from fleet.presets import demand_file_tps
 from storage.busy import measured_tps
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 FAR_FUTURE_TS = 4_102_444_800  # 2100-01-01: a telemetry file replayed without a clock has no future bound worth keeping
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fleet.core.units import HOUR_S
 
-HOUR_S = 3600
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fleet.core.errors import ConfigError
+from fleet.core.units import HOUR_S
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
 from fleet.ingest.drop import DEFAULT_SETTLE_S
@@ -110,7 +111,7 @@ class Actuator(Strict):
     auth: Credentials | None = None  # for the webhook
     max_retry_s: float = Field(default=900, ge=0)
     retries: int = Field(default=2, ge=0)
-    expire_after_s: float = Field(default=6 * 3600, ge=0)
+    expire_after_s: float = Field(default=6 * HOUR_S, ge=0)
     pass_env: tuple[str, ...] = DEFAULT_PASS_ENV
     env: dict[str, str] = {}
 
@@ -172,7 +173,7 @@ class Reconcile(Strict):
     """The journal against the pool's telemetry: a warm card silent this long is taken as not serving
     (`fleet.service.reconcile`)."""
 
-    silent_after_s: float = Field(default=2 * 3600, gt=0)
+    silent_after_s: float = Field(default=2 * HOUR_S, gt=0)
 
 
 class ServiceConfig(Strict):

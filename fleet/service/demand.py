@@ -14,12 +14,12 @@ import numpy as np
 
 from fleet.core.errors import ConfigError
 from fleet.core.forecast import DemandView, demand_view
+from fleet.core.units import HOUR_S
 
 if TYPE_CHECKING:
     from storage.demand import DemandHour
     from storage.interfaces import JournalStore
 
-HOUR_S = 3600
 HISTORY_HOURS = 168
 """A real pool's forecaster reads the measured hours of the month so far and of the week before it."""
 

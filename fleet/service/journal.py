@@ -31,7 +31,6 @@ import select
 import selectors
 import shutil
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -44,7 +43,7 @@ from typing import Protocol
 
 from fleet.core.errors import ConfigError
 from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules
-from fleet.credentials import Credentials
+from fleet.credentials import Credentials, http_opener
 from fleet.service.acting import ACTIONS, ActOutcome, Acting, ActuatorError, ActuatorStopped
 
 __all__ = ["ACTIONS", "ActOutcome", "Actuator", "ActuatorError", "ActuatorStopped", "Command", "DryRun", "Journal",
@@ -306,14 +305,6 @@ def _http_outcome(code: int) -> str:
     return TRANSIENT if code >= 500 or code in (408, 429) else PERMANENT
 
 
-class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
-    """Never follow a redirect: following would send the decision, its key and the credentials to an address the
-    operator did not configure, and take that address's 2xx as done. The 3xx then surfaces as an HTTPError."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
 @dataclass
 class Webhook:
     """POST each decision as JSON to `url`, with its key as the Idempotency-Key header; any 2xx means done.
@@ -329,9 +320,7 @@ class Webhook:
     _opener: urllib.request.OpenerDirector = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self._opener = urllib.request.build_opener(
-            _RefuseRedirects(), urllib.request.HTTPSHandler(context=ssl.create_default_context())
-        )
+        self._opener = http_opener()
 
     def act(self, row: JournalRow, epoch: int | None = None) -> None:
         shown = hide_passwords(self.url)

@@ -27,7 +27,7 @@ UNLOCKED = ("act",)
 """Writers that run without the write lock: an action may take its whole time-out, and the other writers must not
 wait for it (its writes are one small transaction each, which wait their turn under the busy timeout)."""
 
-PRUNE_EVERY_S = 3600.0
+PRUNE_EVERY_S = float(HOUR_S)
 """Raw samples are pruned about hourly (of the service's clock): each prune deletes about an hour's worth."""
 
 log = logging.getLogger("fleet.service.scheduler")

@@ -16,9 +16,9 @@ from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from storage.values import DemandBatch
 from tests.fake_prometheus import StepClock
+from fleet.core.units import HOUR_S
 
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
-HOUR_S = 3600
 RATES = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}
 
 

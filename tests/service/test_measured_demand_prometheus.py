@@ -25,10 +25,10 @@ from tests.fake_prometheus import StepClock
 from tests.service.serving import wait_for
 from tests.service.test_prometheus import free_port
 from tests.vllm_standin import Timeline, stand_ins
+from fleet.core.units import HOUR_S
 
 PROMETHEUS = shutil.which("prometheus")
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
-HOUR_S = 3600
 STEP_S = 60
 # Offered tokens/s in each of four hours: card a serves up to 3,000, card b up to 2,000. Hour 1 asks more than
 # both can serve (their queues grow), hours 2 and 3 less (the queues drain), so the served tokens alone are wrong

@@ -28,10 +28,10 @@ from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.fake_prometheus import StepClock, fake_prometheus, matrix, reply
 from tests.service.serving import wait_for
+from fleet.core.units import HOUR_S
 
 PROMETHEUS = shutil.which("prometheus")
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
-HOUR_S = 3600
 SECRET = "pull-s3cret-9f1c"
 
 
