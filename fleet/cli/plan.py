@@ -332,8 +332,6 @@ def _prometheus_check(cfg) -> str:
 def check_service(cfg, config: str | None, simulate: str | None, seed: int | None) -> int:
     """`fleet serve --check`: one line a check; returns the exit status (0 every check passed, 1 one failed).
     A bad config is a `ConfigError` (status 2) before any check runs. Nothing is served or written."""
-    import shutil
-
     from storage.identity import StoreIdentity
 
     source = f"config file {config!r}" if config else "the service config (defaults)"
@@ -356,12 +354,9 @@ def check_service(cfg, config: str | None, simulate: str | None, seed: int | Non
 
         folder = Path(cfg.ingest.folder)
         checks.append(("drop folder", folder.is_dir(), f"{folder}: {'a folder' if folder.is_dir() else 'no such folder'}"))
-    if cfg.actuator.kind == "command":
-        prog = cfg.actuator.command[0]
-        found = shutil.which(prog)
-        checks.append(("actuator", found is not None, f"command {prog!r}: {found or 'not found on PATH'}"))
-    else:
-        checks.append(("actuator", True, f"{cfg.actuator.kind}" + (f" to {shown_url(cfg.actuator.url)}" if cfg.actuator.url else "")))
+    from fleet.service.actuators import ACTUATORS
+
+    checks.append(("actuator", *ACTUATORS.get(cfg.actuator.kind).check(cfg.actuator)))
     for name, ok, line in checks:
         typer.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {line}")
     failed = sum(not ok for _, ok, _ in checks)

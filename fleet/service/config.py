@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -104,7 +103,7 @@ class Actuator(Strict):
     carried out (0: never expires). A command's program gets only `pass_env` (names copied from the service's
     environment) and `env` (fixed values), then the decision's FLEET_* variables."""
 
-    kind: Literal["dry-run", "command", "webhook"] = "dry-run"
+    kind: str = "dry-run"  # a registered actuator (fleet.service.actuators): dry-run, command, webhook
     command: tuple[str, ...] = ()
     url: str | None = None
     timeout_s: float = Field(default=60, gt=0)
@@ -117,10 +116,13 @@ class Actuator(Strict):
 
     @model_validator(mode="after")
     def _needs(self) -> "Actuator":
-        if self.kind == "command" and not self.command:
-            raise ValueError("kind = 'command' needs command = [program, args...]")
-        if self.kind == "webhook" and not (self.url and self.url.startswith(("http://", "https://"))):
-            raise ValueError("kind = 'webhook' needs url = 'http(s)://...'")
+        from fleet.service.actuators import ACTUATORS
+
+        if self.kind not in ACTUATORS:
+            raise ValueError(f"kind {self.kind!r}: not an actuator (one of {', '.join(ACTUATORS.names())})")
+        why = ACTUATORS.get(self.kind).needs(self)
+        if why:
+            raise ValueError(why)
         for name in (*self.pass_env, *self.env):
             if name == "FLEET_DB" or name.startswith(("FLEET_DECISION", "FLEET_LEASE", "FLEET_CARD")):
                 raise ValueError(f"pass_env/env: {name!r} is the service's own (the database URL, or set per decision)")

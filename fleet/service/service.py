@@ -43,7 +43,7 @@ from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.config import ServiceConfig
 from fleet.service.decide import DecideJob
 from fleet.service.demand import month_demand
-from fleet.service.journal import Actuator, Command, DryRun, Journal, Webhook
+from fleet.service.journal import Actuator, Journal
 from fleet.ingest.pool import declare_pool
 from fleet.service.pool import PoolWatch
 from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
@@ -64,12 +64,9 @@ DAY_S = 86_400
 
 
 def make_actuator(cfg: ServiceConfig) -> Actuator:
-    a = cfg.actuator
-    if a.kind == "command":
-        return Command(a.command, a.timeout_s, pass_env=a.pass_env, env=dict(a.env), retries=a.retries)
-    if a.kind == "webhook":
-        return Webhook(a.url or "", a.timeout_s, a.auth)
-    return DryRun()
+    from fleet.service.actuators import make_actuator as from_table
+
+    return from_table(cfg.actuator)
 
 
 def make_calendar(cfg: ServiceConfig, sim: Simulation | None = None) -> Calendar:
