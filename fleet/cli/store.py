@@ -80,7 +80,7 @@ def ingest_cmd(
     went to failed/) or a simulation's store (nothing written). With --demand: 0 every sample stored (or already
     there), 2 a bad file (nothing stored), 1 a store write failed."""
     from fleet.cli.output import UsageError
-    from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, drain_drop_folder, ingest_parsed, load_pool, read_file
+    from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, load_pool, read_file
 
     sources = sum(x is not None for x in (file, watch, prometheus, demand))
     if sources != 1:
@@ -113,27 +113,36 @@ def ingest_cmd(
     if pool_decl:
         declare_pool(repo, pool_decl.classes, pool_decl.card_classes(), int(time.time()))
 
-    if file is not None:
-        n = parsed.n_records
-        show = n >= PROGRESS_MIN_RECORDS and err_console.is_terminal and not as_json
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      console=err_console, transient=True, disable=not show) as bar:
-            task = bar.add_task(f"ingest {file.name}", total=n)
-            report = ingest_parsed(repo, parsed, settings(), progress=lambda k: bar.advance(task, k))
+    if file is not None or prometheus is not None:
+        report = _ingest_parsed(repo, parsed, settings(), f"ingest {file.name}" if file is not None else None, as_json)
         _print_report(report.as_json(), as_json)
         raise typer.Exit(ingest_status([report]))
+    raise typer.Exit(_watch(repo, watch, settings, DEFAULT_SETTLE_S if settle is None else settle, once, interval, as_json))
 
-    if prometheus is not None:
-        report = ingest_parsed(repo, parsed, settings())
-        _print_report(report.as_json(), as_json)
-        raise typer.Exit(ingest_status([report]))
+
+def _ingest_parsed(repo, parsed, settings, label: str | None, as_json: bool):
+    """A file's records (`label`: with a progress bar on a terminal, when there are many) or a pull's, stored."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fleet.ingest import ingest_parsed
+
+    n = parsed.n_records
+    show = label is not None and n >= PROGRESS_MIN_RECORDS and err_console.is_terminal and not as_json
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err_console, transient=True, disable=not show) as bar:
+        task = bar.add_task(label or "ingest", total=n)
+        return ingest_parsed(repo, parsed, settings, progress=lambda k: bar.advance(task, k))
+
+
+def _watch(repo, watch: Path, settings, settle_s: float, once: bool, interval: float, as_json: bool) -> int:
+    """`--watch`: take each ready file of the drop folder, every `interval` seconds; with `once`, what is ready now,
+    returning the exit status (2 when a file went to failed/)."""
+    from fleet.ingest import drain_drop_folder
 
     failed = 0
     reports = []
     while True:
-        for result in drain_drop_folder(repo, watch, settings, settle_s=DEFAULT_SETTLE_S if settle is None else settle):
+        for result in drain_drop_folder(repo, watch, settings, settle_s=settle_s):
             if result.report is not None:
                 reports.append(result.report)
                 _print_report(result.report.as_json(), as_json)
@@ -144,9 +153,7 @@ def ingest_cmd(
             else:
                 err_console.print(f"fleet: error: {result.error} (moved to failed/)", markup=False, highlight=False, soft_wrap=True)
         if once:
-            if failed:
-                raise typer.Exit(2)  # a bad file, told above, moved to failed/
-            raise typer.Exit(ingest_status(reports))
+            return 2 if failed else ingest_status(reports)  # a bad file, told above, moved to failed/
         time.sleep(interval)
 
 
