@@ -64,3 +64,14 @@ def test_the_roles_write_and_read_one_database(store_url):
     assert "password" not in store.shown_url and store.shown_url.split(":")[0] in ("sqlite", "postgresql+psycopg")
     other.close()
     store.close()
+
+
+def test_a_command_asks_storage_which_file_a_url_names():
+    """`sqlite_file`: the file of a SQLite URL (a URI filename too), None for another backend or a bad URL, so a
+    command that must not create a file asks storage rather than parsing the URL itself."""
+    from storage.existing import sqlite_file
+
+    assert sqlite_file("sqlite:///stores/fleet.db") == "stores/fleet.db"
+    assert sqlite_file("sqlite:///file:/srv/s.db?mode=ro&uri=true") == "/srv/s.db"
+    assert sqlite_file("sqlite://") == ""
+    assert sqlite_file("postgresql+psycopg://fleet@db/fleet") is None and sqlite_file("not a url") is None
