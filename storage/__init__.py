@@ -1,11 +1,14 @@
-"""The store: two interfaces by role and their SQLAlchemy implementations, the models, engines with the SQLite pragmas.
+"""The store: interfaces by role and their SQLAlchemy implementations, the models, engines with the SQLite pragmas.
 
-`storage.interfaces` holds the protocols the shell types against: `TelemetryStore`
-(ingest, rollups, stored months; `SqlRepository` in `storage.repository`) and
-`JournalStore` (the service's journal, run set, scores and billed hours;
-`ServiceStore` in `storage.service_store`). Beside them: the lease that lets one
-service lead a store (`storage.lease`) and what the store holds (`storage.identity`).
-`storage` imports nothing of `fleet` but `fleet.core`.
+`open_store(url)` (`storage.open`) is the way in: it returns a `Store`, one
+database in every role the shell types against (`storage.interfaces`):
+`TelemetryStore` (ingest, rollups, stored months; `SqlRepository` in
+`storage.repository`), `JournalStore` (the service's journal, run set, scores and
+billed hours; `ServiceStore` in `storage.service_store`), `Leases` (one service
+leads a store; `storage.lease`), `IdentityRecord` (what the store holds;
+`storage.identity`), `ReconcileStore` (the reconcile check's reads and writes;
+`storage.cards`) and `Migrations` (`storage.db`). The engine stays inside
+`storage`. `storage` imports nothing of `fleet` but `fleet.core`.
 
 Alembic (alembic/ at the repository root) owns the schema; `storage.db.upgrade`
 runs it from code. Names are imported on first use, so `import storage` (and
@@ -24,8 +27,15 @@ _WHERE = {
     "head_revision": "storage.db",
     "make_engine": "storage.db",
     "upgrade": "storage.db",
+    "IdentityRecord": "storage.interfaces",
     "JournalStore": "storage.interfaces",
+    "Leases": "storage.interfaces",
+    "Migrations": "storage.interfaces",
+    "ReconcileStore": "storage.interfaces",
+    "Store": "storage.interfaces",
     "TelemetryStore": "storage.interfaces",
+    "open_store": "storage.open",
+    "as_store": "storage.open",
     "BatchOutcome": "storage.values",
     "CardInfo": "storage.values",
     "ClassSpec": "storage.values",

@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 
 from sqlalchemy import Engine, text
 
-from storage.values import JournalRow, Kind
+from storage.values import JournalEntry, JournalRow, Kind
 
 RETIRE_KIND = Kind.RETIRE
 
@@ -140,3 +140,31 @@ def last_actions_not_carried_out(engine: Engine, since_ts: int, until_ts: int) -
             {"lo": int(since_ts), "hi": int(until_ts)},
         ).all()
     return {r[4]: JournalRow(int(r[0]), r[1], int(r[2]), Kind(r[3]), r[4], r[5], {}, r[6]) for r in rows}
+
+
+class SqlReconcileStore:
+    """`storage.interfaces.ReconcileStore` on one engine: the functions above, bound to their store."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    def retire_card(self, card_key: str, ts: int, reason: str, by: str) -> bool:
+        return retire_card(self._engine, card_key, ts, reason, by)
+
+    def last_heard(self) -> dict[str, int | None]:
+        return last_heard(self._engine)
+
+    def still_serving(self, since_ts: int, recent_from_ts: int) -> dict[str, tuple[int, int | None]]:
+        return still_serving(self._engine, since_ts, recent_from_ts)
+
+    def warm_since(self, ts: int) -> dict[str, int]:
+        return warm_since(self._engine, ts)
+
+    def journal_records(self, entries: Iterable[JournalEntry]) -> int:
+        return journal_records(self._engine, entries)
+
+    def records_of_kinds(self, kinds: Iterable[str], since_ts: int | None = None) -> list[JournalRow]:
+        return records_of_kinds(self._engine, kinds, since_ts)
+
+    def last_actions_not_carried_out(self, since_ts: int, until_ts: int) -> dict[str, JournalRow]:
+        return last_actions_not_carried_out(self._engine, since_ts, until_ts)

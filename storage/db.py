@@ -229,6 +229,22 @@ def ensure_schema(engine: Engine, url: str) -> None:
         raise StoreError(f"database {shown!r} is at schema revision {current}, this fleet needs {head}: run `fleet db upgrade --db {shown}`")
 
 
+class SqlMigrations:
+    """`storage.interfaces.Migrations` on one engine: its revision, this fleet's, and the upgrade (above)."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    def revision(self) -> str | None:
+        return current_revision(self._engine)
+
+    def head(self) -> str:
+        return head_revision()
+
+    def upgrade(self, revision: str = "head") -> str | None:
+        return upgrade(self._engine.url.render_as_string(hide_password=False), revision, engine=self._engine)
+
+
 class _opened:
     """`engine.connect()` that turns a database that cannot be opened into a StoreError naming it."""
 

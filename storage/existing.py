@@ -23,8 +23,9 @@ from sqlalchemy.exc import ArgumentError
 from storage.db import StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, shown_url
 
 
-def _sqlite_path(url: str) -> str | None:
-    """The file a SQLite URL names ("" for an in-memory one), or None for another backend or a bad URL."""
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names ("" for an in-memory one), or None for another backend or a bad URL: what a
+    command asks of a URL before opening it, without parsing it itself."""
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -73,7 +74,7 @@ def existing_revision(url: str) -> str:
     A bad `FLEET_DB_BUSY_TIMEOUT` is said first, as opening any store would say it."""
     configured_busy_timeout_ms()
     shown = shown_url(url)
-    path = _sqlite_path(url)
+    path = sqlite_file(url)
     if path is not None:
         revision = _sqlite_revision(url, path)
     else:

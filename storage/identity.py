@@ -100,3 +100,19 @@ def refuse_other_identity(engine: Engine, wanted: StoreIdentity, writing: str) -
         url = engine.url.render_as_string(hide_password=True)
         raise StoreError(f"database {url!r} holds {held.describe()}; it cannot take {writing} (give another --db)")
     return held
+
+
+class SqlIdentity:
+    """`storage.interfaces.IdentityRecord` on one engine: the functions above, bound to their store."""
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+
+    def read(self) -> StoreIdentity | None:
+        return read_identity(self._engine)
+
+    def claim(self, identity: StoreIdentity) -> StoreIdentity:
+        return claim_identity(self._engine, identity)
+
+    def refuse_other(self, wanted: StoreIdentity, writing: str) -> StoreIdentity | None:
+        return refuse_other_identity(self._engine, wanted, writing)

@@ -1,4 +1,4 @@
-"""The store's two interfaces, by role: what the shell may ask of it, and nothing more.
+"""The store's interfaces, by role: what the shell may ask of it, and nothing more.
 
 `TelemetryStore` is the telemetry side: the pool's classes and cards, ingest runs
 written batch by batch, the hourly rollups read back, and the retention of raw samples. Ingest (a file, the
@@ -11,9 +11,18 @@ state each hour leaves, scores, billed hours and their bill lines, and the few
 telemetry summaries the service reads beside them (card ids and counts, rollup
 means, ingest totals). `storage.service_store.ServiceStore` implements it.
 
+Beside them, the smaller roles of the same database: `Leases` (who leads the
+store; `storage.lease.LeaseStore`), `IdentityRecord` (what the store holds;
+`storage.identity.SqlIdentity`), `ReconcileStore` (cards retired by hand, each
+card's last telemetry, and the journal records the reconcile check reads and
+writes; `storage.cards.SqlReconcileStore`) and `Migrations` (the schema's
+revision and its upgrade; `storage.db.SqlMigrations`). `Store` gathers them:
+`storage.open.open_store(url)` returns one, the shell's only way into a
+database, so nothing outside `storage/` holds an engine.
+
 Every member has a caller in `fleet/` or `bench/` (tests/storage/test_interfaces.py
 checks it, and that the classes have no public method beyond their protocol), so a
-method only a test calls has no place here. Both protocols are `runtime_checkable`.
+method only a test calls has no place here. Every protocol is `runtime_checkable`.
 This module imports nothing at run time beyond `typing` and `storage.values`.
 """
 
@@ -26,6 +35,8 @@ from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, HourF
 
 if TYPE_CHECKING:
     from storage.demand import DemandHour
+    from storage.identity import StoreIdentity
+    from storage.lease import LeaseRecord
     import numpy as np
     import pandas as pd
 
@@ -149,3 +160,75 @@ class JournalStore(Protocol):
     def ingest_totals(self) -> dict[str, int]: ...
 
     def quarantine_reasons(self) -> dict[str, int]: ...
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """The store's leases: one conditional write decides who holds each (`fleet.service.lease` elects by it)."""
+
+    def read(self, name: str) -> LeaseRecord | None: ...
+
+    def try_acquire(self, name: str, holder: str, now_ts: float,
+                    duration_s: float) -> tuple[bool, LeaseRecord | None, LeaseRecord | None]:
+        """Take the lease, or renew it if `holder` has it: (held, the row as it stands, the row as read before)."""
+
+    def release(self, name: str, holder: str, now_ts: float) -> bool: ...
+
+
+@runtime_checkable
+class IdentityRecord(Protocol):
+    """What the store holds (a simulation of one preset, or a real pool), recorded once by the first serve."""
+
+    def read(self) -> StoreIdentity | None: ...
+
+    def claim(self, identity: StoreIdentity) -> StoreIdentity:
+        """Record `identity` unless the store has one already; returns the one recorded (the first claim's)."""
+
+    def refuse_other(self, wanted: StoreIdentity, writing: str) -> StoreIdentity | None:
+        """`StoreError`, nothing written, when the store holds another identity than `wanted`; else what it holds."""
+
+
+@runtime_checkable
+class ReconcileStore(Protocol):
+    """Cards by hand and by their telemetry: what the reconcile check and the known run set read, and write."""
+
+    def retire_card(self, card_key: str, ts: int, reason: str, by: str) -> bool: ...
+
+    def last_heard(self) -> dict[str, int | None]: ...
+
+    def still_serving(self, since_ts: int, recent_from_ts: int) -> dict[str, tuple[int, int | None]]: ...
+
+    def warm_since(self, ts: int) -> dict[str, int]: ...
+
+    def journal_records(self, entries: Iterable[JournalEntry]) -> int: ...
+
+    def records_of_kinds(self, kinds: Iterable[str], since_ts: int | None = None) -> list[JournalRow]: ...
+
+    def last_actions_not_carried_out(self, since_ts: int, until_ts: int) -> dict[str, JournalRow]: ...
+
+
+@runtime_checkable
+class Migrations(Protocol):
+    """The schema: the revision the database is at, this fleet's, and the upgrade between them."""
+
+    def revision(self) -> str | None: ...
+
+    def head(self) -> str: ...
+
+    def upgrade(self, revision: str = "head") -> str | None: ...
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One database in every role (`storage.open.open_store`): the shell reads and writes it only through these."""
+
+    telemetry: TelemetryStore
+    journal: JournalStore
+    leases: Leases
+    identity: IdentityRecord
+    reconcile: ReconcileStore
+    migrations: Migrations
+    shown_url: str  # its URL as it may be printed: the password masked
+
+    def close(self) -> None:
+        """Let the database's connections go (a SQLite store's WAL is checkpointed into its file)."""

@@ -6,7 +6,8 @@ Floors, bottom up (see the README's Layout): `fleet` (the package root) <- `flee
 `fleet.credentials`, `fleet.report`, `fleet.sweep`, `fleet.memory`, `fleet.dask_runner`) <- `fleet.ingest` <-
 `fleet.service` <- `fleet.cli`. An import may only point down, or sideways within its own room; lazy imports inside
 functions count the same as imports at the top, and so does a module named in a string (an
-`importlib.import_module` registration).
+`importlib.import_module` registration). Above `storage`, the database is reached only through `storage.open_store`
+and the role protocols it returns: no engine, no SQLAlchemy, no store class built by hand.
 """
 
 from __future__ import annotations
@@ -230,3 +231,108 @@ def test_the_checks_can_fail(tmp_path):
 def test_no_module_over_500_lines():
     long = {name: n for name, path in modules().items() if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500}
     assert long == {}
+
+
+# -- one way into the store --------------------------------------------------------------------------------------
+
+# Modules whose every name is the store's inside: the engine's library, the migrations', the store classes' modules.
+STORE_INSIDE_MODULES = ("sqlalchemy", "alembic", "storage.repository", "storage.service_store")
+# Names of storage's that build a store class, make or take an engine: `open_store` and its roles replace them.
+STORE_INSIDE_NAMES = frozenset({
+    "SqlRepository", "ServiceStore", "LeaseStore", "SqlStore", "SqlIdentity", "SqlReconcileStore", "SqlMigrations",
+    "open_repository", "sqlite_memory_repository", "existing_repository", "open_existing", "make_engine", "ensure_schema",
+    "current_revision", "upgrade", "read_identity", "claim_identity", "refuse_other_identity", "retire_card", "last_heard",
+    "still_serving", "warm_since", "journal_records", "records_of_kinds", "last_actions_not_carried_out",
+})
+# An attribute that is an engine, or one of the names above reached through an object (`storage.ServiceStore`); not
+# those that are role members too (`store.reconcile.warm_since(...)`, `store.migrations.upgrade()`).
+ROLE_MEMBERS = frozenset({"retire_card", "last_heard", "still_serving", "warm_since", "journal_records", "records_of_kinds",
+                          "last_actions_not_carried_out", "upgrade"})
+ENGINE_ATTRIBUTES = frozenset({"engine"}) | (STORE_INSIDE_NAMES - ROLE_MEMBERS)
+# A sweep's engine runs months on processes or a cluster (`fleet.sweep.Engine`): no database in it.
+COMPUTE_ENGINES = frozenset({"fleet/sweep.py"})
+# Commands still opening the database their own way, and what each line does that it should not; each entry goes when
+# its file switches to `open_store` (the test below says when one is no longer needed).
+NOT_YET_THROUGH_OPEN_STORE = {
+    "fleet/cli/journal.py": {"imports sqlalchemy.engine", "imports sqlalchemy.exc", "imports storage.service_store",
+                             "uses ServiceStore", "uses read_identity", "uses open_existing"},
+    "fleet/cli/plan.py": {"imports sqlalchemy.engine", "imports storage.service_store", "uses ServiceStore",
+                          "uses read_identity", "uses open_existing", "uses existing_repository", "reads .engine"},
+    "fleet/cli/status.py": {"imports storage.service_store", "uses ServiceStore", "uses existing_repository", "reads .engine"},
+    "fleet/cli/store.py": {"uses open_repository", "uses refuse_other_identity", "uses current_revision", "uses make_engine",
+                           "uses upgrade", "reads .engine"},
+    "fleet/service/journal.py": {"imports storage.service_store", "uses ServiceStore"},
+    "fleet/ingest/stored_month.py": {"uses open_repository", "uses sqlite_memory_repository"},
+}
+
+
+def store_bypasses(path: Path) -> set[str]:
+    """How a file outside `storage/` reaches the database other than through `open_store` and its roles: a module of
+    the store's inside imported, a name of it imported or reached through a module, an engine read off an object."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            mods = [node.module]
+            if node.module == "storage" or node.module.startswith("storage."):
+                found.update(f"uses {a.name}" for a in node.names if a.name in STORE_INSIDE_NAMES)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "engine":
+                found.add("reads .engine")
+            elif node.attr in ENGINE_ATTRIBUTES or (node.attr in STORE_INSIDE_NAMES and isinstance(node.value, ast.Name)
+                                                    and node.value.id == "storage"):
+                found.add(f"uses {node.attr}")
+            continue
+        else:
+            continue
+        found.update(f"imports {m}" for m in mods if any(m == x or m.startswith(x + ".") for x in STORE_INSIDE_MODULES))
+    return found
+
+
+def test_nothing_outside_storage_reaches_the_database_but_through_open_store():
+    wrong, stale = {}, {}
+    for name, path in modules().items():
+        rel = path.relative_to(ROOT).as_posix()
+        if room(name) == "storage":
+            continue
+        got = store_bypasses(path)
+        if rel in COMPUTE_ENGINES:
+            got.discard("reads .engine")
+        allowed = NOT_YET_THROUGH_OPEN_STORE.get(rel, set())
+        if got - allowed:
+            wrong[rel] = sorted(got - allowed)
+        if allowed - got:
+            stale[rel] = sorted(allowed - got)
+    assert wrong == {}
+    assert stale == {}, "switched to open_store: take these out of NOT_YET_THROUGH_OPEN_STORE"
+
+
+def test_the_store_check_can_fail(tmp_path):
+    """Each way round `open_store` is found in a planted file, and a file that keeps to the roles passes."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import storage\n"
+        "from sqlalchemy import event\n"
+        "from storage.service_store import ServiceStore\n"
+        "from storage.cards import records_of_kinds\n"
+        "def f(repo):\n"
+        "    from storage.db import make_engine\n"
+        "    event.listen(repo.engine, 'commit', print)\n"
+        "    return storage.SqlRepository(make_engine('sqlite://')), records_of_kinds(repo.engine, ['retire'])\n"
+    )
+    assert store_bypasses(bad) == {
+        "imports sqlalchemy", "imports storage.service_store", "uses ServiceStore", "uses records_of_kinds",
+        "uses make_engine", "reads .engine", "uses SqlRepository",
+    }
+    good = tmp_path / "good.py"
+    good.write_text(
+        "from storage.open import open_store\n"
+        "from storage.identity import StoreIdentity\n"
+        "from storage.db import shown_url\n"
+        "store = open_store('sqlite:///fleet.db')\n"
+        "store.identity.refuse_other(StoreIdentity.pool(), 'a copy')\n"
+        "rows = store.reconcile.records_of_kinds(['retire'])\n"
+        "store.migrations.upgrade()\n"
+    )
+    assert store_bypasses(good) == set()

@@ -198,14 +198,18 @@ def _stored_month(scenario, db: str | None, telemetry: Path | None, base_dir: Pa
 
     full = StoredSpan(None, scenario.warmup_hours, scenario.hours, scenario.warmup_hours, scenario.hours)
     if db:
-        from fleet.cli.journal import existing_store, refuse_missing_sqlite_file
-        from storage.repository import SqlRepository
+        from fleet.cli.journal import refuse_missing_sqlite_file
+        from storage.open import open_store
 
         refuse_missing_sqlite_file(db)  # a read: a mistyped path is an error, never a new empty store
         try:
             return stored_month.month_from_store(db, scenario, base_dir=base_dir), scenario, full
         except ConfigError as err:  # too short, maybe: then every stored hour is replayed after a shorter warm-up
-            rollups = SqlRepository(existing_store(db)).hourly_rollups()
+            store = open_store(db)  # refused, nothing created or changed, unless a fleet store at this schema
+            try:
+                rollups = store.telemetry.hourly_rollups()
+            finally:
+                store.close()
             if _hours_held(rollups) >= scenario.warmup_hours + scenario.hours:
                 raise err from None
     else:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from fleet.cli.plan import DbOption, _iso, shown_url
+
+if TYPE_CHECKING:
+    from storage.interfaces import JournalStore, ReconcileStore
 
 
 def _now() -> float:
@@ -37,21 +40,23 @@ def retire_cmd(
     from fleet.cli.output import UsageError
     from fleet.service.config import load_service_config
     from fleet.service.reconcile import operator
-    from storage.cards import UnknownCard, retire_card
-    from storage.existing import open_existing
-    from storage.identity import StoreIdentity, refuse_other_identity
+    from storage.cards import UnknownCard
+    from storage.identity import StoreIdentity
+    from storage.open import open_store
 
     if reason is None or not reason.strip():
         raise UsageError("fleet card retire: --reason is required: say why the card is gone (it is kept in the journal)")
     url = load_service_config(None, {"storage": {"url": db} if db else {}}).storage.url
-    engine = open_existing(url)  # a store that is not there is refused, never created
-    refuse_other_identity(engine, StoreIdentity.pool(), "an operator's retirement of a card")
-    by = operator()
-    now = int(_now())
+    store = open_store(url)  # a store that is not there is refused, never created
     try:
-        done = retire_card(engine, card, now, reason.strip(), by)
+        store.identity.refuse_other(StoreIdentity.pool(), "an operator's retirement of a card")
+        by = operator()
+        now = int(_now())
+        done = store.reconcile.retire_card(card, now, reason.strip(), by)
     except UnknownCard:
         raise UsageError(f"card {card!r}: not in the database {shown_url(url)!r}") from None
+    finally:
+        store.close()
     if not done:
         raise UsageError(f"card {card!r}: retired already (`fleet explain {card}` says when and why)")
     if as_json:
@@ -60,12 +65,13 @@ def retire_cmd(
     typer.echo(f"{card}: retired at {_iso(now)} by {by} ({reason.strip()}); it leaves the run set and is never added back")
 
 
-def retired_lines(store, card: str | None = None) -> tuple[list[dict], list[str]]:
-    """Cards retired by hand (or the one given), for `fleet status` and `fleet explain`: as JSON and as lines."""
+def retired_lines(store: JournalStore, card: str | None = None, checks: ReconcileStore | None = None
+                  ) -> tuple[list[dict], list[str]]:
+    """Cards retired by hand (or the one given), for `fleet status` and `fleet explain`: as JSON and as lines.
+    With `checks` (`Store.reconcile`) the records are read plainly, else through the journal's view."""
     from fleet.service.reconcile import retired_by_hand
-    from storage.cards import records_of_kinds
 
-    rows = retired_by_hand(store, lambda kinds, since: records_of_kinds(store.engine, kinds, since))
+    rows = retired_by_hand(store, None if checks is None else lambda kinds, since: checks.records_of_kinds(kinds, since))
     if card is not None:
         rows = {k: v for k, v in rows.items() if k == card}
     out = [{"card": k, "time": _iso(r.ts), "by": r.detail.get("by"), "reason": r.detail.get("reason")}

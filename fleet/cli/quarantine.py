@@ -19,10 +19,13 @@ def quarantine_cmd(
 ) -> None:
     """The bad records an ingest quarantined, with file, line (row in Parquet), reason and raw text."""
     from fleet.cli.output import console
-    from storage.existing import open_existing
-    from storage.service_store import ServiceStore
+    from storage import open_store
 
-    records, total = ServiceStore(open_existing(db)).quarantined(reason, source, limit)
+    store = open_store(db)
+    try:
+        records, total = store.journal.quarantined(reason, source, limit)
+    finally:
+        store.close()
     if as_json:
         typer.echo(json.dumps(records, indent=2))
         return

@@ -27,16 +27,37 @@ def serve_cmd(
     check: Annotated[bool, typer.Option("--check", help="Check the config, the store (read only) and the Prometheus URL, one line each, and exit: 0 all pass, 1 one fails, 2 a bad config.")] = False,
 ) -> None:
     """Run the autoscaler beside a pool (or a simulated one) until SIGTERM: score, size, evict, journal, act, bill, export metrics."""
-    from fleet.cli.output import UsageError
-    from fleet.core.scenario import ConfigError
-    from fleet.presets import load_preset
-    from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
     from fleet.service.config import load_service_config
-    from fleet.service.lease import make_keeper
-    from fleet.service.service import Service
-    from fleet.service.simulation import SimClock, Simulation, WallClock, simulation_config
-    from storage.repository import open_repository
-    from storage.service_store import ServiceStore
+
+    _refuse_bad_flags(speed, simulate, seed, exit_when_done, metrics_port, log_level)
+    _set_up_logging(log_level)
+    metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
+    cfg = load_service_config(config, {"storage": {"url": db} if db else {}, "metrics": metrics})
+    if check:
+        from fleet.cli.plan import check_service
+
+        raise typer.Exit(check_service(cfg, config, simulate, seed))
+    cfg, sim = _month_of(cfg, config, simulate, seed)
+    _refuse_busy_port(cfg.metrics.host, cfg.metrics.port)  # before the store is opened, or made
+    service = _open_service(cfg, sim, speed)
+    try:
+        got = _serve(service, cfg, sim, exit_when_done)
+    finally:
+        service.db.close()
+    s = service.snapshot
+    t = s.totals
+    print(
+        f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
+        f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
+    )
+    if got and got[0] == signal.SIGINT:
+        raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C
+
+
+def _refuse_bad_flags(speed: float, simulate: str | None, seed: int | None, exit_when_done: bool,
+                      metrics_port: int | None, log_level: str) -> None:
+    """A flag that cannot be served as given is a usage error (exit status 2), before anything is read or opened."""
+    from fleet.cli.output import UsageError
 
     if not speed > 0:
         raise UsageError(f"--speed {speed}: must be above 0")
@@ -46,6 +67,9 @@ def serve_cmd(
         raise UsageError(f"--metrics-port {metrics_port}: a port is a whole number from 0 to 65535 (0 picks a free one)")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise UsageError(f"--log-level {log_level!r}: expected debug, info, warning or error")
+
+
+def _set_up_logging(log_level: str) -> None:
     logging.basicConfig(level=getattr(logging, log_level.upper()), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     # Overlapping and missed runs are expected while a job catches up; they are counted in /metrics, not logged.
     # A job's failure is one line from the job runner (`job NAME failed: ...`), not APScheduler's traceback.
@@ -55,41 +79,52 @@ def serve_cmd(
     # Who leads the store is always said: taking, losing and releasing the lease, and whom a standby waits for.
     lease_log = logging.getLogger("fleet.service.lease")
     lease_log.setLevel(min(lease_log.getEffectiveLevel(), logging.INFO))
-    metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
-    cfg = load_service_config(config, {"storage": {"url": db} if db else {}, "metrics": metrics})
-    if check:
-        from fleet.cli.plan import check_service
 
-        raise typer.Exit(check_service(cfg, config, simulate, seed))
-    sim = None
-    if simulate is not None:
-        preset = load_preset(simulate)
-        scenario = preset.resolve(seed=seed)
-        cfg = simulation_config(cfg, scenario)
-        sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
-    else:
+
+def _month_of(cfg, config: str | None, simulate: str | None, seed: int | None):
+    """(the config to serve, the simulated month or None): a preset's month played as the pool's telemetry, or the
+    real pool the config must then declare."""
+    from fleet.presets import load_preset
+    from fleet.service.simulation import Simulation, simulation_config
+
+    if simulate is None:
         cfg.require_pool(f"config file {config!r}" if config else "the service config")
-    _refuse_busy_port(cfg.metrics.host, cfg.metrics.port)  # before the store is opened, or made
-    repo = open_repository(cfg.storage.url)
-    if sim is not None:
-        last = ServiceStore(repo.engine).last_decided_ts(sim.start_ts, sim.end_ts)
-        clock = SimClock(sim.start_ts if last is None else last + HOUR_S, speed)  # a restart resumes where the journal ends
-    else:
-        clock = WallClock()
+        return cfg, None
+    preset = load_preset(simulate)
+    scenario = preset.resolve(seed=seed)
+    cfg = simulation_config(cfg, scenario)
+    return cfg, Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
+
+
+def _open_service(cfg, sim, speed: float):
+    """The service on its store (made if new), on a simulated clock that resumes where the journal ends or on the wall
+    clock, with the keeper of the store's lease."""
+    from fleet.core.scenario import ConfigError
+    from fleet.service.lease import make_keeper
+    from fleet.service.service import Service
+    from fleet.service.simulation import SimClock, WallClock
+    from storage.open import open_store
+
+    store = open_store(cfg.storage.url, create=True)
     try:
-        service = Service(cfg, repo, clock, simulation=sim, lease=make_keeper(cfg.lease, repo.engine))
-    except KeyError as err:
-        raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
-    collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
-                               quarantine_reasons=_reasons(), leadership=service.leadership,
-                               now=lambda: service.clock.now(), retried=lambda: service.journal.acting.counts["retried"])
-    service.metrics_job()  # the first scrape already sees the store's state
-    try:
-        server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
-    except OSError as err:  # taken since the check: a failure at run time, as a busy port is
-        raise OSError(err.errno, f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
-    host, port = server.server_address[:2]
-    print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
+        if sim is not None:
+            last = store.journal.last_decided_ts(sim.start_ts, sim.end_ts)
+            clock = SimClock(sim.start_ts if last is None else last + HOUR_S, speed)  # a restart resumes where the journal ends
+        else:
+            clock = WallClock()
+        try:
+            return Service(cfg, store, clock, simulation=sim, lease=make_keeper(cfg.lease, store.leases))
+        except KeyError as err:
+            raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: {err}") from None
+    except BaseException:
+        store.close()
+        raise
+
+
+def _serve(service, cfg, sim, exit_when_done: bool) -> list[int]:
+    """/metrics up, the jobs run until a signal (or, with `exit_when_done`, the month is billed), then everything
+    stopped in order; returns the signal that stopped it, if one did."""
+    server = _serve_metrics(service, cfg)
     stop = threading.Event()
     got: list[int] = []  # the signal that stopped it: SIGINT (Ctrl-C) exits 130, SIGTERM (a clean stop asked for) 0
 
@@ -110,14 +145,24 @@ def serve_cmd(
         service.shutdown()
         service.metrics_job()
         server.shutdown()
-    s = service.snapshot
-    t = s.totals
-    print(
-        f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
-        f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
-    )
-    if got and got[0] == signal.SIGINT:
-        raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C
+    return got
+
+
+def _serve_metrics(service, cfg):
+    """/metrics on its host and port, already showing the store's state; the line that says where goes to stderr."""
+    from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
+
+    collector = FleetCollector(lambda: service.snapshot, lambda: service.stats, per_card=cfg.metrics.per_card,
+                               quarantine_reasons=_reasons(), leadership=service.leadership,
+                               now=lambda: service.clock.now(), retried=lambda: service.journal.acting.counts["retried"])
+    service.metrics_job()  # the first scrape already sees the store's state
+    try:
+        server, _thread = serve_metrics(make_registry(collector), cfg.metrics.host, cfg.metrics.port)
+    except OSError as err:  # taken since the check: a failure at run time, as a busy port is
+        raise OSError(err.errno, f"metrics on {cfg.metrics.host}:{cfg.metrics.port}: {err.strerror or err}") from None
+    host, port = server.server_address[:2]
+    print(f"fleet serve: metrics on http://{host}:{port}/metrics; database {shown_url(cfg.storage.url)}", file=sys.stderr, flush=True)
+    return server
 
 
 def progress_line(billed_hours: int, month_hours: int) -> str:

@@ -34,7 +34,7 @@ from fleet.core.errors import ConfigError
 from fleet.ingest.fields import MISSING, NONFINITE, OK, TOO_LONG, UNPARSEABLE, _as_epoch_seconds, _as_numbers, _keys
 from fleet.ingest.formats import ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, REASONS, _REASON_CODE, Parsed, read_file
 from storage.interfaces import TelemetryStore
-from storage.repository import CardInfo, ClassSpec, Rejected, SampleBatch
+from storage.values import CardInfo, ClassSpec, Rejected, SampleBatch
 
 @dataclass(frozen=True)
 class IngestSettings:
@@ -300,11 +300,12 @@ class _KillHook:
     """The crash tests' hook (see the module's docstring): SIGKILL this process at a chosen batch's commit."""
 
     def __init__(self, where: str | None = None, part: int = -1, repo: TelemetryStore | None = None):
-        self.where, self.part, self.armed, self.repo = where, part, False, repo
+        self.where, self.part, self.armed = where, part, False
+        self._undo: Callable[[], None] | None = None
         if where == "commit":
-            from sqlalchemy import event
+            from storage.open import each_commit
 
-            event.listen(repo.engine, "commit", self._on_commit)  # fires before the COMMIT is sent
+            self._undo = each_commit(repo, self._on_commit)  # fires before the COMMIT is sent
 
     @classmethod
     def from_env(cls, repo: TelemetryStore) -> _KillHook:
@@ -316,15 +317,14 @@ class _KillHook:
             raise ConfigError(f"{TEST_KILL_ENV}={spec!r}: expected commit:K or batch:K (a test hook)")
         return cls(where, int(k), repo)
 
-    def _on_commit(self, conn) -> None:  # noqa: ANN001
+    def _on_commit(self) -> None:
         if self.armed:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def close(self) -> None:
-        if self.where == "commit":
-            from sqlalchemy import event
-
-            event.remove(self.repo.engine, "commit", self._on_commit)
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
 
     def before_write(self, part: int) -> None:
         self.armed = self.where == "commit" and part == self.part

@@ -23,22 +23,18 @@ import socket
 import threading
 import time
 from datetime import datetime, timezone
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable
 
 from storage.db import hide_passwords
-from storage.lease import LeaseRecord
+
+if TYPE_CHECKING:
+    from storage.interfaces import Leases
+    from storage.lease import LeaseRecord
 
 LEASE_NAME = "fleet"
 """The store's one lease: every `fleet serve` on the store contends for it."""
 
 log = logging.getLogger("fleet.service.lease")
-
-
-class Leases(Protocol):
-    def try_acquire(self, name: str, holder: str, now_ts: float,
-                    duration_s: float) -> tuple[bool, LeaseRecord | None, LeaseRecord | None]: ...
-
-    def release(self, name: str, holder: str, now_ts: float) -> bool: ...
 
 
 def default_holder(configured: str | None = None) -> str:
@@ -187,11 +183,8 @@ class LeaseKeeper:
         self._leading = False
 
 
-def make_keeper(lease_cfg, engine, wall: Callable[[], float] = time.time,
+def make_keeper(lease_cfg, leases: Leases, wall: Callable[[], float] = time.time,
                 on_lead: Callable[[int], None] | None = None) -> LeaseKeeper:
-    """The keeper of the store's lease for `[lease]` of the service config."""
-    from storage.lease import LeaseStore
-
-    elector = LeaderElector(LeaseStore(engine), default_holder(lease_cfg.holder), lease_cfg.duration_s,
-                            lease_cfg.renew_deadline_s)
+    """The keeper of the store's lease (`Store.leases`) for `[lease]` of the service config."""
+    elector = LeaderElector(leases, default_holder(lease_cfg.holder), lease_cfg.duration_s, lease_cfg.renew_deadline_s)
     return LeaseKeeper(elector, lease_cfg.renew_every_s, wall, on_lead)

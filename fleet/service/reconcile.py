@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, Kind
 
 if TYPE_CHECKING:
-    from storage.interfaces import JournalStore
+    from storage.interfaces import JournalStore, ReconcileStore
     from storage.values import JournalRow
 
 SILENT, STILL_SERVING = "silent", "still-serving"
@@ -49,7 +49,7 @@ class KnownRunSet:
 
 
 Records = Callable[[Sequence[str], "int | None"], "list[JournalRow]"]
-"""Journal rows of some kinds at or after a time, oldest first (`storage.cards.records_of_kinds` on a SQL store)."""
+"""Journal rows of some kinds at or after a time, oldest first (`ReconcileStore.records_of_kinds`)."""
 
 
 def _records(store: JournalStore, records: Records | None) -> Records:
@@ -188,40 +188,31 @@ class Reconciler:
     """The check against the pool's telemetry, on the service's clock. For a real pool only: a simulation's feed
     reports every card's rate whether it is warm or not, so it says nothing of what the pool runs."""
 
-    def __init__(self, store: JournalStore, engine, clock, silent_after_s: float, enabled: bool = True):
-        self.store, self.engine, self.clock = store, engine, clock
+    def __init__(self, store: JournalStore, cards: ReconcileStore, clock, silent_after_s: float, enabled: bool = True):
+        self.store, self.cards, self.clock = store, cards, clock
         self.silent_after_s = float(silent_after_s)
         self.enabled = enabled
 
     def silent(self, hour_ts: int, warm: AbstractSet[str]) -> dict[str, str]:
         """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""
-        from storage.cards import warm_since
-
         if not self.enabled or not warm:
             return {}
-        since = warm_since(self.engine, hour_ts - 1)
-        found = find_mismatches(set(warm), {}, self._heard(), since, {}, hour_ts, self.silent_after_s)
+        since = self.cards.warm_since(hour_ts - 1)
+        found = find_mismatches(set(warm), {}, self.cards.last_heard(), since, {}, hour_ts, self.silent_after_s)
         return {m.card: f"not serving: {m.reason}" for m in found if m.kind == SILENT}
-
-    def _heard(self) -> dict[str, int | None]:
-        """Every card's last telemetry (the feed's newest is the silence's measure)."""
-        from storage.cards import last_heard
-
-        return last_heard(self.engine)
 
     def run(self) -> int:
         """Flag what disagrees now and clear what agrees again, one `reconcile` record per change; returns the
         records written."""
-        from storage.cards import journal_records, still_serving, warm_since
-
         if not self.enabled:
             return 0
         now = int(self.clock.now())
-        since = warm_since(self.engine, now)
+        since = self.cards.warm_since(now)
         warm = set(since)
         # Serving now: a sample with tokens within the last silent_after_s, after the card was stopped.
-        stopped = {k: v for k, v in still_serving(self.engine, now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s)).items()
+        stopped = {k: v for k, v in self.cards.still_serving(now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s)).items()
                    if k not in warm}
-        found = find_mismatches(warm, {k: v[0] for k, v in stopped.items()}, self._heard(), since,
+        # Every card's last telemetry: the feed's newest is the silence's measure.
+        found = find_mismatches(warm, {k: v[0] for k, v in stopped.items()}, self.cards.last_heard(), since,
                                 {k: v[1] for k, v in stopped.items()}, now, self.silent_after_s)
-        return journal_records(self.engine, mismatch_entries(now, found, open_mismatches(self.store)))
+        return self.cards.journal_records(mismatch_entries(now, found, open_mismatches(self.store)))

@@ -31,8 +31,6 @@ store says. Time is the calendar's (`calendar.py`) on an injected clock
 
 from __future__ import annotations
 
-import functools
-
 import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -52,13 +50,12 @@ from fleet.service.simulation import Clock, Simulation
 from fleet.service.snapshot import Snapshot, build_snapshot
 from fleet.service.telemetry import IngestJob
 from fleet.service.reconcile import Reconciler
-from storage.cards import last_actions_not_carried_out, records_of_kinds
-from storage.identity import StoreIdentity, claim_identity, read_identity
-from storage.repository import SqlRepository
-from storage.service_store import ServiceStore
+from storage.identity import StoreIdentity
+from storage.open import as_store
 
 if TYPE_CHECKING:
     from fleet.service.lease import LeaseKeeper
+    from storage.interfaces import Store, TelemetryStore
 
 DAY_S = 86_400
 
@@ -82,19 +79,17 @@ def store_identity(sim: Simulation | None) -> StoreIdentity:
     return StoreIdentity.simulation(sim.scenario.name, sim.scenario.seed, sim.scenario.hours)
 
 
-def check_identity(repo: SqlRepository, wanted: StoreIdentity) -> StoreIdentity:
+def check_identity(store: Store, wanted: StoreIdentity) -> StoreIdentity:
     """Record `wanted` as what the store holds, or refuse (ConfigError, nothing written) a store holding another."""
-    engine = repo.engine
 
     def refuse(held: StoreIdentity) -> ConfigError:
-        url = engine.url.render_as_string(hide_password=True)
-        return ConfigError(f"database {url!r} holds {held.describe()}; it cannot serve {wanted.describe()} "
+        return ConfigError(f"database {store.shown_url!r} holds {held.describe()}; it cannot serve {wanted.describe()} "
                            "(give another --db)")
 
-    held = read_identity(engine)
+    held = store.identity.read()
     if held is not None and not held.matches(wanted):
         raise refuse(held)
-    held = claim_identity(engine, wanted)  # the first claim wins, should another serve claim at the same time
+    held = store.identity.claim(wanted)  # the first claim wins, should another serve claim at the same time
     if not held.matches(wanted):
         raise refuse(held)
     return held
@@ -109,16 +104,18 @@ def policy_windows(parts) -> dict[str, int]:
 class Service:
     """The autoscaler beside a pool: its jobs over the store, wired to one clock, calendar and pool.
 
-    `score_windows` (name -> hours) chooses the windows scored each hour; it must
-    hold the policy's own, and the last one's scores mark an hour scored. By
-    default it is the policy's: sizing, then eviction. `lease` (a `LeaseKeeper`)
-    makes the service lead only while it holds the store's lease.
+    `store` is the store the service keeps (`storage.open_store`; the telemetry
+    store of one database is taken too, its other roles opened over the same
+    database). `score_windows` (name -> hours) chooses the windows scored each
+    hour; it must hold the policy's own, and the last one's scores mark an hour
+    scored. By default it is the policy's: sizing, then eviction. `lease` (a
+    `LeaseKeeper`) makes the service lead only while it holds the store's lease.
     """
 
     def __init__(
         self,
         cfg: ServiceConfig,
-        repo: SqlRepository,
+        store: Store | TelemetryStore,
         clock: Clock,
         actuator: Actuator | None = None,
         simulation: Simulation | None = None,
@@ -136,9 +133,10 @@ class Service:
         for name, hours in policy_windows(self.parts).items():
             if windows.get(name) != hours:
                 raise ValueError(f"the scored windows must hold the policy's {name!r} window ({hours} hours)")
-        self.identity = check_identity(repo, store_identity(simulation))  # before anything is written
-        self.repo = repo
-        self.store = ServiceStore(repo.engine)
+        self.db = db = as_store(store)
+        self.identity = check_identity(db, store_identity(simulation))  # before anything is written
+        self.repo = repo = db.telemetry
+        self.store = db.journal
         self.clock = clock
         self.sim = simulation
         self.calendar = make_calendar(cfg, simulation)
@@ -170,13 +168,12 @@ class Service:
                                 lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts,
                                 busy_floor=cfg.ingest.busy_floor)
         # The journal against the pool's telemetry: a real pool's only (a simulation's feed reports every card).
-        self.reconciler = Reconciler(self.store, repo.engine, clock, cfg.reconcile.silent_after_s, enabled=simulation is None)
+        self.reconciler = Reconciler(self.store, db.reconcile, clock, cfg.reconcile.silent_after_s, enabled=simulation is None)
         self.decide = DecideJob(self.store, self.journal, self.pool, self.calendar, clock, self.parts,
                                 self.scoring.scored_through_ts, self.scoring.kept, demand, stopping,
                                 policy_scores=self.scoring.policy_scores, epoch=self.epoch,
                                 silent=self.reconciler.silent, reconcile=self.reconciler.run,
-                                records=functools.partial(records_of_kinds, repo.engine),
-                                not_carried=functools.partial(last_actions_not_carried_out, repo.engine))
+                                records=db.reconcile.records_of_kinds, not_carried=db.reconcile.last_actions_not_carried_out)
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(repo, self.calendar)
         self.billing = BillJob(self.store, self.pool, self.calendar, clock, demand, truth, stopping)
 

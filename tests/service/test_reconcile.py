@@ -173,7 +173,7 @@ def test_a_silent_card_that_is_heard_again_is_cleared(pool):
         _drop_hour(drop, h, others)
     clock.t = T0 + 3 * HOUR_S + 200
     svc.ingest_job()
-    check = Reconciler(svc.store, svc.repo.engine, clock, SILENT_AFTER_S)  # the check alone: no decision moves it
+    check = Reconciler(svc.store, svc.db.reconcile, clock, SILENT_AFTER_S)  # the check alone: no decision moves it
     assert check.run() == 1
     assert check.run() == 0
     _drop_hour(drop, 4, RATES)
