@@ -22,8 +22,7 @@ from fleet.ingest.sources import TELEMETRY_SOURCES, IngestRun, TelemetrySource, 
 from fleet.ingest.store import ingest_parsed
 from fleet.service.config import load_service_config
 from fleet.service.telemetry import IngestJob
-from storage import sqlite_memory_repository
-from storage.service_store import ServiceStore
+from storage import as_store, sqlite_memory_repository
 from tests.fake_prometheus import StepClock
 
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
@@ -84,8 +83,9 @@ def test_the_service_pulls_the_new_source_its_key_turns_on(tmp_path):
     cfg = config(tmp_path, spool_file=str(path))
     assert [source for source, _ in sources_on(cfg.ingest.sources)] == [TELEMETRY_SOURCES.get("spool")]
     assert cfg.ingest.spool_file == str(path) and cfg.ingest.spool_max_bytes == 1_000_000  # its keys read as [ingest]'s
-    repo = sqlite_memory_repository()
-    job = IngestJob(cfg, repo, ServiceStore(repo.engine), StepClock(T0 + 3600))
+    store = as_store(sqlite_memory_repository())
+    repo = store.telemetry
+    job = IngestJob(cfg, repo, store.journal, StepClock(T0 + 3600))
     assert job.run() == 6 and repo.sample_count() == 6
     spool(tmp_path, 9)  # the exporter rewrote it: the first six are duplicates
     assert job.run() == 9 and repo.sample_count() == 9
