@@ -80,7 +80,7 @@ def ingest_cmd(
     went to failed/) or a simulation's store (nothing written). With --demand: 0 every sample stored (or already
     there), 2 a bad file (nothing stored), 1 a store write failed."""
     from fleet.cli.output import UsageError
-    from fleet.ingest import DEFAULT_SETTLE_S, IngestSettings, declare_pool, load_pool, read_file
+    from fleet.ingest import IngestSettings, declare_pool, load_pool, read_file
 
     sources = sum(x is not None for x in (file, watch, prometheus, demand))
     if sources != 1:
@@ -117,7 +117,7 @@ def ingest_cmd(
         report = _ingest_parsed(repo, parsed, settings(), f"ingest {file.name}" if file is not None else None, as_json)
         _print_report(report.as_json(), as_json)
         raise typer.Exit(ingest_status([report]))
-    raise typer.Exit(_watch(repo, watch, settings, DEFAULT_SETTLE_S if settle is None else settle, once, interval, as_json))
+    raise typer.Exit(_watch(repo, watch, settings, settle, once, interval, as_json))
 
 
 def _ingest_parsed(repo, parsed, settings, label: str | None, as_json: bool):
@@ -134,15 +134,18 @@ def _ingest_parsed(repo, parsed, settings, label: str | None, as_json: bool):
         return ingest_parsed(repo, parsed, settings, progress=lambda k: bar.advance(task, k))
 
 
-def _watch(repo, watch: Path, settings, settle_s: float, once: bool, interval: float, as_json: bool) -> int:
+def _watch(repo, watch: Path, settings, settle: float | None, once: bool, interval: float, as_json: bool) -> int:
     """`--watch`: take each ready file of the drop folder, every `interval` seconds; with `once`, what is ready now,
-    returning the exit status (2 when a file went to failed/)."""
+    returning the exit status (2 when a file went to failed/). The folder and `--settle` are the service's drop
+    folder source's settings (`fleet.ingest.sources`), its default settle included."""
     from fleet.ingest import drain_drop_folder
+    from fleet.ingest.sources import TELEMETRY_SOURCES
 
+    own = TELEMETRY_SOURCES.get("drop-folder").settings(folder=str(watch), **({} if settle is None else {"settle_s": settle}))
     failed = 0
     reports = []
     while True:
-        for result in drain_drop_folder(repo, watch, settings, settle_s=settle_s):
+        for result in drain_drop_folder(repo, own.folder, settings, settle_s=own.settle_s):
             if result.report is not None:
                 reports.append(result.report)
                 _print_report(result.report.as_json(), as_json)
@@ -174,15 +177,20 @@ def _ingest_demand(path: Path, db: str, as_json: bool) -> None:
 
 
 def _pull(prometheus: str, query, start, end, step, card_label, busy_query, auth):
-    """The range query (and its busy query) pulled from Prometheus, parsed as a file would be."""
-    from fleet.ingest.prometheus import busy_query as default_busy_query, card_labels, pull_prometheus, rate_query
+    """The range query (and its busy query) pulled as the service's Prometheus source pulls (`fleet.ingest.sources`),
+    its settings from the flags (the default queries follow the card labels), parsed as a file would be."""
+    from fleet.ingest.prometheus import DEFAULT_CARD_LABEL, busy_query as default_busy_query, card_labels, rate_query
+    from fleet.ingest.prometheus_source import pull_range
+    from fleet.ingest.sources import TELEMETRY_SOURCES
 
-    labels = card_labels(card_label or ["instance"])  # a bad label is a ConfigError naming it
+    labels = card_labels(card_label or [DEFAULT_CARD_LABEL])  # a bad label is a ConfigError naming it
     label = labels[0] if len(labels) == 1 else labels
+    own = TELEMETRY_SOURCES.get("prometheus").settings(
+        prometheus_url=prometheus, query=query or rate_query(label), card_label=label, auth=auth,
+        busy_query=default_busy_query(label) if busy_query is None else busy_query)
     t_end = end if end is not None else time.time()
     t_start = start if start is not None else t_end - 3600
-    busy = default_busy_query(label) if busy_query is None else (busy_query or None)
-    return pull_prometheus(prometheus, query or rate_query(label), t_start, t_end, step, label, busy, auth)
+    return pull_range(own, t_start, t_end, step)
 
 
 INGEST_SOME_QUARANTINED = 3

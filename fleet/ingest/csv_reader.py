@@ -18,6 +18,7 @@ block with no joined row (every block of a sound file) costs one parse.
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import numpy as np
@@ -75,13 +76,32 @@ def block_piece(block: LineBlock, names: list[str]) -> Piece:
 def _parse_lines(block: LineBlock, names: list[str]) -> tuple[Piece | None, list[int], list[tuple[int, int]]]:
     """Parse a block's lines with pyarrow: the sound records (a piece), the malformed lines' numbers, and the
     line ranges (indices in `block`) of joined rows to parse again. (None, ...) if pyarrow refuses the text."""
+    parsed = _read_rows(block.data, names)
+    if parsed is None:
+        return None, [], []
+    table, invalid = parsed
+    rows = _RowLines.of(block, table, invalid)
+    if rows is None:
+        return None, [], []
+    bad, again = rows.joined_rows(block)
+    long = np.zeros(block.n_lines, dtype=bool)
+    for no in block.long:
+        long[no - block.first_no] = True
+    bad.extend(rows.malformed_single_lines(block, invalid, long))
+    piece, too_long = rows.records(block, table, names, long)
+    return piece, bad + too_long, again
+
+
+def _read_rows(data: bytes, names: list[str]) -> tuple[pa.Table, list[tuple[int, str]]] | None:
+    """pyarrow's rows of the text: the table of sound rows, and each invalid row's (row number from 1, text);
+    None if pyarrow refuses the text. A byte-order mark at the start is kept as data, as any other character."""
     invalid: list[tuple[int | None, str]] = []
 
     def handler(row) -> str:  # noqa: ANN001
         invalid.append((row.number, row.text))
         return "skip"
 
-    data = block.data if block.data.endswith((b"\n", b"\r")) else block.data + b"\n"
+    data = data if data.endswith((b"\n", b"\r")) else data + b"\n"
     bom = data.startswith(b"\xef\xbb\xbf")  # pyarrow would drop it as a byte-order mark: a blank line first keeps it data
     if bom:
         data = b"\n" + data
@@ -95,64 +115,82 @@ def _parse_lines(block: LineBlock, names: list[str]) -> tuple[Piece | None, list
                                                   strings_can_be_null=False, quoted_strings_can_be_null=False),
         )
     except (pa.ArrowException, ValueError):
-        return None, [], []
+        return None
     if any(no is None for no, _ in invalid):
-        return None, [], []
+        return None
     if bom:
         if table.num_rows == 0 or any(no == 1 for no, _ in invalid):
-            return None, [], []
+            return None
         table = table.slice(1)
         invalid = [(no - 1, text) for no, text in invalid]
-    n_rows = table.num_rows + len(invalid)
-    bad_rows = np.array([no - 1 for no, _ in invalid], dtype=np.int64)
-    is_bad = np.zeros(n_rows, dtype=bool)
-    if bad_rows.size and (bad_rows.min() < 0 or bad_rows.max() >= n_rows):
-        return None, [], []
-    is_bad[bad_rows] = True
-    table_row = np.flatnonzero(~is_bad)  # the row number (0-based) of each table row
-    spans = np.ones(n_rows, dtype=np.int64)  # lines per row
-    n = block.n_lines
-    if n_rows != n:
-        spans[table_row] += _breaks(table, np.arange(table.num_rows))
-        spans[bad_rows] += np.array([_text_breaks(t) for _, t in invalid], dtype=np.int64)  # typed: an empty list is float64
-    elif n_rows:  # one row a line, unless the last row's quote ran over the block's last line break
-        last = n_rows - 1
-        spans[last] += _text_breaks(invalid[-1][1]) if is_bad[last] else int(_breaks(table.slice(table.num_rows - 1), np.zeros(1, np.int64))[0])
-    first = np.cumsum(spans) - spans  # each row's first line (index in block)
-    if n_rows and (first[-1] >= n or (first[-1] + spans[-1] < n)) or (not n_rows and n):
-        return None, [], []
-    bad: list[int] = []
-    again: list[tuple[int, int]] = []
-    joined = spans > 1
-    for r in np.flatnonzero(joined):
-        x = int(first[r])
-        bad.append(block.first_no + x)
-        y = min(x + int(spans[r]), n)
-        if y > x + 1:
-            again.append((x + 1, y))
-    single = ~joined
-    line_len = block.ends - block.starts
-    long = np.zeros(n, dtype=bool)
-    for no in block.long:
-        long[no - block.first_no] = True
-    row_line = first
-    # malformed rows on one line: the blank ones (only spaces) are no records
-    text_of = dict(zip(bad_rows.tolist(), (t for _, t in invalid)))
-    for r in np.flatnonzero(is_bad & single):
-        line = int(row_line[r])
-        if long[line] or text_of[int(r)].strip():
-            bad.append(block.first_no + line)
-    # sound rows on one line: records, except an empty line (no record) and a line too long (malformed)
-    ok_rows = table_row[single[table_row]]
-    lines = row_line[ok_rows]
-    bad.extend((block.first_no + lines[long[lines]]).tolist())
-    keep = ~long[lines] & (line_len[lines] > 0)
-    take = np.flatnonzero(single[table_row])[keep]
-    if take.size == table.num_rows:  # every table row is a record (a sound block): no copy
-        columns = {name: table.column(name).combine_chunks() for name in names}
-    else:
-        columns = {name: table.column(name).combine_chunks().take(pa.array(take)) for name in names}
-    return piece_of(columns, block.first_no + lines[keep]), bad, again
+    return table, invalid
+
+
+@dataclass(frozen=True)
+class _RowLines:
+    """Where each of pyarrow's rows lies in a block: invalid or sound, and the lines it spans (more than one for
+    a row pyarrow joined across line breaks)."""
+
+    is_bad: np.ndarray  # per row: pyarrow's invalid rows
+    bad_rows: np.ndarray  # the invalid rows' indices, in pyarrow's order
+    table_row: np.ndarray  # the row index (0-based) of each table row
+    spans: np.ndarray  # lines per row
+    first: np.ndarray  # each row's first line (index in the block)
+
+    @classmethod
+    def of(cls, block: LineBlock, table: pa.Table, invalid: list[tuple[int, str]]) -> "_RowLines | None":
+        """The rows' lines, or None when they do not add up to the block's lines (pyarrow's text is not the block's)."""
+        n_rows = table.num_rows + len(invalid)
+        bad_rows = np.array([no - 1 for no, _ in invalid], dtype=np.int64)
+        is_bad = np.zeros(n_rows, dtype=bool)
+        if bad_rows.size and (bad_rows.min() < 0 or bad_rows.max() >= n_rows):
+            return None
+        is_bad[bad_rows] = True
+        table_row = np.flatnonzero(~is_bad)
+        spans = np.ones(n_rows, dtype=np.int64)
+        n = block.n_lines
+        if n_rows != n:
+            spans[table_row] += _breaks(table, np.arange(table.num_rows))
+            spans[bad_rows] += np.array([_text_breaks(t) for _, t in invalid], dtype=np.int64)  # typed: an empty list is float64
+        elif n_rows:  # one row a line, unless the last row's quote ran over the block's last line break
+            last = n_rows - 1
+            spans[last] += _text_breaks(invalid[-1][1]) if is_bad[last] else int(_breaks(table.slice(table.num_rows - 1), np.zeros(1, np.int64))[0])
+        first = np.cumsum(spans) - spans
+        if n_rows and (first[-1] >= n or (first[-1] + spans[-1] < n)) or (not n_rows and n):
+            return None
+        return cls(is_bad, bad_rows, table_row, spans, first)
+
+    def joined_rows(self, block: LineBlock) -> tuple[list[int], list[tuple[int, int]]]:
+        """A joined row's first line is malformed; the lines after it are given back to be parsed again."""
+        bad: list[int] = []
+        again: list[tuple[int, int]] = []
+        for r in np.flatnonzero(self.spans > 1):
+            x = int(self.first[r])
+            bad.append(block.first_no + x)
+            y = min(x + int(self.spans[r]), block.n_lines)
+            if y > x + 1:
+                again.append((x + 1, y))
+        return bad, again
+
+    def malformed_single_lines(self, block: LineBlock, invalid: list[tuple[int, str]], long: np.ndarray) -> list[int]:
+        """Invalid rows on one line are malformed, except the blank ones (only spaces), which are no records."""
+        text_of = dict(zip(self.bad_rows.tolist(), (t for _, t in invalid)))
+        return [block.first_no + int(self.first[r]) for r in np.flatnonzero(self.is_bad & (self.spans == 1))
+                if long[int(self.first[r])] or text_of[int(r)].strip()]
+
+    def records(self, block: LineBlock, table: pa.Table, names: list[str], long: np.ndarray) -> tuple[Piece, list[int]]:
+        """Sound rows on one line are records, except an empty line (no record) and a line too long (malformed,
+        its number returned)."""
+        single = self.spans == 1
+        lines = self.first[self.table_row[single[self.table_row]]]
+        too_long = (block.first_no + lines[long[lines]]).tolist()
+        keep = ~long[lines] & ((block.ends - block.starts)[lines] > 0)
+        take = np.flatnonzero(single[self.table_row])[keep]
+        if take.size == table.num_rows:  # every table row is a record (a sound block): no copy
+            columns = {name: table.column(name).combine_chunks() for name in names}
+        else:
+            columns = {name: table.column(name).combine_chunks().take(pa.array(take)) for name in names}
+        return piece_of(columns, block.first_no + lines[keep]), too_long
 
 
 def _text_breaks(text: str) -> int:

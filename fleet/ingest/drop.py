@@ -22,20 +22,30 @@ loop, and a service calls it once per tick with its own clock.
   (`FOLDER/NAME`), never by its `processing/` path.
 - **Demand**: a file named `NAME.demand.csv` is the pool's measured demand (`fleet.ingest.demand`), stored as
   its demand samples; everything else about it (claim, settle, done/, failed/) is the same.
+
+As the service's telemetry source (`fleet.ingest.sources`), it owns `[ingest] folder` and `settle_s`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+from pydantic import Field
 
 from fleet.core.errors import ConfigError
+from fleet.core.scenario import Strict
 from fleet.ingest.formats import FORMATS, BadSource, Parsed, read_file
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
 from storage.interfaces import TelemetryStore
 
+if TYPE_CHECKING:
+    from fleet.ingest.source_run import IngestRun
+
+log = logging.getLogger("fleet.ingest.drop")
 PART_SUFFIXES = (".part", ".tmp", ".partial")
 DEFAULT_SETTLE_S = 2.0
 """Seconds a file written in place must be untouched before it is taken: longer than a writer's pause between
@@ -55,6 +65,33 @@ class DropResult:
     source: str = ""
     moved_to: Path | None = None
     put_back: bool = False
+
+
+class DropFolderSettings(Strict):
+    """The drop folder's keys of `[ingest]`: the folder (the source is on when it is given), and how long a file
+    written in place must be untouched before it is taken."""
+
+    folder: str | None = None
+    settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0)
+
+
+def pull_drop_folder(own: DropFolderSettings, run: IngestRun) -> int:
+    """One run of the service: the folder drained as `fleet ingest --watch` drains it, settled by the service's
+    clock; the records read. A bad file goes to failed/ (logged) and the others are taken all the same; a store
+    failure raises and leaves its file in processing/, taken first next time."""
+    read = 0
+    for result in drain_drop_folder(run.repo, Path(own.folder or ""), run.settings, settle_s=own.settle_s, clock=run.now):
+        if result.report is not None:
+            read += result.report.read
+        else:
+            log.warning("%s (moved to %s)", result.error, result.moved_to)
+    return read
+
+
+def check_drop_folder(own: DropFolderSettings, timeout_s: float) -> tuple[bool, str]:
+    """`fleet serve --check`: the folder is there."""
+    folder = Path(own.folder or "")
+    return folder.is_dir(), f"{folder}: {'a folder' if folder.is_dir() else 'no such folder'}"
 
 
 def is_half_written(name: str) -> bool:

@@ -3,8 +3,8 @@
 Tables: `[month]` (when the billing month starts, how many hours it has),
 `[pool]` (card classes with their rated rate and rent, and optionally the cards),
 `[policy]` and `[demand]` and `[checks]` (the same tables as a preset),
-`[schedule]`, `[storage]`, `[lease]`, `[metrics]`, `[actuator]` and `[ingest]`. Unknown
-keys are refused, so a typo is an error. A bad file is one `ConfigError` naming
+`[schedule]`, `[storage]`, `[lease]`, `[metrics]`, `[actuator]` and `[ingest]` (most of its
+keys the telemetry sources' own, `fleet.ingest.sources`). Unknown keys are refused, so a typo is an error. A bad file is one `ConfigError` naming
 the file, the key and what is wrong (the CLI prints it and exits 2).
 """
 
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails
 
 from fleet.core.errors import ConfigError
 from fleet.core.units import HOUR_S
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
-from fleet.ingest.drop import DEFAULT_SETTLE_S
+from fleet.ingest.sources import source_settings
 from storage.busy import BUSY_FRACTION_FLOOR
-from fleet.ingest.prometheus import DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY
-from fleet.ingest.demand.vllm_queue import DEFAULT_UNSERVED_QUERY
 from fleet.presets import read_toml
 from fleet.service.journal import DEFAULT_PASS_ENV
 
@@ -130,45 +130,55 @@ class Actuator(Strict):
 
 
 class Ingest(Strict):
-    """Where telemetry comes from: a drop folder of CSV/JSON Lines/Parquet files, or a Prometheus server's query."""
+    """Telemetry in: how records are judged and scored whatever their source, beside the keys each telemetry source
+    owns (`fleet.ingest.sources`: a drop folder's `folder`, a Prometheus server's `prometheus_url`, ...). Each
+    source validates its own keys when the config is read, and a key no source owns is unknown; a source's key
+    reads as the table's (`cfg.ingest.prometheus_url`)."""
 
-    folder: str | None = None
-    prometheus_url: str | None = None
-    query: str = DEFAULT_PROMETHEUS_QUERY
-    busy_query: str = DEFAULT_BUSY_QUERY  # the share of each step a card was serving; "" for none
-    card_label: str | tuple[str, ...] = DEFAULT_CARD_LABEL  # several labels name a card joined with "/"
-    auth: Credentials | None = None  # for the Prometheus pull
-    settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0)  # a dropped file unchanged this long is taken
     busy_floor: float = Field(default=BUSY_FRACTION_FLOOR, ge=0, le=1)  # least busy fraction a card's tokens are divided by
-    step_s: int = Field(default=60, ge=1)
     strict: bool = False
     default_class: str | None = None
-    # The pool's demand beside its telemetry (`fleet.ingest.demand`): the part not served from vLLM's queue
-    # (`queue_query`), or the whole demand from a query of the user's own (`demand_query`, e.g. a gateway's
-    # offered-tokens counter). `demand_source` names the source (default: "query" if demand_query is set).
-    demand_source: str | None = None
-    demand_query: str | None = None
-    queue_query: str = DEFAULT_UNSERVED_QUERY
+    _sources: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _demand_source(self) -> "Ingest":
-        from fleet.ingest.demand import DEMAND_SOURCES
-
-        source = DEMAND_SOURCES.get(self.demand_source_name)  # an unknown name is refused, naming the known
-        if not source.pulled:
-            raise ValueError(f"demand_source {source.name!r} reads files (drop NAME.demand.{source.name} into the folder)")
-        if source.name == "query" and not self.demand_query:
-            raise ValueError("demand_source 'query' needs demand_query (PromQL giving the pool's offered tokens/s)")
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _sources_own_their_keys(cls, data: Any, handler) -> "Ingest":
+        if not isinstance(data, dict):
+            return handler(data)
+        errors = []
+        try:
+            table = handler({k: v for k, v in data.items() if k in cls.model_fields})
+        except ValidationError as err:
+            errors += err.errors()
+        try:
+            sources = source_settings({k: v for k, v in data.items() if k not in cls.model_fields})
+        except ValidationError as err:
+            errors += err.errors()
+        if errors:
+            raise ValidationError.from_exception_data("ingest", [
+                InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {})) for e in errors])
+        table._sources = sources
+        return table
 
     @property
-    def demand_source_name(self) -> str:
-        return self.demand_source or ("query" if self.demand_query else "vllm-queue")
+    def sources(self) -> dict[str, BaseModel]:
+        """Each registered source's own settings, by its name."""
+        return dict(self._sources)
 
-    @property
-    def demand_source_query(self) -> str | None:
-        """The query the demand source asks: the user's own, or the vLLM queue's."""
-        return self.demand_query if self.demand_source_name == "query" else self.queue_query
+    def credentials(self) -> list[Credentials]:
+        """The credentials the sources' settings hold (a source's `auth`)."""
+        return [v for own in self._sources.values() for v in vars(own).values() if isinstance(v, Credentials)]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_"):
+                raise
+        for own in self._sources.values():
+            if name in type(own).model_fields:
+                return getattr(own, name)
+        raise AttributeError(f"[ingest] has no key {name!r}")
 
 
 class Reconcile(Strict):
@@ -196,7 +206,7 @@ class ServiceConfig(Strict):
     def _no_secret_passed(self) -> "ServiceConfig":
         """A command's program must not get a credential of the service's: a variable an `auth` table names is
         refused in `[actuator] pass_env`."""
-        secrets = {getattr(a, k) for a in (self.actuator.auth, self.ingest.auth) if a is not None
+        secrets = {getattr(a, k) for a in (self.actuator.auth, *self.ingest.credentials()) if a is not None
                    for k in ("bearer_token_env", "password_env") if getattr(a, k)}
         passed = sorted(secrets & set(self.actuator.pass_env))
         if passed:

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import numpy as np
 
-from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest
+from fleet.ingest.demand.base import DemandRequest
 from fleet.ingest.formats import BadSource
 from storage.values import DemandBatch
 
@@ -67,5 +67,3 @@ class DemandCsv:
             raise BadSource(f"{where}: no samples after the header")
         return DemandBatch(self.part, np.array(ts, dtype=np.int64), np.array(tps, dtype=np.float64))
 
-
-DEMAND_SOURCES.register(DemandCsv.name, DemandCsv())

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fleet.core.errors import ConfigError
-from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest, summed_matrix
+from fleet.ingest.demand.base import DemandRequest, summed_matrix
 from storage.values import DemandBatch
 
 
@@ -22,5 +22,3 @@ class OfferedQuery:
                                       request.step_s, auth=request.auth)
         return summed_matrix(body, name, self.part)
 
-
-DEMAND_SOURCES.register(OfferedQuery.name, OfferedQuery())

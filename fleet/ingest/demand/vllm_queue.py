@@ -8,7 +8,7 @@ here: a gateway's offered-tokens counter (`query`) sees them.
 
 from __future__ import annotations
 
-from fleet.ingest.demand.base import DEMAND_SOURCES, DemandRequest, summed_matrix
+from fleet.ingest.demand.base import DemandRequest, summed_matrix
 from storage.values import DemandBatch
 
 
@@ -34,5 +34,3 @@ class VllmQueue:
                                       request.start_ts, request.end_ts, request.step_s, auth=request.auth)
         return summed_matrix(body, name, self.part)
 
-
-DEMAND_SOURCES.register(VllmQueue.name, VllmQueue())
