@@ -259,10 +259,7 @@ NOT_YET_THROUGH_OPEN_STORE = {
     "fleet/cli/plan.py": {"imports sqlalchemy.engine", "imports storage.service_store", "uses ServiceStore",
                           "uses read_identity", "uses open_existing", "uses existing_repository", "reads .engine"},
     "fleet/cli/status.py": {"imports storage.service_store", "uses ServiceStore", "uses existing_repository", "reads .engine"},
-    "fleet/cli/store.py": {"uses open_repository", "uses refuse_other_identity", "uses current_revision", "uses make_engine",
-                           "uses upgrade", "reads .engine"},
     "fleet/service/journal.py": {"imports storage.service_store", "uses ServiceStore"},
-    "fleet/ingest/stored_month.py": {"uses open_repository", "uses sqlite_memory_repository"},
 }
 
 

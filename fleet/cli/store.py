@@ -21,16 +21,16 @@ DbOption = Annotated[str, typer.Option("--db", envvar="FLEET_DB", help="SQLAlche
 
 
 def _open(url: str, writing: str | None = None):
-    """The repository at `url`; with `writing` (what a real pool's writer would write), a store that holds a
-    simulation is refused in one line (exit status 2) before anything is written."""
-    from storage import open_repository
+    """The telemetry side of the store at `url` (made if new); with `writing` (what a real pool's writer would
+    write), a store that holds a simulation is refused in one line (exit status 2) before anything is written."""
+    from storage import open_store
 
-    repo = open_repository(url)
+    store = open_store(url, create=True)
     if writing is not None:
-        from storage.identity import StoreIdentity, refuse_other_identity
+        from storage.identity import StoreIdentity
 
-        refuse_other_identity(repo.engine, StoreIdentity.pool(), writing)
-    return repo
+        store.identity.refuse_other(StoreIdentity.pool(), writing)
+    return store.telemetry
 
 
 def _print_report(out: dict, as_json: bool) -> None:
@@ -237,22 +237,28 @@ def db_upgrade_cmd(
     revision: Annotated[str, typer.Option("--revision", help="Target revision.")] = "head",
 ) -> None:
     """Bring the database to the newest schema (Alembic's upgrade), keeping its data."""
-    from storage.db import current_revision, make_engine, shown_url, upgrade
+    from storage import open_store
 
-    engine = make_engine(db)
-    before = current_revision(engine)
-    after = upgrade(db, revision, engine=engine)
-    console.print(f"{shown_url(db)}: schema {before or 'empty'} -> {after}" if before != after else f"{shown_url(db)}: schema already at {after}",
+    store = open_store(db, create=True, any_revision=True)
+    try:
+        before = store.migrations.revision()
+        after = store.migrations.upgrade(revision)
+    finally:
+        store.close()
+    shown_url = store.shown_url
+    console.print(f"{shown_url}: schema {before or 'empty'} -> {after}" if before != after else f"{shown_url}: schema already at {after}",
                   markup=False, highlight=False, soft_wrap=True)
 
 
 def db_current_cmd(db: DbOption = DEFAULT_URL) -> None:
     """Print the database's schema revision (Alembic's current); a database with no store there is an error, and nothing is created."""
-    from storage.db import head_revision
-    from storage.existing import existing_revision
+    from storage import open_store
 
-    rev = existing_revision(db)  # a StoreError naming the URL (exit 2) when there is no store, never a new file
-    head = head_revision()
+    store = open_store(db, any_revision=True)  # a StoreError naming the URL (exit 2) when there is no store, never a new file
+    try:
+        rev, head = store.migrations.revision(), store.migrations.head()
+    finally:
+        store.close()
     console.print(f"{rev} (head)" if rev == head else f"{rev or 'none'} (head is {head}; run `fleet db upgrade`)", markup=False, highlight=False)
 
 
@@ -268,18 +274,19 @@ def db_prune_cmd(
     """Delete old raw samples whose hours are rolled up; rollups, scores, the journal and bills are kept."""
     from datetime import datetime, timezone
 
-    from storage.db import shown_url
+    from storage import open_store
 
-    from storage.existing import existing_revision
-
-    existing_revision(db)  # a store that is not there is an error, and none is made
-    repo = _open(db)
-    pruned = repo.prune_raw(int(time.time()) - raw_older_than * DAY_S)
+    store = open_store(db)  # a store that is not there, or at an older schema, is an error, and none is made
+    try:
+        pruned = store.telemetry.prune_raw(int(time.time()) - raw_older_than * DAY_S)
+    finally:
+        store.close()
+    shown_url = store.shown_url
     before = datetime.fromtimestamp(pruned.before_ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
     if as_json:
         typer.echo(json.dumps({"samples": pruned.samples, "cards": pruned.cards, "before_ts": pruned.before_ts, "before": before}))
         return
-    console.print(f"{shown_url(db)}: deleted {pruned.samples:,} raw samples of {pruned.cards:,} cards from hours before {before}; "
+    console.print(f"{shown_url}: deleted {pruned.samples:,} raw samples of {pruned.cards:,} cards from hours before {before}; "
                   "hourly rollups, scores, the journal and bills kept", markup=False, highlight=False, soft_wrap=True)
 
 

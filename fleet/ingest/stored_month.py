@@ -93,9 +93,9 @@ def _fill_gaps(m: np.ndarray) -> np.ndarray:
 
 def month_from_store(url: str, scenario: Scenario, start_ts: int | None = None, base_dir: Path | None = None) -> Month:
     """The month stored at database `url` (any SQLAlchemy URL), ready for `replay(scenario, month=...)`."""
-    from storage import open_repository
+    from storage import open_store
 
-    repo = open_repository(url)
+    repo = open_store(url, create=True).telemetry
     lo = None if start_ts is None else int(start_ts) - int(start_ts) % HOUR_S
     hi = None if lo is None else lo + (scenario.warmup_hours + scenario.hours) * HOUR_S
     return month_from_rollups(repo.hourly_rollups(lo, hi), scenario, start_ts, base_dir)
@@ -121,10 +121,10 @@ def telemetry_rollups(path: str | Path, scenario: Scenario, fmt: str | None = No
     rents one (`Scenario.default_card_class`), else as unassigned (no rent: outside the month)."""
     from fleet.ingest import IngestSettings, ingest_parsed, read_file
     from fleet.ingest.pool import declare_pool
-    from storage import sqlite_memory_repository
+    from storage import open_store
 
     parsed = read_file(path, fmt)
-    repo = sqlite_memory_repository()
+    repo = open_store("sqlite://", create=True).telemetry
     declare_pool(repo, scenario.classes, {}, 0)
     settings = IngestSettings(now_ts=FAR_FUTURE_TS if now_ts is None else int(now_ts),
                               default_class=scenario.default_card_class or IngestSettings.default_class)

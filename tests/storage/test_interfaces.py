@@ -138,18 +138,13 @@ def test_a_telemetry_store_alone_is_taken_in_every_role():
 
 # Members whose last caller is on its way out; each goes from the class and its protocol when the caller has.
 LOSING_THEIR_CALLER: dict[str, str] = {}
-# Members whose callers are commands still opening the database their own way; each mark goes when they switch.
-AWAITING_THEIR_CALLER: dict[str, str] = {
-    "revision": "`fleet db upgrade` and `fleet db current` (fleet/cli/store.py) read the revision through open_store",
-    "head": "`fleet db current` (fleet/cli/store.py) and `fleet serve --check` (fleet/cli/plan.py)",
-    "upgrade": "`fleet db upgrade` (fleet/cli/store.py): open_store(url, create=True, any_revision=True)",
-}
+AWAITING_THEIR_CALLER: dict[str, str] = {}  # members whose callers are still to switch to open_store
 PENDING = {**LOSING_THEIR_CALLER, **AWAITING_THEIR_CALLER}
 
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.xfail(reason=PENDING[n], strict=False)) if n in PENDING else n
+    [pytest.param(n, marks=pytest.mark.xfail(reason=PENDING[n], strict=True)) if n in PENDING else n
      for n in dict.fromkeys(TELEMETRY + JOURNAL + LEASES + IDENTITY + RECONCILE + MIGRATIONS + STORE)],
 )
 def test_every_member_has_a_caller_outside_the_tests(name):
