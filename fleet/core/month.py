@@ -109,6 +109,10 @@ class DippedRates:
         lo, hi = s // 8, -(-e // 8)
         return np.unpackbits(bits[..., lo:hi], axis=-1)[..., s - 8 * lo : e - 8 * lo].view(bool)
 
+    def dip_mask(self, a: int, b: int) -> np.ndarray:
+        """Whether each card dips in hours a..b, (cards, b − a) bool."""
+        return self._dips(self._bits, a, b)
+
     @property
     def in_dip(self) -> np.ndarray:
         """The whole (cards, hours) dip mask, unpacked (1 byte a card-hour)."""
