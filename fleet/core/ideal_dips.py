@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleet.core.greedy import copy_in_tiles, greedy_run_set, run_set_usd_by_hour
+from fleet.core.greedy import greedy_run_set, run_set_usd_by_hour
 
 _TARGET_SLACK_TPS = 1e-9
 """The greedy's own: a running sum this close under the target counts as covering it."""
@@ -73,28 +73,33 @@ def ideal_usd_by_hour(true_rate_tps, rent_usd_per_hour: np.ndarray, demand_tps: 
     if (np.diff(before) < 0).any():
         return None  # two dipped rates out of their tickets' order
     total = prefix[-1]  # every rate is at most its ticket: no hour's sum exceeds this
+    ranked = rates.rows(order)  # the cards in ticket order, once: each piece's dips then come out by rank
     out = np.empty(hours)
     for a in range(0, hours, piece_hours):
         b = min(hours, a + piece_hours)
         piece = rates[:, a:b]
-        chosen, unsure = _piece_run_sets(piece, order, rank, before, sorted_tps, dipped_tps, prefix, demand[a:b], total)
+        chosen, unsure = _piece_run_sets(piece, ranked.dip_mask(a, b), order, rank, before, sorted_tps, dipped_tps, prefix,
+                                         demand[a:b], total)
         if unsure.size:
             chosen[:, unsure] = greedy_run_set(piece[:, unsure], rent, demand[a:b][unsure])
         out[a:b] = run_set_usd_by_hour(chosen, rent, block_hours)
     return out
 
 
-def _piece_run_sets(piece, order, rank, before, sorted_tps, dipped_tps, prefix, demand, total):
+def _piece_run_sets(piece, dips, order, rank, before, sorted_tps, dipped_tps, prefix, demand, total):
     """The run set of each hour of a piece, (cards, hours), and the hours left to the greedy.
 
-    Arrays indexed by ticket rank: `order` (its card), `before` (a dipped card's place among the tickets),
-    `sorted_tps`, `dipped_tps`, `prefix` (running sums of the sorted tickets); `rank` by card.
+    `dips` is the piece's dip mask with cards in ticket order, (cards, hours). Arrays indexed by ticket rank:
+    `order` (its card), `before` (a dipped card's place among the tickets), `sorted_tps`, `dipped_tps`, `prefix`
+    (running sums of the sorted tickets); `rank` by card.
     """
     n, k = piece.shape
-    ranked = np.empty((k, n), dtype=bool)  # hours-major, cards by rank: each hour's dips in ticket order
-    copy_in_tiles(ranked, piece.dip_mask(0, k)[order].T, axis=1)
-    flat = np.flatnonzero(ranked)  # hour × n + rank, in that order (numpy's two-dimensional nonzero is many times slower)
-    hour, at_rank = np.divmod(flat, n)
+    # Each dip as rank × k + hour (numpy's two-dimensional nonzero is many times slower than flatnonzero), then put
+    # hour by hour, in ticket order within the hour, by a stable sort on the hour (a radix sort on 16 bits).
+    at_rank, hour = np.divmod(np.flatnonzero(dips), k)
+    by_hour = np.argsort(hour.astype(np.int16 if k < 2**15 else np.int64), kind="stable")
+    at_rank, hour = at_rank[by_hour], hour[by_hour]
+    flat = hour * n + at_rank  # increasing
     m = n + 2
     place = hour * m + before[at_rank]  # non-decreasing: within an hour a dipped card's place follows its rank
     starts = np.searchsorted(flat, np.arange(k) * n)
@@ -129,7 +134,7 @@ def _piece_run_sets(piece, order, rank, before, sorted_tps, dipped_tps, prefix, 
     sure = np.where(
         p >= n,
         running < need - bound,
-        (p >= 0) & ~ranked[rows, crossing] & (running < need - bound) & (running + sorted_tps[crossing] >= need + bound),
+        (p >= 0) & ~dips[crossing, rows] & (running < need - bound) & (running + sorted_tps[crossing] >= need + bound),
     )
     sure &= need > 0
     none = demand <= 0  # the greedy takes no card
