@@ -78,6 +78,9 @@ def greedy_run_set(
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
     elig = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     all_eligible = bool(elig.all())
+    # Cards left out of every hour alike: set apart by index in the histogram, not masked card-hour by card-hour.
+    one_elig = elig.ndim == 1 and not all_eligible
+    left_out = np.flatnonzero(~elig) if one_elig else None
     elig_rents = rent[elig.any(axis=1) if elig.ndim == 2 else elig]
     # One finite, positive rent (not so small that a float32 rate's tokens per dollar overflows).
     one_rent = elig_rents.size == 0 or (bool((elig_rents == elig_rents[0]).all()) and 1e-250 < elig_rents[0] < np.inf)
@@ -105,7 +108,7 @@ def greedy_run_set(
             else:
                 key_hc = rate_hc * HOUR_S_F
                 key_hc /= rent[None, :]
-            if not all_eligible:
+            if not all_eligible and not one_elig:
                 key_hc = np.where(elig_hc, key_hc, -np.inf)
             if n <= _SORT_CARDS or n * (b - a) <= _SORT_CELLS:
                 # A small pool or a short stretch: the sort itself is cheaper than the histogram's fixed cost.
@@ -113,7 +116,7 @@ def greedy_run_set(
                 tpd_s = np.where(elig_hc, rate_s * HOUR_S_F / rent[None, :], -np.inf)
                 chosen[a:b] = _greedy_by_sort(rate_s, tpd_s, target[a:b], elig_hc)
                 continue
-            block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible)
+            block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible, left_out)
             if unsure.size:
                 rate_u = np.where(elig_hc[unsure], rate_hc[unsure].astype(np.float64), 0.0)
                 tpd_u = np.where(elig_hc[unsure], rate_u * HOUR_S_F / rent[None, :], -np.inf)
@@ -142,11 +145,13 @@ def _greedy_by_selection(
     target: np.ndarray,
     elig_hc: np.ndarray,
     all_eligible: bool = False,
+    left_out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The run sets of `_greedy_by_sort`, each hour's crossing found with a rate-weighted histogram.
 
     `key_hc` orders cards as tokens per dollar does (higher is better; -inf for an
-    ineligible card). Returns the run sets and the hours it could not call.
+    ineligible card, unless `left_out` lists the cards ineligible in every hour: then their
+    keys are anything). Returns the run sets and the hours it could not call.
     """
     k, n = rate_hc.shape
     if n == 0:
@@ -156,24 +161,29 @@ def _greedy_by_selection(
     # Bucket 0 holds the best cards. The bucket is monotone in the key, so every card
     # of a bucket comes before every card of a later one in the sorted order, and
     # equal keys share a bucket (their tie stays the card index). The scale puts the
-    # worst eligible card in the last bucket, n_bins − 1; ineligible cards go past it.
+    # worst card the keys span in bucket n_bins − 2 at most; ineligible cards go to n_bins.
     hi = key_hc.max(axis=1, keepdims=True)
-    lo = (key_hc if all_eligible else np.where(elig_hc, key_hc, np.inf)).min(axis=1, keepdims=True)
+    masked = not all_eligible and left_out is None
+    lo = (np.where(elig_hc, key_hc, np.inf) if masked else key_hc).min(axis=1, keepdims=True)
     finite = np.isfinite(hi[:, 0]) & np.isfinite(lo[:, 0])
+    offset = (np.arange(k, dtype=np.intp) * (n_bins + 1))[:, None]
     with np.errstate(all="ignore"):
-        scale = np.where(finite[:, None] & (hi > lo), (n_bins - 1) / (hi - lo), 0.0).astype(key_hc.dtype)
-        spread = np.subtract(np.where(finite[:, None], hi, 0).astype(key_hc.dtype), key_hc)
+        scale = np.where(finite[:, None] & (hi > lo), (n_bins - 3) / (hi - lo), 0.0).astype(key_hc.dtype)
         # A spread of keys too small to invert (subnormal) puts every card in bucket 0, to be sorted there.
         np.copyto(scale, 0, where=~np.isfinite(scale))
+        # offset + 0.5 + (hi − key) × scale, each step monotone in the key: from offset + 0.5 at the best card to
+        # about offset + n_bins − 2.5 at the worst, so the rounding (a few units in the last place of the offset,
+        # far under the half bucket) never takes a card into another hour's buckets; truncated to the bucket.
+        spread = np.subtract(np.where(finite[:, None], hi, 0).astype(key_hc.dtype), key_hc)
         spread *= scale
-        np.clip(spread, 0, n_bins - 1, out=spread)
+        spread += (offset + 0.5).astype(key_hc.dtype)
         bucket = spread.astype(np.intp)  # bincount's own index type: no conversion there
     del spread
-    if not all_eligible:
-        np.copyto(bucket, n_bins, where=~elig_hc)
-    bucket[~finite] = n_bins
-    offset = (np.arange(k, dtype=np.intp) * (n_bins + 1))[:, None]
-    bucket += offset
+    if left_out is not None:
+        bucket[:, left_out] = offset + n_bins
+    elif not all_eligible:
+        np.copyto(bucket, offset + n_bins, where=~elig_hc)
+    bucket[~finite] = offset[~finite] + n_bins
     # Float64 weights: bincount converts float32 weights far more slowly than astype does.
     rate_by_bucket = np.bincount(bucket.ravel(), weights=rate_hc.astype(np.float64, copy=False).ravel(), minlength=k * (n_bins + 1))
     running = np.cumsum(rate_by_bucket.reshape(k, n_bins + 1)[:, :n_bins], axis=1)

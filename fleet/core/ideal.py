@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from fleet.core import ideal_dips
 from fleet.core.greedy import greedy_run_set, run_set_usd_by_hour
 
 COVER_TOL_TPS = 1e-9
@@ -56,6 +57,11 @@ def ideal_greedy_usd_by_hour(
     n, hours = true_rate_tps.shape
     demand = np.broadcast_to(np.asarray(demand_tps, dtype=np.float64), (hours,))
     piece = max(1, _PIECE_CELLS // max(n * block_hours, 1)) * block_hours
+    if ideal_dips.applies(true_rate_tps, rent_usd_per_hour):
+        # A drawn month at one rent: the same run sets from its cards sorted once and its few dipped card-hours.
+        got = ideal_dips.ideal_usd_by_hour(true_rate_tps, rent_usd_per_hour, demand, piece, block_hours)
+        if got is not None:
+            return got
     if piece >= hours:
         chosen = greedy_run_set(true_rate_tps, rent_usd_per_hour, demand)
         return run_set_usd_by_hour(chosen, rent_usd_per_hour, block_hours)

@@ -109,6 +109,14 @@ class DippedRates:
         lo, hi = s // 8, -(-e // 8)
         return np.unpackbits(bits[..., lo:hi], axis=-1)[..., s - 8 * lo : e - 8 * lo].view(bool)
 
+    def rows(self, cards: np.ndarray) -> DippedRates:
+        """These rates of the given cards, in that order (their dip bits copied, packed: no rates made)."""
+        return DippedRates.of_bits(self.ticket_tps[cards], self._bits[cards], self._first, self._hours, self.dip_factor)
+
+    def dip_mask(self, a: int, b: int) -> np.ndarray:
+        """Whether each card dips in hours a..b, (cards, b − a) bool."""
+        return self._dips(self._bits, a, b)
+
     @property
     def in_dip(self) -> np.ndarray:
         """The whole (cards, hours) dip mask, unpacked (1 byte a card-hour)."""

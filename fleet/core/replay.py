@@ -18,7 +18,7 @@ from fleet.core.forecast import DemandView, demand_view
 from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
-from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean
+from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean, window_scores_many
 from fleet.core.step import CardDecision, Carry, EvictionPass, eviction_pass, is_decision_hour, size_stretch
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
@@ -89,6 +89,12 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
     classes = parts.policy.run_classes(month.class_names)
     size_w, evict_w = parts.size_window_hours, parts.evict_window_hours
     size_key = ("size", parts.score, size_w, classes, parts.policy.dip_allowance_hours)
+    reads_mean = parts.evicts and (evict_w != size_w or not parts.score.is_window_mean)
+    cadence = parts.policy.eviction.cadence_hours
+    at = np.arange(cadence, H, cadence)  # the only hours an eviction pass reads its window's mean
+    mean_key = ("mean", evict_w, classes, cadence)
+    if reads_mean and parts.score.is_window_mean and size_key not in cache and mean_key not in cache:
+        _window_means_together(month, parts, cache, size_key, mean_key, at)
     if size_key not in cache:
         idx = np.flatnonzero(run_class_mask(month, parts.policy))
         scored = []
@@ -103,16 +109,40 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
     score, in_dip, allowance = cache[size_key]
     evict = score
     # The eviction rule reads the plain mean of its own window, unless the sizing score is that very mean.
-    if parts.evicts and (evict_w != size_w or not parts.score.is_window_mean):
-        cadence = parts.policy.eviction.cadence_hours
-        at = np.arange(cadence, H, cadence)  # the only hours an eviction pass reads it
-        key = ("mean", evict_w, classes, cadence)
-        if key not in cache:
-            idx = np.flatnonzero(run_class_mask(month, parts.policy))
-            cache[key] = AtHours(at, lambda hours: unscored_as_zero(of_rows(
-                month.measured_tps, idx, hours.size, lambda rows: [window_mean(rows, W, H, evict_w, hours)])[0]))
-        evict = cache[key]
+    if reads_mean:
+        if mean_key not in cache:
+            cache[mean_key] = AtHours(at, _mean_at(month, parts, evict_w))
+        evict = cache[mean_key]
     return MonthScores(score, evict, in_dip, allowance)
+
+
+def _mean_at(month: Month, parts: PolicyParts, window_hours: int):
+    """The run classes' plain mean of a window at given month hours, (cards, len(hours)); other cards zero."""
+    idx = np.flatnonzero(run_class_mask(month, parts.policy))
+    W, H = month.warmup_hours, month.hours
+    return lambda hours: unscored_as_zero(of_rows(
+        month.measured_tps, idx, hours.size, lambda rows: [window_mean(rows, W, H, window_hours, hours)])[0])
+
+
+def _window_means_together(month: Month, parts: PolicyParts, cache: dict, size_key: tuple, mean_key: tuple,
+                           at: np.ndarray) -> None:
+    """A window-mean estimator's score and the eviction window's mean from one running sum of the telemetry.
+
+    The estimator's score is the plain mean of its window (`is_window_mean`), which is `window_mean`'s number, so
+    both come out of one pass over the month instead of two. Only where every hour has finite telemetry (then no
+    card is unscored); a month with gaps is scored the usual way, one window at a time.
+    """
+    idx = np.flatnonzero(run_class_mask(month, parts.policy))
+    if idx.size == 0:
+        return
+    W, H = month.warmup_hours, month.hours
+    contiguous = int(idx[-1]) - int(idx[0]) + 1 == idx.size
+    if not np.isfinite(month.measured_tps[int(idx[0]) : int(idx[-1]) + 1] if contiguous else month.measured_tps[idx]).all():
+        return
+    score, mean = of_rows(month.measured_tps, idx, (H, at.size), lambda rows: window_scores_many(
+        rows, W, H, (parts.size_window_hours, parts.evict_window_hours), each_at=(None, at)))
+    cache[size_key] = (score, None, None)
+    cache[mean_key] = AtHours(at, _mean_at(month, parts, parts.evict_window_hours), score_tps=mean)
 
 
 def demand_key(parts: PolicyParts) -> tuple:

@@ -22,7 +22,7 @@ _SCORE_BLOCK_CELLS = 1 << 21
 
 
 def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...],
-                       at_hours: np.ndarray | None = None) -> list[np.ndarray]:
+                       at_hours: np.ndarray | None = None, each_at: tuple[np.ndarray | None, ...] | None = None) -> list[np.ndarray]:
     """`window_scores` for several windows from one running sum of the telemetry.
 
     Each score is (running sum at the hour − running sum a window earlier) / window,
@@ -31,14 +31,18 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
     the same sequence of additions as a cumulative sum along each card's row but
     vectorises over cards. Returns (cards, hours) float32 arrays laid out hours-major,
     so one hour's scores of every card are contiguous; with `at_hours`, (cards, len(at_hours))
-    of those month hours only (the same numbers).
+    of those month hours only (the same numbers). `each_at` gives each window hours of its own
+    (None: every hour): a replay's sizing window every hour and its eviction window at decision
+    hours alone, from the one running sum the two share.
     """
     for w in windows:
         if w > warmup_hours:
             raise ConfigError(f"window of {w} hours is longer than the {warmup_hours} hours of warm-up history")
     n, total = measured_tps.shape
-    at = np.arange(hours) if at_hours is None else np.asarray(at_hours, dtype=np.int64)
-    scores = [np.empty((at.size, n), dtype=np.float32) for _ in windows]
+    if each_at is None:
+        each_at = (at_hours,) * len(windows)
+    ats = [np.arange(hours) if at is None else np.asarray(at, dtype=np.int64) for at in each_at]
+    scores = [np.empty((at.size, n), dtype=np.float32) for at in ats]
     block = max(1, _SCORE_BLOCK_CELLS // max(total, 1))
     for a in range(0, n, block):
         b = min(n, a + block)
@@ -46,8 +50,8 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
         running[1:] = measured_tps[a:b].T
         for h in range(1, total + 1):
             running[h] += running[h - 1]
-        for w, out in zip(windows, scores):
-            if at_hours is None:
+        for w, at, given, out in zip(windows, ats, each_at, scores):
+            if given is None:
                 out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
             else:
                 out[:, a:b] = (running[warmup_hours + at] - running[warmup_hours - w + at]) / w
@@ -92,12 +96,13 @@ class AtHours:
 
     The eviction rule reads its window's mean at decision hours alone (30 of a month's 720 at a daily
     cadence): keeping those hours, not the month, spares 4 bytes a card-hour. Another hour is computed
-    when read (`of_hours(hours)` gives (cards, len(hours)), the same numbers)."""
+    when read (`of_hours(hours)` gives (cards, len(hours)), the same numbers); `score_tps` is `of_hours(hours)`
+    when the caller has it already."""
 
-    def __init__(self, hours: np.ndarray, of_hours):
+    def __init__(self, hours: np.ndarray, of_hours, score_tps: np.ndarray | None = None):
         self.hours = np.asarray(hours, dtype=np.int64)
         self._of_hours = of_hours
-        self.score_tps = of_hours(self.hours)  # (cards, len(hours))
+        self.score_tps = of_hours(self.hours) if score_tps is None else score_tps  # (cards, len(hours))
         self._column = {int(h): i for i, h in enumerate(self.hours)}
 
     def __getitem__(self, key):
@@ -116,11 +121,11 @@ def unscored_as_zero(score_tps: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(score_tps), score_tps.dtype.type(0), score_tps)
 
 
-def of_rows(measured_tps: np.ndarray, rows: np.ndarray, hours: int, fn) -> list[np.ndarray]:
+def of_rows(measured_tps: np.ndarray, rows: np.ndarray, hours: int | tuple[int, ...], fn) -> list[np.ndarray]:
     """`fn` over the cards in `rows` only, each (cards, hours) array it returns widened to every card (others zero).
 
     Classes are drawn one after another, so a run set's classes are usually a run of
-    rows: slice it, don't copy it. A result that is None stays None.
+    rows: slice it, don't copy it. A result that is None stays None. `hours` may give each result's own.
     """
     n = measured_tps.shape[0]
     contiguous = rows.size > 0 and int(rows[-1]) - int(rows[0]) + 1 == rows.size
@@ -129,11 +134,11 @@ def of_rows(measured_tps: np.ndarray, rows: np.ndarray, hours: int, fn) -> list[
     if rows.size == n:
         return list(got)
     out = []
-    for s in got:
+    for j, s in enumerate(got):
         if s is None:
             out.append(None)
             continue
-        full = np.zeros((hours, n), dtype=s.dtype).T
+        full = np.zeros((hours if isinstance(hours, int) else hours[j], n), dtype=s.dtype).T
         full[sel] = s
         out.append(full)
     return out

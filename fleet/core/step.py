@@ -42,6 +42,35 @@ class CardDecision:
     reason: str
 
 
+class CardLines(Mapping[int, float]):
+    """The line each judged card was held to, by card: kept as the two arrays and read when asked, instead of a dict
+    built at every pass (a Python object per judged card: 60,000 of them at 100,000 cards)."""
+
+    __slots__ = ("_cards", "_tps")
+
+    def __init__(self, cards: np.ndarray, tps: np.ndarray):
+        self._cards = np.asarray(cards, dtype=np.int64)  # increasing
+        self._tps = np.asarray(tps, dtype=np.float64)
+
+    def __getitem__(self, card) -> float:
+        if not isinstance(card, (int, np.integer)):
+            raise KeyError(card)
+        c = int(card)
+        i = int(np.searchsorted(self._cards, c))
+        if i < self._cards.size and int(self._cards[i]) == c:
+            return float(self._tps[i])
+        raise KeyError(card)
+
+    def __iter__(self):
+        return iter(self._cards.tolist())
+
+    def __len__(self) -> int:
+        return int(self._cards.size)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
 @dataclass(frozen=True)
 class EvictionPass:
     """One pass of the eviction policy: what it judged, who it would evict, who it evicted, what held the rest back."""
@@ -64,7 +93,7 @@ class EvictionPass:
     budget_left_before: int
     budget_left_after: int
     reason: str  # the rule's reason, or why the admission held every candidate back
-    threshold_by_card_tps: dict[int, float] | None = None  # the line the rule held each judged card to
+    threshold_by_card_tps: Mapping[int, float] | None = None  # the line the rule held each judged card to
 
     def threshold_of(self, card: int) -> float:
         """The rule's line for a judged card (its own threshold, in the rule's terms)."""
@@ -101,7 +130,8 @@ def eviction_pass(
     tpd = tokens_per_dollar(np.asarray(evict_score_tps)[taken], np.asarray(rent_usd_per_hour)[taken]) if taken.size else np.empty(0)
     evictions = []
     left = int(budget_left)
-    why = dict(zip((int(c) for c in judgement.candidates), judgement.candidate_reasons))
+    candidates = np.asarray(judgement.candidates, dtype=np.int64).tolist()  # Python ints, without a loop over them
+    why = dict(zip(candidates, judgement.candidate_reasons))
     for i, c in enumerate(taken):
         left -= 1
         score = float(evict_score_tps[c])
@@ -118,14 +148,16 @@ def eviction_pass(
             )
         )
     lines = judgement.threshold_by_card_tps
+    judged_cards = np.flatnonzero(run_set)
     return EvictionPass(
         hour=int(hour),
         rule=ev.rule,
         window=policy.eviction_window,
         judged=judged,
-        candidates=tuple(int(c) for c in judgement.candidates),
-        candidate_median_tps=tuple(float(v) for v in (judgement.candidate_median_tps if judgement.candidate_median_tps is not None else ())),
-        threshold_by_card_tps=None if lines is None else {int(c): float(lines[c]) for c in np.flatnonzero(run_set)},
+        candidates=tuple(candidates),
+        candidate_median_tps=tuple(np.asarray(judgement.candidate_median_tps if judgement.candidate_median_tps is not None else (),
+                                              dtype=np.float64).tolist()),
+        threshold_by_card_tps=None if lines is None else CardLines(judged_cards, np.asarray(lines, dtype=np.float64)[judged_cards]),
         evicted=tuple(int(c) for c in taken),
         evictions=tuple(evictions),
         median_score_tps=float(judgement.median_tps),

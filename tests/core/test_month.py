@@ -31,3 +31,12 @@ def test_every_read_is_the_float_array(rates):
     assert np.array_equal(dipped[4, 9:11], full[4, 9:11])
     assert np.array_equal(dipped[[1, 4], [3, 20]], full[[1, 4], [3, 20]])
     assert np.array_equal(dipped[:, 3:][:, 5:][2:, 1:12].in_dip, (full[:, 8:][2:, 1:12] != dipped.ticket_tps[2:, None]))
+
+
+def test_rows_and_dip_mask_read_the_same_rates(rates):
+    dipped, full = rates
+    cards = np.array([6, 0, 3, 3, 1])
+    part = dipped[:, 3:20]
+    assert np.array_equal(np.asarray(part.rows(cards)), full[cards, 3:20])
+    assert np.array_equal(part.rows(cards).dip_mask(2, 11), part.dip_mask(2, 11)[cards])
+    assert np.array_equal(part.dip_mask(0, 17), full[:, 3:20] != dipped.ticket_tps[:, None])

@@ -28,3 +28,12 @@ def test_scores_match_the_cumulative_sum(cards, warmup_hours, hours):
 def test_a_window_longer_than_the_history_is_refused():
     with pytest.raises(ConfigError, match="longer than the 24 hours"):
         window_scores_many(np.ones((2, 30), np.float32), 24, 6, (1, 48))
+
+
+def test_windows_at_hours_of_their_own_are_the_same_numbers():
+    rng = np.random.default_rng(3)
+    measured = (6000 * rng.lognormal(0, 0.3, (40, 24 + 48))).astype(np.float32)
+    at = np.array([5, 17, 40])
+    every, some = window_scores_many(measured, 24, 48, (24, 1), each_at=(None, at))
+    assert np.array_equal(every, window_scores(measured, 24, 48, 24))
+    assert np.array_equal(some, window_scores(measured, 24, 48, 1)[:, at])

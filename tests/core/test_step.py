@@ -213,3 +213,13 @@ def test_other_seeds_same_month(seed):
     )
     r, passes = check_same_month(s, bill=False)
     assert len(r.evictions) > 0
+
+
+def test_card_lines_read_as_the_dict_of_judged_cards():
+    from fleet.core.step import CardLines
+
+    lines = CardLines(np.array([2, 5, 9]), np.array([10.0, 20.5, 30.0]))
+    as_dict = {2: 10.0, 5: 20.5, 9: 30.0}
+    assert lines == as_dict and dict(lines) == as_dict and len(lines) == 3 and list(lines) == [2, 5, 9]
+    assert lines[np.int64(5)] == 20.5 and 9 in lines and 3 not in lines and 10 not in lines and "5" not in lines
+    assert repr(lines) == repr(as_dict)
