@@ -2,8 +2,9 @@
 
 Telemetry (`TelemetryStore`): a card class as declared, a card as stored, one
 batch's valid samples and rejected records, what became of the batch, and what a prune deleted.
-Journal (`JournalStore`): a decision to journal, a journaled row read back, and
-one billed hour. This module imports nothing at run time, so code that only
+Journal (`JournalStore`): a decision to journal, a journaled row read back (each
+with its kind's typed record: `storage.records`), one billed hour, and the score
+rows' keys that are not windows. This module imports nothing at run time, so code that only
 names these types (or the protocols in `storage.interfaces`) pays for neither
 SQLAlchemy nor pandas.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections import abc
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
 
@@ -143,8 +144,15 @@ class JournalEntry:
     kind: Kind
     reason: str
     card_key: str | None = None
-    detail: Mapping | None = None
+    detail: Mapping | None = None  # the kind's record as stored (`storage.records`: build it with `to_detail()`)
     acted: bool = False
+
+    @cached_property
+    def record(self):
+        """The detail as its kind's typed record (`storage.records`)."""
+        from storage.records import record_of
+
+        return record_of(self.kind, self.detail)
 
 
 @dataclass(frozen=True)
@@ -155,8 +163,36 @@ class JournalRow:
     kind: Kind
     card_key: str | None
     reason: str
-    detail: dict
+    detail: dict  # as stored: what `fleet journal --json` and the actuators pass on; readers take `record`
     acted_ts: int | None
+
+    @cached_property
+    def record(self):
+        """The detail as its kind's typed record (`storage.records`)."""
+        from storage.records import record_of
+
+        return record_of(self.kind, self.detail)
+
+
+class ScoreKey(IntEnum):
+    """The `scores` rows' window keys that are not a window's hours (a window is an hour or more): the policy's
+    estimator score, and the cards it scored as in a dip (score 1). Stored as their numbers."""
+
+    POLICY = 0
+    IN_DIP = -1
+
+    @property
+    def label(self) -> str:
+        """Its name in `fleet status --json`'s `scores`."""
+        return self.name.lower()
+
+
+def score_key_label(window_hours: int) -> str:
+    """A `scores` key as `fleet status --json` names it: `policy`, `in_dip`, or the window's hours."""
+    try:
+        return ScoreKey(window_hours).label
+    except ValueError:
+        return str(window_hours)
 
 
 @dataclass(frozen=True)
