@@ -1,4 +1,5 @@
-"""Each journal kind's `detail`, as a typed record: the one place the journal's JSON object is written or read.
+"""The journal's schema: its kinds, and each kind's `detail` as a typed record, the one place the journal's JSON
+object is written or read (`storage.values` names them beside the rows that carry them).
 
 A record's `to_detail()` is the object a row stores in `decisions.detail_json`, key for key and in the order it was
 always written (`fleet plan --json` prints it in that order; `fleet journal --json` and the actuators' payload pass
@@ -14,9 +15,40 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from storage.values import Kind
+
+# -- the kinds -------------------------------------------------------------------------------------------------------
+
+
+class Kind(StrEnum):
+    """What a journal row is: the one list of kinds, read by the journal, acting, reconcile, `fleet journal`,
+    `explain`, `status`, the snapshot and the metrics. A `StrEnum`, so a stored row's text is its kind."""
+
+    SIZE = "size"  # an hour's sizing: target, scored capacity, the run set (a record: nothing to carry out)
+    EVICTION_PASS = "eviction-pass"  # a decision hour's eviction pass: who was judged, the rule's line (a record)
+    EVICT = "evict"  # an action on one card, carried out by the actuator
+    ADD = "add"
+    RELEASE = "release"
+    ACT_FAILED = "act-failed"  # an action set aside after its tries (permanent, or out of retry budget)
+    ACT_EXPIRED = "act-expired"  # an action whose hour ended too long before it could be tried
+    RECONCILE = "reconcile"  # the journal and the pool's telemetry disagreeing about a card, or agreeing again
+    RETIRE = "retire"  # an operator marked a card gone by hand (`fleet card retire`)
+
+
+ACTION_KINDS = (Kind.EVICT, Kind.ADD, Kind.RELEASE)
+"""What an actuator carries out."""
+SET_ASIDE_KINDS = (Kind.ACT_FAILED, Kind.ACT_EXPIRED)
+"""An action closed without being carried out: set aside, or too late."""
+DECISION_KINDS = (Kind.SIZE, Kind.EVICTION_PASS, *ACTION_KINDS)
+"""What the decide job writes for an hour."""
+EVENT_KINDS = (Kind.RECONCILE, Kind.RETIRE)
+"""Records of what happened to a card outside the decisions: the journal and the pool disagreeing (and agreeing
+again), a card retired by hand."""
+
+
+# -- the records -----------------------------------------------------------------------------------------------------
 
 _NONE = lambda v: v is None  # noqa: E731
 _EMPTY = lambda v: not v  # noqa: E731
