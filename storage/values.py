@@ -2,22 +2,28 @@
 
 Telemetry (`TelemetryStore`): a card class as declared, a card as stored, one
 batch's valid samples and rejected records, what became of the batch, and what a prune deleted.
-Journal (`JournalStore`): a decision to journal, a journaled row read back, and
-one billed hour. This module imports nothing at run time, so code that only
-names these types (or the protocols in `storage.interfaces`) pays for neither
-SQLAlchemy nor pandas.
+Journal (`JournalStore`): a decision to journal, a journaled row read back (each
+with its kind's typed record; the kinds and records are the journal's schema,
+`storage.records`), one billed hour, and the score rows' keys that are not
+windows. This module imports only `storage.records` at run time, so code that
+only names these types (or the protocols in `storage.interfaces`) pays for
+neither SQLAlchemy nor pandas.
 """
 
 from __future__ import annotations
 
 from collections import abc
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterable, Mapping
 
+from storage.records import ACTION_KINDS, DECISION_KINDS, EVENT_KINDS, SET_ASIDE_KINDS, Kind, record_of
+
 if TYPE_CHECKING:
     import numpy as np
+
+__all__ = ["ACTION_KINDS", "DECISION_KINDS", "EVENT_KINDS", "SET_ASIDE_KINDS", "Kind"]  # the journal's kinds, from its schema
 
 
 # -- telemetry ------------------------------------------------------------------------
@@ -108,32 +114,6 @@ class Pruned:
 # -- the journal ----------------------------------------------------------------------
 
 
-class Kind(StrEnum):
-    """What a journal row is: the one list of kinds, read by the journal, acting, reconcile, `fleet journal`,
-    `explain`, `status`, the snapshot and the metrics. A `StrEnum`, so a stored row's text is its kind."""
-
-    SIZE = "size"  # an hour's sizing: target, scored capacity, the run set (a record: nothing to carry out)
-    EVICTION_PASS = "eviction-pass"  # a decision hour's eviction pass: who was judged, the rule's line (a record)
-    EVICT = "evict"  # an action on one card, carried out by the actuator
-    ADD = "add"
-    RELEASE = "release"
-    ACT_FAILED = "act-failed"  # an action set aside after its tries (permanent, or out of retry budget)
-    ACT_EXPIRED = "act-expired"  # an action whose hour ended too long before it could be tried
-    RECONCILE = "reconcile"  # the journal and the pool's telemetry disagreeing about a card, or agreeing again
-    RETIRE = "retire"  # an operator marked a card gone by hand (`fleet card retire`)
-
-
-ACTION_KINDS = (Kind.EVICT, Kind.ADD, Kind.RELEASE)
-"""What an actuator carries out."""
-SET_ASIDE_KINDS = (Kind.ACT_FAILED, Kind.ACT_EXPIRED)
-"""An action closed without being carried out: set aside, or too late."""
-DECISION_KINDS = (Kind.SIZE, Kind.EVICTION_PASS, *ACTION_KINDS)
-"""What the decide job writes for an hour."""
-EVENT_KINDS = (Kind.RECONCILE, Kind.RETIRE)
-"""Records of what happened to a card outside the decisions: the journal and the pool disagreeing (and agreeing
-again), a card retired by hand."""
-
-
 @dataclass(frozen=True)
 class JournalEntry:
     """A decision to journal. `acted` entries are records with nothing to carry out."""
@@ -143,8 +123,13 @@ class JournalEntry:
     kind: Kind
     reason: str
     card_key: str | None = None
-    detail: Mapping | None = None
+    detail: Mapping | None = None  # the kind's record as stored (`storage.records`: build it with `to_detail()`)
     acted: bool = False
+
+    @cached_property
+    def record(self):
+        """The detail as its kind's typed record (`storage.records`)."""
+        return record_of(self.kind, self.detail)
 
 
 @dataclass(frozen=True)
@@ -155,8 +140,34 @@ class JournalRow:
     kind: Kind
     card_key: str | None
     reason: str
-    detail: dict
+    detail: dict  # as stored: what `fleet journal --json` and the actuators pass on; readers take `record`
     acted_ts: int | None
+
+    @cached_property
+    def record(self):
+        """The detail as its kind's typed record (`storage.records`)."""
+        return record_of(self.kind, self.detail)
+
+
+class ScoreKey(IntEnum):
+    """The `scores` rows' window keys that are not a window's hours (a window is an hour or more): the policy's
+    estimator score, and the cards it scored as in a dip (score 1). Stored as their numbers."""
+
+    POLICY = 0
+    IN_DIP = -1
+
+    @property
+    def label(self) -> str:
+        """Its name in `fleet status --json`'s `scores`."""
+        return self.name.lower()
+
+
+def score_key_label(window_hours: int) -> str:
+    """A `scores` key as `fleet status --json` names it: `policy`, `in_dip`, or the window's hours."""
+    try:
+        return ScoreKey(window_hours).label
+    except ValueError:
+        return str(window_hours)
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,7 @@ def event(row) -> dict:
         "reason": row.reason,
         "acted": row.acted_ts is not None and row.kind not in SET_ASIDE_KINDS + RECORD_KINDS,
         "acted_ts": None if row.kind in SET_ASIDE_KINDS + RECORD_KINDS else row.acted_ts,
-        "detail": row.detail,
+        "detail": row.detail,  # the kind's record as stored (`storage.records`), exported untouched
     }
 
 
@@ -93,7 +93,9 @@ def mark_set_aside(store, events: list[dict]) -> None:
     open_keys = {e["key"] for e in events if not e["acted"] and e["kind"] in ACTION_KINDS}
     if not open_keys:
         return
-    closed = {r.detail.get("decision_key"): r.kind for r in store.decisions(kinds=SET_ASIDE_KINDS, limit=1_000_000)}
+    from fleet.service.readmodel import closed_by
+
+    closed = closed_by(store)
     for e in events:
         if e["key"] in open_keys and e["key"] in closed:
             e["set_aside"] = closed[e["key"]]

@@ -29,7 +29,7 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
-from fleet.cli.demand import forecast_beside_measured, knew_demand_line
+from fleet.cli.demand import KNEW_LINE, forecast_beside_measured
 from fleet.core.errors import ConfigError
 from fleet.core.units import HOUR_S
 
@@ -168,6 +168,7 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     from fleet.service.decide import DecideJob
     from fleet.service.demand import month_demand
     from fleet.service.pool import PoolWatch
+    from fleet.service.readmodel import HourPlan
     from fleet.service.scoring import ScoreJob
     from fleet.service.service import make_calendar, policy_windows
     from fleet.service.simulation import SetClock
@@ -199,18 +200,12 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     m0, h = cal.month_of(hour_ts)
     before = float(demand.billed(m0, h - 1, 1)[1][0]) if h > 0 else None  # the hour before's, as measured so far
     _, entries, opened, closed, _retired = journal.written[0]
-    by_kind = lambda k: [e for e in entries if e.kind == k]  # noqa: E731
-    size = by_kind("size")[0]
-    passes = by_kind("eviction-pass")
+    planned = HourPlan(entries)
     run_set = sorted((store.run_set_at(hour_ts - HOUR_S) - set(closed)) | set(opened))
     return {
-        "hour": _iso(hour_ts), "hour_ts": hour_ts, "month_hour": size.detail["hour"], "scored_by": scored_by,
+        "hour": _iso(hour_ts), "hour_ts": hour_ts, "month_hour": planned.size.record.hour, "scored_by": scored_by,
         "database": shown_url(cfg.storage.url), "run_set": run_set, "run_set_cards": len(run_set),
-        "size": {"reason": size.reason, **size.detail},
-        "add": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("add")],
-        "release": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("release")],
-        "evict": [{"card": e.card_key, "reason": e.reason, **e.detail} for e in by_kind("evict")],
-        "eviction_pass": None if not passes else {"reason": passes[0].reason, **passes[0].detail},
+        **planned.as_json(),
         "entries": [{"key": e.key, "kind": e.kind, "card": e.card_key, "reason": e.reason} for e in entries],
         "demand_measured_before_tps": before if before is not None and math.isfinite(before) else None,
     }
@@ -226,7 +221,7 @@ def _render(p: dict) -> list[str]:
     ]
     lines.append(f"demand: {forecast_beside_measured(s.get('demand_forecast_tps'), None)}; the hour before measured "
                  f"{'nothing' if p.get('demand_measured_before_tps') is None else format(p['demand_measured_before_tps'], ',.0f') + ' tok/s'}")
-    lines.extend(knew_demand_line(s))
+    lines.extend([KNEW_LINE] if s.get("knew_demand") else [])
     ev = p["eviction_pass"]
     if ev is None:
         lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")

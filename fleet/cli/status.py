@@ -8,9 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from fleet.cli.demand import forecast_beside_measured, knew_demand_line
+from fleet.cli.demand import forecast_beside_measured
 from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
-from fleet.core.units import HOUR_S
 
 
 def _open_store(db: str | None, config: str | None):
@@ -78,101 +77,124 @@ CHECK_UNITS = {"capacity": lambda v: f"unmet {v:.2%} of demand", "convergence": 
 
 
 def _status(cfg, repo, store) -> tuple[dict, list]:
-    """The status as a JSON object and as lines and tables to print."""
-    from rich.table import Table
+    """The status as a JSON object and as lines and tables to print, from the read model's month on view."""
+    from fleet.service.readmodel import MonthView
 
-    from fleet.core.verdict import checks, json_safe
-    from fleet.service.scoring import IN_DIP_KEY, POLICY_SCORE_KEY
-    from fleet.service.snapshot import month_totals
-    from storage.values import SET_ASIDE_KINDS, Kind
-
-    last_billed = store.last_billed_ts()
-    if last_billed is None:
+    view = MonthView.on_view(store)
+    if view is None:
         from fleet.cli.output import UsageError
 
         raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no billed hour yet (has `fleet serve` run on it?)")
-    m0 = store.month_start_of(last_billed)
-    hours = store.hours(m0)
-    totals = month_totals(hours)
-    last_dec = store.last_decided_ts(m0, 2**62) or last_billed
-    size = store.decisions(kinds=[Kind.SIZE], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
-    detail = size[0].detail if size else {}
-    run_set = sorted(store.run_set_at(last_dec))
-    scores = store.scores_by_window(last_dec)
-    parts = store.bill_by_part(m0, last_billed + HOUR_S)
-    evicted = {k: ts for ts, k in store.eviction_hours(m0, last_dec + HOUR_S)}
-    figs = {**totals, "wrong_evictions": int(totals["wrong_evictions"])}
-    chk = checks(figs, cfg.checks)
-    billed = store.decisions(kinds=[Kind.SIZE], since_ts=last_billed, until_ts=last_billed + 1, limit=1)
-    billed_detail = billed[0].detail if billed else {}
-    out = json_safe({
-        "month_start": _iso(m0), "hours_billed": len(hours), "hour_decided": _iso(last_dec),
-        "run_set": run_set, "run_set_cards": len(run_set), "demand_tps": detail.get("demand_tps"),
-        "target_tps": detail.get("target_tps"), "scored_capacity_tps": detail.get("scored_capacity_tps"),
-        "budget_left": detail.get("budget_left"), "evictions": int(totals["evictions"]),
-        "evicted": {k: _iso(ts) for k, ts in evicted.items()},
-        "bill_by_part_usd": parts, **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
-        "scores": {("policy" if w == 0 else "in_dip" if w == -1 else str(w)): s for w, s in scores.items()}, "checks": chk,
-        "demand_forecast_tps": detail.get("demand_forecast_tps"), "knew_demand": bool(detail.get("knew_demand")),
-        "last_billed": {"hour": _iso(last_billed), "demand_forecast_tps": billed_detail.get("demand_forecast_tps"),
-                        "demand_measured_tps": hours[-1].demand_measured_tps if hours else None},
-    })
-    shown: list = [
-        f"month from {out['month_start']}: {len(hours)} hours billed, decided through {out['hour_decided']}",
-        f"run set: {len(run_set)} cards for {detail.get('demand_tps', 0):,.0f} tok/s demand "
-        f"(target {detail.get('target_tps', 0):,.0f}, scored capacity {detail.get('scored_capacity_tps', 0):,.0f})",
-        f"demand of {_iso(last_billed)} (last billed): "
-        + forecast_beside_measured(billed_detail.get("demand_forecast_tps"), out["last_billed"]["demand_measured_tps"]),
-        *knew_demand_line(detail),
-        f"evictions: {out['evictions']}, budget left {out['budget_left']}",
-        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
-        f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
-    ]
-    for name, c in chk.items():
-        shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
-    aside = store.decisions(kinds=list(SET_ASIDE_KINDS), since_ts=m0, limit=10_000)
-    waiting = store.oldest_unacted_ts()
-    out["set_aside"] = [{"time": _iso(r.ts), "kind": r.kind, "card": r.card_key, "decision": r.detail.get("decision_key"),
-                         "tries": r.detail.get("tries"), "reason": r.reason} for r in aside]
-    out["oldest_unacted_hour"] = None if waiting is None else _iso(waiting)
-    if aside:
-        shown.append(f"set aside this month ({len(aside)}): actions not carried out (`fleet journal --kind act-failed "
-                     "--kind act-expired` for all)")
-        t = Table("time", "kind", "card", "decision", "tries", box=None)
-        for r in aside[-10:]:
-            t.add_row(_iso(r.ts), r.kind, r.card_key or "-", str(r.detail.get("decision_key", "")), str(r.detail.get("tries", "-")))
-        shown.append(t)
-    if waiting is not None:
-        shown.append(f"actions waiting: the oldest is of {_iso(waiting)}")
+    out = _month_json(view, cfg.checks)
+    shown = _month_lines(view, out)
+    shown.extend(_set_aside(view, out))
     from fleet.cli.card import mismatch_lines, retired_lines
 
     out["retired"], retired = retired_lines(store)
     out["reconcile"], disagree = mismatch_lines(store)
     shown.extend(retired + disagree)
-    in_dip = scores.pop(IN_DIP_KEY, {})
+    shown.extend(_card_tables(view, repo, {r["card"] for r in out["retired"]}))
+    return out, shown
+
+
+def _month_json(view, marks) -> dict:
+    """The month on view as `fleet status --json` gives it (before its set-aside, retired and reconcile parts)."""
+    from fleet.core.verdict import json_safe
+    from storage.values import score_key_label
+
+    size, billed, totals = view.size, view.billed_size, view.totals
+    return json_safe({
+        "month_start": _iso(view.month_start_ts), "hours_billed": len(view.hours), "hour_decided": _iso(view.last_decided_ts),
+        "run_set": view.run_set, "run_set_cards": len(view.run_set), "demand_tps": size and size.demand_tps,
+        "target_tps": size and size.target_tps, "scored_capacity_tps": size and size.scored_capacity_tps,
+        "budget_left": size and size.budget_left, "evictions": int(totals["evictions"]),
+        "evicted": {k: _iso(ts) for k, ts in view.evicted.items()},
+        "bill_by_part_usd": view.bill_by_part(),
+        **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
+        "scores": {score_key_label(w): s for w, s in view.scores_by_window.items()}, "checks": view.checks(marks),
+        "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
+        "last_billed": {"hour": _iso(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
+                        "demand_measured_tps": view.hours[-1].demand_measured_tps},
+    })
+
+
+def _month_lines(view, out: dict) -> list:
+    """The month's lines: hours, run set, demand, evictions, the bill and the checks."""
+    from fleet.cli.demand import KNEW_LINE
+
+    size, totals, parts = view.size, view.totals, out["bill_by_part_usd"]
+    tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
+    shown: list = [
+        f"month from {out['month_start']}: {len(view.hours)} hours billed, decided through {out['hour_decided']}",
+        f"run set: {len(view.run_set)} cards for {tps('demand_tps'):,.0f} tok/s demand "
+        f"(target {tps('target_tps'):,.0f}, scored capacity {tps('scored_capacity_tps'):,.0f})",
+        f"demand of {out['last_billed']['hour']} (last billed): "
+        + forecast_beside_measured(out["last_billed"]["demand_forecast_tps"], out["last_billed"]["demand_measured_tps"]),
+        *([KNEW_LINE] if out["knew_demand"] else []),
+        f"evictions: {out['evictions']}, budget left {out['budget_left']}",
+        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
+        f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
+    ]
+    for name, c in out["checks"].items():
+        shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
+    return shown
+
+
+def _set_aside(view, out: dict) -> list:
+    """The month's actions set aside and the oldest waiting: into `out`, and as lines and a table."""
+    from rich.table import Table
+
+    aside = view.set_aside
+    waiting = view.store.oldest_unacted_ts()
+    out["set_aside"] = [{"time": _iso(r.ts), "kind": r.kind, "card": r.card_key, "decision": rec.decision_key,
+                         "tries": rec.tries, "reason": r.reason} for r, rec in aside]
+    out["oldest_unacted_hour"] = None if waiting is None else _iso(waiting)
+    shown: list = []
+    if aside:
+        shown.append(f"set aside this month ({len(aside)}): actions not carried out (`fleet journal --kind act-failed "
+                     "--kind act-expired` for all)")
+        t = Table("time", "kind", "card", "decision", "tries", box=None)
+        for r, rec in aside[-10:]:
+            t.add_row(_iso(r.ts), r.kind, r.card_key or "-", str(rec.decision_key or ""), str("-" if rec.tries is None else rec.tries))
+        shown.append(t)
+    if waiting is not None:
+        shown.append(f"actions waiting: the oldest is of {_iso(waiting)}")
+    return shown
+
+
+def _card_tables(view, repo, retired: set[str]) -> list:
+    """The cards of the pool with their scores at the last decided hour (in the order the sizing reads them), and
+    the month's evicted cards."""
+    from rich.table import Table
+
+    from storage.values import ScoreKey
+
+    scores = dict(view.scores_by_window)
+    in_dip = scores.pop(ScoreKey.IN_DIP, {})
+    evicted = view.evicted
     windows = sorted(scores)
-    heads = ["policy score" if w == POLICY_SCORE_KEY else f"score {w}h" for w in windows]
+    heads = ["policy score" if w == ScoreKey.POLICY else f"score {w}h" for w in windows]
     # The sizing reads the policy's score where there is one, else its window's: the order shown is that one's.
-    size_w = POLICY_SCORE_KEY if POLICY_SCORE_KEY in scores else _window_hours(detail.get("window"), windows)
+    size_w = ScoreKey.POLICY if ScoreKey.POLICY in scores else _window_hours(view.size and view.size.window, windows)
     key_head = heads[windows.index(size_w)] if size_w in windows else None
     classes = {k: c.class_name for k, c in repo.cards().items()}
     scored = {k for s in scores.values() for k in s}
     order = lambda k: (-scores[size_w].get(k, float("-inf")), k) if key_head else (k,)  # noqa: E731
-    gone = {r["card"] for r in out["retired"]}
     table = Table("card", "class", *heads, "state", *(["in dip"] if in_dip else []), box=None)
     for k in sorted(scored - set(evicted), key=order):
         table.add_row(k, classes.get(k, ""), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows],
-                      "warm" if k in run_set else "retired" if k in gone else "spare", *(["yes" if k in in_dip else ""] if in_dip else []))
-    shown.append(f"cards ({len(scored - set(evicted))}), sorted by {key_head or 'card id'}"
-                 f"{', highest first' if key_head else ''}; scores in tok/s; warm: in the run set, spare: in the pool, not warm")
-    shown.append(table)
+                      "warm" if k in view.run_set else "retired" if k in retired else "spare",
+                      *(["yes" if k in in_dip else ""] if in_dip else []))
+    shown: list = [f"cards ({len(scored - set(evicted))}), sorted by {key_head or 'card id'}"
+                   f"{', highest first' if key_head else ''}; scores in tok/s; warm: in the run set, spare: in the pool, not warm",
+                   table]
     if evicted:
         gone = Table("card", "class", "evicted at", *heads, box=None)
         for k in sorted(evicted, key=lambda k: evicted[k]):
             gone.add_row(k, classes.get(k, ""), _iso(evicted[k]), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows])
         shown.append(f"evicted this month ({len(evicted)}): out of the pool until the month ends")
         shown.append(gone)
-    return out, shown
+    return shown
 
 
 def _window_hours(name, windows: list[int]) -> int | None:
@@ -189,93 +211,81 @@ def explain_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Why a card was or was not evicted, and why it was or was not kept warm, from the decision journal."""
+    from dataclasses import asdict
+
+    from fleet.cli.card import retired_lines
     from fleet.cli.output import UsageError
     from fleet.core.verdict import json_safe
-    from storage.values import ACTION_KINDS, Kind
+    from fleet.service.readmodel import CardView
 
     cfg, repo, store = _open_store(db, None)
     cls = store.card_class(card)
     if cls is None:
         raise UsageError(f"card {card!r}: not in the database {shown_url(cfg.storage.url)!r}")
-    own = store.decisions(card_key=card)
-    passes = store.decisions(kinds=[Kind.EVICTION_PASS])
-    lines = []
-    evicted = [r for r in own if r.kind == Kind.EVICT]
-    judged = []
-    for p in passes:
-        d = p.detail
-        if card not in d.get("scores", {}):
-            continue
-        score = d["scores"][card]
-        if card in d.get("evicted", []):
-            verdict = "evicted"
-        elif card in d.get("candidates", []):
-            verdict = ("candidate, not evicted: the circuit breaker was open" if d.get("breaker_open")
-                       else "candidate, not evicted: held back by the budget (month's or cards draining at once)")
-        else:
-            verdict = "kept: at or above the threshold"
-        median = d.get("median_score_tps")
-        if median is None or median != median:  # several classes: the card's own class's median
-            median = d.get("class_median_score_tps", {}).get(cls, median)
-        threshold = d.get("thresholds", {}).get(card, d.get("threshold_tps"))  # the rule's own line for this card
-        judged.append({"ts": p.ts, "hour": d.get("hour"), "score_tps": score, "threshold_tps": threshold,
-                       "median_score_tps": median, "window": d.get("window"), "verdict": verdict,
-                       "budget_left_before": d.get("budget_left_before"), "pass_reason": p.reason})
-    if evicted:
-        e = evicted[-1]
-        lines.append(f"{card} ({cls}) was evicted at {_iso(e.ts)} (hour {e.detail.get('hour')}): {grouped(e.reason)}")
-    else:
-        lines.append(f"{card} ({cls}) was not evicted" + (f"; judged in {times(len(judged), 'eviction pass', 'eviction passes')}" if judged else
-                                                          "; no eviction pass judged it (it was never in the run set at one)"))
-    for j in judged:
-        lines.append(f"  {_iso(j['ts'])} hour {j['hour']}: scored {j['score_tps']:,.0f} tok/s through the {j['window']} window, "
-                     f"threshold {j['threshold_tps']:,.0f} (median {j['median_score_tps']:,.0f}): {j['verdict']}")
-    from fleet.cli.card import retired_lines
-
+    view = CardView(store, card, cls)
     retired, said = retired_lines(store, card)
-    lines.extend(said)
-    warm = [r for r in own if r.kind in (Kind.ADD, Kind.RELEASE)]
-    last_dec = store.last_decided_ts(0, 2**62) or 0
-    run_set = store.run_set_at(last_dec)
-    now_warm = card in run_set
-    released = sum(r.kind == Kind.RELEASE for r in warm)  # an eviction takes a card out of the run set too
-    left = times(released + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
-    lines.append(f"{card} is {'warm (in the run set)' if now_warm else 'not warm'}; it joined the run set "
-                 f"{times(sum(r.kind == 'add' for r in warm))} and left it {left}")
-    # Where its latest score puts it: the greedy takes the best tokens per dollar first (in one class, the best scores).
-    ranking = None
-    size = store.decisions(kinds=[Kind.SIZE], since_ts=last_dec, until_ts=last_dec + 1, limit=1)
-    if size:
-        from policies import window_hours
-
-        w = window_hours(str(size[0].detail.get("window")))
-        scores = store.scores_by_window(last_dec).get(w, {})
-        if card in scores:
-            order = sorted(scores, key=lambda k: -scores[k])
-            ranking = {"window_hours": w, "score_tps": scores[card], "rank": order.index(card) + 1, "of": len(order),
-                       "run_set_cards": len(run_set), "target_tps": size[0].detail.get("target_tps")}
-            lines.append(f"  at {_iso(last_dec)} it scored {scores[card]:,.0f} tok/s through the {w}-hour window, rank "
-                         f"{ranking['rank']} of {len(order)} scored cards; the run set held {len(run_set)} for a target of "
-                         f"{ranking['target_tps']:,.0f} tok/s")
-        d = size[0].detail
-        ranking = {**(ranking or {}), "demand_forecast_tps": d.get("demand_forecast_tps"),
-                   "demand_measured_tps": d.get("demand_measured_tps"), "knew_demand": bool(d.get("knew_demand"))}
-        lines.append(f"  demand of {_iso(last_dec)}: {forecast_beside_measured(d.get('demand_forecast_tps'), d.get('demand_measured_tps'))}")
-        lines.extend("  " + x for x in knew_demand_line(d))
-    for r in warm[-5:]:
-        lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
-    unacted = [r for r in own if r.acted_ts is None and r.kind in ACTION_KINDS]
-    if unacted:
-        lines.append(f"  {len(unacted)} of its decisions are journaled and not yet acted on")
+    lines, latest = _explained(view, said)
     if as_json:
+        evicted = view.evictions
         typer.echo(json.dumps(json_safe({
-            "card": card, "card_class": cls, "evicted": bool(evicted), "warm": now_warm, "latest": ranking,
+            "card": card, "card_class": cls, "evicted": bool(evicted), "warm": view.warm, "latest": latest,
             "retired": retired[0] if retired else None,
+            # the eviction's stored record, passed on as stored (as `fleet journal --json` does)
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
-            "judged": judged, "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in warm],
+            "judged": [asdict(j) for j in view.judged],
+            "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in view.warm_changes],
         }), indent=2))
         return
     typer.echo("\n".join(lines))
+
+
+def _explained(view, retired_said: list[str]) -> tuple[list[str], dict | None]:
+    """`fleet explain`'s lines, and its `latest` (where the card's latest score ranks it, the demand of that hour)."""
+    from storage.values import Kind
+
+    card, evicted, judged = view.card, view.evictions, view.judged
+    if evicted:
+        e = evicted[-1]
+        lines = [f"{card} ({view.card_class}) was evicted at {_iso(e.ts)} (hour {e.record.hour}): {grouped(e.reason)}"]
+    else:
+        lines = [f"{card} ({view.card_class}) was not evicted"
+                 + (f"; judged in {times(len(judged), 'eviction pass', 'eviction passes')}" if judged else
+                    "; no eviction pass judged it (it was never in the run set at one)")]
+    for j in judged:
+        lines.append(f"  {_iso(j.ts)} hour {j.hour}: scored {j.score_tps:,.0f} tok/s through the {j.window} window, "
+                     f"threshold {j.threshold_tps:,.0f} (median {j.median_score_tps:,.0f}): {j.verdict}")
+    lines.extend(retired_said)
+    left = times(view.times_moved(Kind.RELEASE) + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
+    lines.append(f"{card} is {'warm (in the run set)' if view.warm else 'not warm'}; it joined the run set "
+                 f"{times(view.times_moved(Kind.ADD))} and left it {left}")
+    latest = _latest(view, lines)
+    for r in view.warm_changes[-5:]:
+        lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
+    if view.unacted:
+        lines.append(f"  {len(view.unacted)} of its decisions are journaled and not yet acted on")
+    return lines, latest
+
+
+def _latest(view, lines: list[str]) -> dict | None:
+    """Where the card's latest score puts it (the greedy takes the best tokens per dollar first; in one class, the
+    best scores) and the demand of that hour, as JSON; its lines go onto `lines`."""
+    from fleet.cli.demand import KNEW_LINE
+
+    size, rank, at = view.size, view.rank, _iso(view.last_decided_ts)
+    if size is None:
+        return None
+    latest = {}
+    if rank is not None:
+        latest = {"window_hours": rank.window_hours, "score_tps": rank.score_tps, "rank": rank.rank, "of": rank.of,
+                  "run_set_cards": len(view.run_set), "target_tps": size.target_tps}
+        lines.append(f"  at {at} it scored {rank.score_tps:,.0f} tok/s through the {rank.window_hours}-hour window, rank "
+                     f"{rank.rank} of {rank.of} scored cards; the run set held {len(view.run_set)} for a target of "
+                     f"{size.target_tps:,.0f} tok/s")
+    latest.update({"demand_forecast_tps": size.demand_forecast_tps, "demand_measured_tps": size.demand_measured_tps,
+                   "knew_demand": size.knew_demand})
+    lines.append(f"  demand of {at}: {forecast_beside_measured(size.demand_forecast_tps, size.demand_measured_tps)}")
+    lines.extend("  " + x for x in ([KNEW_LINE] if size.knew_demand else []))
+    return latest
 
 
 def register(app: typer.Typer) -> None:

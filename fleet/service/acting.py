@@ -6,7 +6,7 @@ aside once its tries are spent). Backoff and the retry budget run on the
 service's clock; lateness is judged in wall seconds (the same on a real pool's
 clock; in a simulation the actuator still runs on the wall, so a fast clock does
 not expire what it simply could not reach yet). A set-aside action gets an `act-failed` record
-in the journal (reason, tries, last error), and a decision whose hour ended more
+in the journal (reason; tries and last error in its `SetAsideRecord`), and a decision whose hour ended more
 than `[actuator] expire_after_s` ago gets an `act-expired` record instead of
 being acted late; either record closes the decision, which stays unacted
 (`acted_ts` empty) because it never happened. Actions run in journal order per
@@ -22,16 +22,14 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules, Tries, after_failure, expired
+from storage.records import SetAsideRecord
 from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, JournalRow, Kind  # noqa: F401  (SET_ASIDE_KINDS: acting's, as the shell imports it)
 
 ACTIONS = ACTION_KINDS
 """Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
-
-
-"""Records that close an action that was not carried out: set aside after its tries, or expired."""
 
 ACT_BATCH_SIZE = 100
 """Actions marked acted in one transaction: the most a crash between acting and marking offers again."""
@@ -226,12 +224,11 @@ class Acting:
     def _close(self, row: JournalRow, kind: str, reason: str, now: float, tries: Tries | None = None,
                outcome: str = PERMANENT) -> None:
         """Journal the record that closes an action never carried out (the decision itself stays unacted)."""
-        detail = {"decision_key": row.key, "decision_id": row.id, "decision_kind": row.kind, "hour_ts": row.ts}
+        closed = SetAsideRecord(decision_key=row.key, decision_id=row.id, decision_kind=row.kind, hour_ts=row.ts)
         if tries is not None:
-            detail.update({"tries": tries.count, "first_try_ts": tries.first_ts, "outcome": outcome,
-                           "error": tries.last_error})
+            closed = replace(closed, tries=tries.count, first_try_ts=tries.first_ts, outcome=outcome, error=tries.last_error)
         self.store.set_aside(JournalEntry(f"{row.key or row.id}:{kind}", int(now), kind, reason, row.card_key,
-                                          detail=detail, acted=True))
+                                          detail=closed.to_detail(), acted=True))
         if kind == Kind.ACT_FAILED:
             log.warning("decision %s set aside: %s", row.key, reason)
         else:

@@ -2,8 +2,9 @@
 
 `state_at` reads the pool's state at the start of an hour from the store (or
 from what the hour before left, `HourLeft`); `tick` decides it; the pure
-`journal_entries` turns the `Decisions` into the journal's rows (`fleet
-explain`, `fleet status` and the snapshot read their keys, kinds and details);
+`hour_entries` turns the `Decisions` into the journal's rows, each detail its
+kind's record (`storage.records`: the read model, `fleet.service.readmodel`,
+reads them back for `fleet status`, `explain`, `plan` and the snapshot);
 the journal writes them with the run-set changes in one transaction, and only
 then does the actuator see them, under the epoch of the service's lease. What
 one leader journaled and did not act on, the next acts on first.
@@ -23,6 +24,7 @@ from fleet.core.step import Carry, Decisions, PoolState, tick
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from fleet.service.reconcile import KnownRunSet, known_run_set, not_carried_out, retired_by_hand
+from storage.records import AddRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, SizeRecord
 from storage.values import JournalEntry, Kind
 
 if TYPE_CHECKING:
@@ -58,72 +60,51 @@ def held_out_hours(decisions: Decisions, index: PoolIndex) -> dict[str, int]:
     return {index.keys[i]: int(d.out_hours[i]) for i in np.flatnonzero(d.run_set & (d.out_hours > 0))}
 
 
-def journal_entries(hour_ts: int, decisions: Decisions, state: PoolState, index: PoolIndex,
-                    open_now: AbstractSet[str], known: KnownRunSet | None = None) -> list[JournalEntry]:
+def hour_entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, change: RunSetChange,
+                 known: KnownRunSet | None = None) -> list[JournalEntry]:
     """The journal rows of one decided hour: `size`, the `eviction-pass` if there was one, then each `evict`,
-    `release` and `add`, in the order they are acted on.
+    `release` and `add`, in the order they are acted on, each detail its kind's record (`storage.records`).
 
-    `state` is what the hour was decided on and `open_now` the run set the store
-    had open before it: a card the store has open that the decisions did not
-    release (the month's first hour) is released with that said.
+    `state` is what the hour was decided on and `change` the run set's change from what the store had open before
+    it (`run_set_change`): a card the store has open that the decisions did not release (the month's first hour)
+    is released with that said.
     """
-    return _entries(hour_ts, decisions, state, index, run_set_change(decisions, index, open_now), known)
-
-
-def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, change: RunSetChange,
-             known: KnownRunSet | None = None) -> list[JournalEntry]:
     keys, pos = index.keys, index.pos
     left_out = dict(known.left_out) if known is not None else {}
     put_back = dict(known.put_back) if known is not None else {}
     by_card = {keys[c.card]: c for c in d.adds + d.releases}
-    entries = [
-        JournalEntry(
-            f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason,
-            detail={
-                "hour": d.hour, "mode": d.mode, "window": d.window, "target_tps": d.target_tps,
-                "scored_capacity_tps": d.scored_capacity_tps, "demand_tps": state.demand_tps,
-                **({"demand_forecast_tps": state.demand_forecast_tps} if np.isfinite(state.demand_forecast_tps) else {}),
-                **({"knew_demand": True} if state.knew_demand else {}),
-                "run_set_cards": len(change.run_set), "budget_left": d.budget_left,
-                "held_out_hours": held_out_hours(d, index),
-                **({} if state.in_dip is None else {"in_dip": [keys[i] for i in np.flatnonzero(state.in_dip)]}),
-                **({"dip_allowance": state.allowance} if state.allowance else {}),
-                **({"not_counted": left_out} if left_out else {}),
-                **({"counted_running": put_back} if put_back else {}),
-            },
-            acted=True,
-        )
-    ]
+    size = SizeRecord(
+        hour=d.hour, mode=d.mode, window=d.window, target_tps=d.target_tps, scored_capacity_tps=d.scored_capacity_tps,
+        demand_tps=state.demand_tps,
+        demand_forecast_tps=state.demand_forecast_tps if np.isfinite(state.demand_forecast_tps) else None,
+        knew_demand=bool(state.knew_demand), run_set_cards=len(change.run_set), budget_left=d.budget_left,
+        held_out_hours=held_out_hours(d, index),
+        in_dip=None if state.in_dip is None else [keys[i] for i in np.flatnonzero(state.in_dip)],
+        dip_allowance=state.allowance or 0.0, not_counted=left_out, counted_running=put_back,
+    )
+    entries = [JournalEntry(f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason, detail=size.to_detail(), acted=True)]
     if d.eviction is not None:
         p = d.eviction
         judged = np.flatnonzero(state.run_set) if state.run_set is not None else []
-        entries.append(
-            JournalEntry(
-                f"{hour_ts}:eviction-pass", hour_ts, Kind.EVICTION_PASS, p.reason,
-                detail={
-                    "hour": d.hour, "rule": p.rule, "window": p.window, "judged": p.judged,
-                    "candidates": [keys[c] for c in p.candidates], "evicted": [keys[c] for c in p.evicted],
-                    "median_score_tps": p.median_score_tps, "threshold_tps": p.threshold_tps,
-                    "blocked_by_budget": p.blocked_by_budget, "blocked_by_disruption": p.blocked_by_disruption,
-                    "breaker_open": p.breaker_open, "draining": p.draining, "allowed_now": p.allowed_now,
-                    "budget_left_before": p.budget_left_before, "budget_left_after": p.budget_left_after,
-                    "scores": {keys[c]: float(state.evict_score_tps[c]) for c in judged},
-                    "thresholds": {keys[c]: p.threshold_of(int(c)) for c in judged},
-                    **({} if state.groups is None else {"class_median_score_tps": _class_medians(state, index, judged)}),
-                },
-                acted=True,
-            )
+        passed = EvictionPassRecord(
+            hour=d.hour, rule=p.rule, window=p.window, judged=p.judged,
+            candidates=[keys[c] for c in p.candidates], evicted=[keys[c] for c in p.evicted],
+            median_score_tps=p.median_score_tps, threshold_tps=p.threshold_tps,
+            blocked_by_budget=p.blocked_by_budget, blocked_by_disruption=p.blocked_by_disruption,
+            breaker_open=p.breaker_open, draining=p.draining, allowed_now=p.allowed_now,
+            budget_left_before=p.budget_left_before, budget_left_after=p.budget_left_after,
+            scores={keys[c]: float(state.evict_score_tps[c]) for c in judged},
+            thresholds={keys[c]: p.threshold_of(int(c)) for c in judged},
+            class_median_score_tps=None if state.groups is None else _class_medians(state, index, judged),
         )
+        entries.append(JournalEntry(f"{hour_ts}:eviction-pass", hour_ts, Kind.EVICTION_PASS, p.reason,
+                                    detail=passed.to_detail(), acted=True))
         for n, e in enumerate(d.evictions, start=1):
-            entries.append(
-                JournalEntry(
-                    f"{hour_ts}:evict:{keys[e.card]}", hour_ts, Kind.EVICT, e.reason, keys[e.card],
-                    detail={"hour": d.hour, "score_tps": e.score_tps, "tokens_per_usd": e.tokens_per_usd,
-                            "window": p.window, "threshold_tps": p.threshold_of(e.card),
-                            "median_score_tps": p.median_score_tps,
-                            "budget_left": p.budget_left_before - n},  # after this card, as its reason says
-                )
-            )
+            evict = EvictRecord(hour=d.hour, score_tps=e.score_tps, tokens_per_usd=e.tokens_per_usd, window=p.window,
+                                threshold_tps=p.threshold_of(e.card), median_score_tps=p.median_score_tps,
+                                budget_left=p.budget_left_before - n)  # after this card, as its reason says
+            entries.append(JournalEntry(f"{hour_ts}:evict:{keys[e.card]}", hour_ts, Kind.EVICT, e.reason, keys[e.card],
+                                        detail=evict.to_detail()))
     evicted = set(change.evicted)
     for k in change.closed:
         if k in evicted:
@@ -131,16 +112,15 @@ def _entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, cha
         c = by_card.get(k)
         why = (c.reason if c is not None else f"released: {left_out[k]}" if k in left_out
                else "released: not in the run set the month starts with")
-        entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, Kind.RELEASE, why, k,
-                                    detail={"hour": d.hour, "score_tps": float(state.score_tps[pos[k]]), "window": d.window}))
+        release = ReleaseRecord(hour=d.hour, score_tps=float(state.score_tps[pos[k]]), window=d.window)
+        entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, Kind.RELEASE, why, k, detail=release.to_detail()))
     for k in change.opened:
         c = by_card.get(k)
         why = c.reason if c is not None else f"added; {d.reason}"
         i = pos[k]
-        entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, Kind.ADD, why, k,
-                                    detail={"hour": d.hour, "score_tps": float(state.score_tps[i]), "window": d.window,
-                                            "tokens_per_usd": float(tokens_per_dollar(state.score_tps[i:i + 1],
-                                                                                      index.rent_usd_per_hour[i:i + 1])[0])}))
+        add = AddRecord(hour=d.hour, score_tps=float(state.score_tps[i]), window=d.window,
+                        tokens_per_usd=float(tokens_per_dollar(state.score_tps[i:i + 1], index.rent_usd_per_hour[i:i + 1])[0]))
+        entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, Kind.ADD, why, k, detail=add.to_detail()))
     return entries
 
 
@@ -294,14 +274,14 @@ class DecideJob:
         else:
             open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
             last = self.store.decisions(kinds=[Kind.SIZE], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
-            held = last[0].detail.get("held_out_hours", {}) if last else {}
+            held = last[0].record.held_out_hours if last else {}
         known = self.known_run_set(hour_ts, m0, open_now, month_evictions)
         state = self.state_at(hour_ts, index, known.cards, month_evictions, known.ineligible, known.retired, held)
         d = tick(state, self.parts)
         # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
         # the store's run-set intervals from what the journal had open.
         change = run_set_change(d, index, known.cards | known.silent)
-        entries = _entries(hour_ts, d, state, index, change, known)  # `journal_entries`, with the change worked out once
+        entries = hour_entries(hour_ts, d, state, index, change, known)
         opened, closed = sorted(change.run_set - open_now), sorted(open_now - change.run_set)
         self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, closed, list(change.evicted))
         return HourLeft(hour_ts, m0, change.run_set, held_out_hours(d, index),

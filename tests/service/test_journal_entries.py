@@ -1,4 +1,5 @@
-"""`journal_entries`: an hour's journal rows, a pure function of the core's `Decisions` and the state they were made on."""
+"""`hour_entries`: an hour's journal rows, a pure function of the core's `Decisions`, the state they were made on and
+the run set's change (`run_set_change`), as the decide job journals them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from fleet.core.step import CardDecision, Carry, Decisions, EvictionPass, PoolState, tick
-from fleet.service.decide import journal_entries, run_set_change
+from fleet.service.decide import hour_entries, run_set_change
 from fleet.service.pool import PoolIndex
 from policies import resolve
 from storage.repository import CardInfo, ClassSpec
@@ -19,6 +20,11 @@ INDEX = PoolIndex.build({"flagship": ClassSpec("flagship", 6000.0, 2690.0)},
 SCORE = np.array([6000.0, 5000.0, 3000.0, 5500.0], dtype=np.float32)
 EVICT_SCORE = np.array([5900.0, 5100.0, 2000.0, 5400.0], dtype=np.float32)
 RENT = INDEX.rent_usd_per_hour
+
+
+def journal_entries(hour_ts, d, st, index, open_now):
+    """The rows `DecideJob.decide_hour` journals for `d`, from the run set the store had open before the hour."""
+    return hour_entries(hour_ts, d, st, index, run_set_change(d, index, open_now))
 
 
 def mask(*cards: int) -> np.ndarray:
