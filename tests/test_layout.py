@@ -251,16 +251,6 @@ ROLE_MEMBERS = frozenset({"retire_card", "last_heard", "still_serving", "warm_si
 ENGINE_ATTRIBUTES = frozenset({"engine"}) | (STORE_INSIDE_NAMES - ROLE_MEMBERS)
 # A sweep's engine runs months on processes or a cluster (`fleet.sweep.Engine`): no database in it.
 COMPUTE_ENGINES = frozenset({"fleet/sweep.py"})
-# Commands still opening the database their own way, and what each line does that it should not; each entry goes when
-# its file switches to `open_store` (the test below says when one is no longer needed).
-NOT_YET_THROUGH_OPEN_STORE = {
-    "fleet/cli/journal.py": {"imports sqlalchemy.engine", "imports sqlalchemy.exc", "imports storage.service_store",
-                             "uses ServiceStore", "uses read_identity", "uses open_existing"},
-    "fleet/cli/plan.py": {"imports sqlalchemy.engine", "imports storage.service_store", "uses ServiceStore",
-                          "uses read_identity", "uses open_existing", "uses existing_repository", "reads .engine"},
-    "fleet/cli/status.py": {"imports storage.service_store", "uses ServiceStore", "uses existing_repository", "reads .engine"},
-    "fleet/service/journal.py": {"imports storage.service_store", "uses ServiceStore"},
-}
 
 
 def store_bypasses(path: Path) -> set[str]:
@@ -288,7 +278,7 @@ def store_bypasses(path: Path) -> set[str]:
 
 
 def test_nothing_outside_storage_reaches_the_database_but_through_open_store():
-    wrong, stale = {}, {}
+    wrong = {}
     for name, path in modules().items():
         rel = path.relative_to(ROOT).as_posix()
         if room(name) == "storage":
@@ -296,13 +286,9 @@ def test_nothing_outside_storage_reaches_the_database_but_through_open_store():
         got = store_bypasses(path)
         if rel in COMPUTE_ENGINES:
             got.discard("reads .engine")
-        allowed = NOT_YET_THROUGH_OPEN_STORE.get(rel, set())
-        if got - allowed:
-            wrong[rel] = sorted(got - allowed)
-        if allowed - got:
-            stale[rel] = sorted(allowed - got)
+        if got:
+            wrong[rel] = sorted(got)
     assert wrong == {}
-    assert stale == {}, "switched to open_store: take these out of NOT_YET_THROUGH_OPEN_STORE"
 
 
 def test_the_store_check_can_fail(tmp_path):

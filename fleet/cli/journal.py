@@ -1,8 +1,7 @@
 """`fleet journal`: the service's decisions as events, newest first, each with its reason and whether it was acted.
 
-The store is opened with `storage.existing.open_existing` (`existing_store` here is
-that, for callers that import it from this module): a mistyped path is an error,
-never a new empty store.
+The store is opened with `storage.open_store` as a reader: a mistyped path is an
+error, never a new empty store.
 """
 
 from __future__ import annotations
@@ -28,25 +27,10 @@ _AGO = re.compile(r"^(\d+)\s*([hd])$")
 def refuse_missing_sqlite_file(url: str) -> None:
     """A SQLite URL with no fleet store there is a `StoreError` naming it (password masked), found without writing
     anything (`storage.existing`'s rule); other databases are left to their server to refuse, when first used."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from storage.existing import existing_revision, sqlite_file
 
-    from storage.existing import existing_revision
-
-    try:
-        backend = make_url(url).get_backend_name()
-    except ArgumentError:
-        return  # make_engine says what is wrong with it
-    if backend == "sqlite":
+    if sqlite_file(url) is not None:  # None: another backend, or a bad URL (opening it says what is wrong)
         existing_revision(url)
-
-
-def existing_store(url: str):
-    """An engine on the fleet store at `url`, for reading: `storage.existing.open_existing`, which refuses a store
-    that is not there, holds no fleet schema or an older one, creating and changing nothing."""
-    from storage.existing import open_existing
-
-    return open_existing(url)
 
 
 def parse_since(text: str, now_ts: float) -> int:
@@ -110,12 +94,10 @@ def journal_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the events as a JSON list, newest first.")] = False,
 ) -> None:
     """The service's decisions as events, newest first (as `kubectl get events`), each with its reason and whether it was acted."""
-    import time
-
     from rich.console import Console
 
     from fleet.core.errors import ConfigError
-    from storage.service_store import ServiceStore
+    from storage import open_store
 
     console = Console(width=None if sys.stdout.isatty() else 120)  # as the other commands print (fleet.cli.app)
 
@@ -123,9 +105,18 @@ def journal_cmd(
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise ConfigError(f"--kind {unknown[0]}: not a decision kind (one of {', '.join(KINDS)})")
-    engine = existing_store(db)
-    store = ServiceStore(engine)
-    since_ts = parse_since(since, store_now(engine, store, time.time())) if since is not None else None
+    db_store = open_store(db)
+    try:
+        _show(console, db_store, card, kinds, since, limit, as_json)
+    finally:
+        db_store.close()
+
+
+def _show(console, db_store, card: str | None, kinds: list[str], since: str | None, limit: int, as_json: bool) -> None:
+    import time
+
+    store = db_store.journal
+    since_ts = parse_since(since, store_now(db_store, time.time())) if since is not None else None
     events = [event(r) for r in store.decisions(card_key=card, kinds=kinds, since_ts=since_ts, limit=limit, newest_first=True)]
     mark_set_aside(store, events)
     if as_json:
@@ -138,15 +129,13 @@ def journal_cmd(
     _print_events(console, events, matched)
 
 
-def store_now(engine, store, wall_ts: float) -> float:
+def store_now(db_store, wall_ts: float) -> float:
     """The time a span ago (`--since 7d`) counts back from: the wall clock for a real pool, and for a simulated
     store its own clock, the hour of its newest decision (a simulated month is years from the wall clock)."""
-    from storage.identity import read_identity
-
-    identity = read_identity(engine)
+    identity = db_store.identity.read()
     if identity is None or identity.kind != "simulation":
         return wall_ts
-    newest = store.last_decided_ts(0, 2**62)
+    newest = db_store.journal.last_decided_ts(0, 2**62)
     return wall_ts if newest is None else float(newest)
 
 

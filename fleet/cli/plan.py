@@ -138,32 +138,32 @@ class DeclaredPool:
         return got
 
 
-def _simulation_of(cfg, engine, simulate: str | None, seed: int | None):
+def _simulation_of(cfg, store, simulate: str | None, seed: int | None):
     """(config, simulation) for a store a simulation wrote: its preset from --simulate or from the store's identity."""
     from fleet.presets import load_preset
     from fleet.service.service import store_identity
     from fleet.service.simulation import Simulation, simulation_config
-    from storage.identity import read_identity
 
-    held = read_identity(engine)
+    held = store.identity.read()
     if simulate is None and (held is None or held.kind != "simulation"):
         return cfg, None
     name = simulate or held.preset
     try:
         preset = load_preset(name)
     except ConfigError as err:
-        raise ConfigError(f"database {shown_url(str(engine.url))!r} holds {held.describe()}: give --simulate PRESET "
+        raise ConfigError(f"database {store.shown_url!r} holds {held.describe()}: give --simulate PRESET "
                           f"(its name or file) to plan it ({err})") from None
     scenario = preset.resolve(seed=seed if seed is not None else (held.seed if held is not None else None))
     cfg = simulation_config(cfg, scenario)
     sim = Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
     if held is not None and not held.matches(store_identity(sim)):
-        raise ConfigError(f"database {shown_url(str(engine.url))!r} holds {held.describe()}, not {store_identity(sim).describe()}")
+        raise ConfigError(f"database {store.shown_url!r} holds {held.describe()}, not {store_identity(sim).describe()}")
     return cfg, sim
 
 
-def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
-    """The decisions the service would journal for the hour after the last one decided, as a JSON-ready dict."""
+def plan_hour(cfg, db, sim=None, now_ts: float | None = None) -> dict:
+    """The decisions the service would journal for the hour after the last one decided, as a JSON-ready dict
+    (`db`: the `storage.open_store` store, only read)."""
     import policies
     from fleet.service.decide import DecideJob
     from fleet.service.demand import month_demand
@@ -172,10 +172,10 @@ def plan_hour(cfg, repo, sim=None, now_ts: float | None = None) -> dict:
     from fleet.service.scoring import ScoreJob
     from fleet.service.service import make_calendar, policy_windows
     from fleet.service.simulation import SetClock
-    from storage.service_store import ServiceStore
 
     parts = policies.resolve(cfg.policy)
-    store = ReadOnlyStore(ServiceStore(repo.engine))
+    repo = db.telemetry
+    store = ReadOnlyStore(db.journal)
     cal = make_calendar(cfg, sim)
     now = time.time() if now_ts is None else now_ts
     last = store.last_decided_ts(cal.start_ts, 2**62)
@@ -252,14 +252,17 @@ def plan_cmd(
     """What the service would decide for the coming hour on the stored pool (run set, cards to add and release, the eviction pass), without journaling or acting."""
     from fleet.core.verdict import json_safe
     from fleet.service.config import load_service_config
-    from storage.existing import existing_repository
+    from storage import open_store
 
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
-    repo = existing_repository(cfg.storage.url)
-    cfg, sim = _simulation_of(cfg, repo.engine, simulate, seed)
-    if sim is None:
-        cfg.require_pool(f"config file {config!r}" if config else "the service config (give --config FILE)")
-    p = plan_hour(cfg, repo, sim)
+    store = open_store(cfg.storage.url)
+    try:
+        cfg, sim = _simulation_of(cfg, store, simulate, seed)
+        if sim is None:
+            cfg.require_pool(f"config file {config!r}" if config else "the service config (give --config FILE)")
+        p = plan_hour(cfg, store, sim)
+    finally:
+        store.close()
     if as_json:
         typer.echo(json.dumps(json_safe(p), indent=2))
         return
@@ -287,41 +290,28 @@ def _bounded(fn: Callable[[], str], timeout_s: float) -> tuple[bool, str]:
 def _store_check(url: str, wanted) -> str:
     from pathlib import Path
 
-    from sqlalchemy.engine import make_url
-
+    from storage import open_store
     from storage.db import StoreError, head_revision
-    from storage.existing import existing_revision
+    from storage.existing import existing_revision, sqlite_file
 
     try:
         revision = existing_revision(url)
     except StoreError:
-        parsed = make_url(url)
-        path = parsed.database if parsed.get_backend_name() == "sqlite" else None
+        path = sqlite_file(url)
         if path and not Path(path).exists() and Path(path).resolve().parent.is_dir():
             return f"{shown_url(url)}: no store yet; `fleet serve` creates it at schema {head_revision()}"
         raise
     if revision != head_revision():
         raise StoreError(f"{shown_url(url)} is at schema revision {revision}, this fleet needs {head_revision()}: "
                          f"run `fleet db upgrade --db {shown_url(url)}`")
-    from storage.existing import open_existing
-    from storage.identity import read_identity
-
-    engine = open_existing(url)
+    store = open_store(url)
     try:
-        held = read_identity(engine)
+        held = store.identity.read()
     finally:
-        engine.dispose()
+        store.close()
     if held is not None and not held.matches(wanted):
         raise StoreError(f"{shown_url(url)} holds {held.describe()}; it cannot serve {wanted.describe()}")
     return f"{shown_url(url)}: a fleet store at schema {revision}, holding {held.describe() if held else 'nothing yet'} (read only)"
-
-
-def _prometheus_check(cfg) -> str:
-    from fleet.ingest.prometheus import _shown, fetch_prometheus
-
-    now = time.time()
-    fetch_prometheus(cfg.ingest.prometheus_url, "vector(1)", now - 60, now, 60, CHECK_TIMEOUT_S, cfg.ingest.auth)
-    return f"{_shown(cfg.ingest.prometheus_url)} answers a range query"
 
 
 def check_service(cfg, config: str | None, simulate: str | None, seed: int | None) -> int:
@@ -342,13 +332,10 @@ def check_service(cfg, config: str | None, simulate: str | None, seed: int | Non
         what = f"{source}: {times(len(cfg.pool.classes), 'card class', 'card classes')}, policy {cfg.policy.mode} mode"
     checks: list[tuple[str, bool, str]] = [("config", True, what)]
     checks.append(("store", *_bounded(lambda: _store_check(cfg.storage.url, wanted), CHECK_TIMEOUT_S)))
-    if cfg.ingest.prometheus_url and simulate is None:
-        checks.append(("prometheus", *_bounded(lambda: _prometheus_check(cfg), CHECK_TIMEOUT_S + 1)))
-    if cfg.ingest.folder and simulate is None:
-        from pathlib import Path
+    if simulate is None:  # a simulation's telemetry is its own feed
+        from fleet.ingest.sources import source_checks
 
-        folder = Path(cfg.ingest.folder)
-        checks.append(("drop folder", folder.is_dir(), f"{folder}: {'a folder' if folder.is_dir() else 'no such folder'}"))
+        checks += source_checks(cfg.ingest.sources, CHECK_TIMEOUT_S)
     from fleet.service.actuators import ACTUATORS
 
     checks.append(("actuator", *ACTUATORS.get(cfg.actuator.kind).check(cfg.actuator)))

@@ -15,12 +15,11 @@ from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
 def _open_store(db: str | None, config: str | None):
     """The config and the store it names, for reading: a store that is not there is an error, never created."""
     from fleet.service.config import load_service_config
-    from storage.existing import existing_repository
-    from storage.service_store import ServiceStore
+    from storage import open_store
 
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
-    repo = existing_repository(cfg.storage.url)
-    return cfg, repo, ServiceStore(repo.engine)
+    store = open_store(cfg.storage.url)
+    return cfg, store.telemetry, store.journal
 
 
 def status_cmd(

@@ -49,7 +49,8 @@ from fleet.service.acting import ACTIONS, ActOutcome, Acting, ActuatorError, Act
 __all__ = ["ACTIONS", "ActOutcome", "Actuator", "ActuatorError", "ActuatorStopped", "Command", "DryRun", "Journal",
            "Webhook", "decision_payload"]
 from storage.db import hide_passwords
-from storage.service_store import JournalEntry, JournalRow, ServiceStore
+from storage.interfaces import JournalStore
+from storage.values import JournalEntry, JournalRow
 
 log = logging.getLogger("fleet.service.journal")
 
@@ -356,7 +357,7 @@ class Webhook:
 class Journal:
     """Journal first, act second; acting is at most once per decision as far as the journal can see."""
 
-    def __init__(self, store: ServiceStore, actuator: Actuator, now: Callable[[], float], rules: RetryRules | None = None,
+    def __init__(self, store: JournalStore, actuator: Actuator, now: Callable[[], float], rules: RetryRules | None = None,
                  rng=None, wall_seconds: Callable[[float], float] = lambda s: s):
         self.store = store
         self.actuator = actuator

@@ -47,21 +47,20 @@ def test_plan_on_a_freshly_ingested_pool_is_what_serve_decides(tmp_path):
     from fleet.cli.plan import plan_hour
     from fleet.service.config import load_service_config
     from fleet.service.service import Service
-    from storage.existing import existing_repository
-    from storage.repository import open_repository
+    from storage import open_store
 
     url = _ingest(tmp_path)
     (tmp_path / "serve.toml").write_text(CONFIG)
     cfg = load_service_config(str(tmp_path / "serve.toml"), {"storage": {"url": url}})
     now = T0 + 600  # past the hour's settle time (300 s), so serve scores and decides it
-    reader = existing_repository(url)
-    assert not any(c.rent_usd_per_month for c in reader.classes().values())  # as ingested: no rent yet
+    reader = open_store(url)
+    assert not any(c.rent_usd_per_month for c in reader.telemetry.classes().values())  # as ingested: no rent yet
     plan = plan_hour(cfg, reader, None, now_ts=now)
-    reader.engine.dispose()
+    reader.close()
     assert plan["hour_ts"] == T0
     assert plan["run_set_cards"] > 0  # the store's classes as serve will declare them (before, an empty run set)
 
-    svc = Service(cfg, open_repository(url), StepClock(now))
+    svc = Service(cfg, open_store(url, create=True), StepClock(now))
     svc.score_job()
     svc.decide_job()
     journal = sorted((r.kind, r.card_key or "", r.reason) for r in svc.store.decisions(since_ts=T0, until_ts=T0 + 1))
