@@ -11,11 +11,12 @@ the samples.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from sqlalchemy import Engine, text
 
 from storage.values import JournalEntry, JournalRow, Kind
+from storage.records import RetireRecord
 
 RETIRE_KIND = Kind.RETIRE
 
@@ -35,7 +36,7 @@ def retire_card(engine: Engine, card_key: str, ts: int, reason: str, by: str) ->
             text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) "
                  "VALUES (:t, :kind, :c, :r, :d, :key, :t) ON CONFLICT (decision_key) DO NOTHING"),
             {"t": int(ts), "kind": RETIRE_KIND, "c": card_id, "r": f"retired by hand by {by}: {reason}",
-             "d": json.dumps({"by": by, "reason": reason}, sort_keys=True), "key": f"{RETIRE_KIND}:{card_key}"},
+             "d": json.dumps(RetireRecord(by=by, reason=reason).to_detail(), sort_keys=True), "key": f"{RETIRE_KIND}:{card_key}"},
         ).rowcount == 1
         if not added:
             return False

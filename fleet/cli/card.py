@@ -74,7 +74,7 @@ def retired_lines(store: JournalStore, card: str | None = None, checks: Reconcil
     rows = retired_by_hand(store, None if checks is None else lambda kinds, since: checks.records_of_kinds(kinds, since))
     if card is not None:
         rows = {k: v for k, v in rows.items() if k == card}
-    out = [{"card": k, "time": _iso(r.ts), "by": r.detail.get("by"), "reason": r.detail.get("reason")}
+    out = [{"card": k, "time": _iso(r.ts), "by": r.record.by, "reason": r.record.reason}
            for k, r in sorted(rows.items(), key=lambda kv: kv[1].ts)]
     lines = [f"{o['card']} was retired by hand at {o['time']} by {o['by']}: {o['reason']}" for o in out]
     return out, lines

@@ -19,8 +19,3 @@ def forecast_beside_measured(forecast_tps, measured_tps) -> str:
     if f and m and float(measured_tps) > 0:
         text += f" (forecast off by {float(forecast_tps) / float(measured_tps) - 1:+.1%})"
     return text
-
-
-def knew_demand_line(detail: dict | None) -> list[str]:
-    """The one line saying the policy knew the demand, when its size record says so."""
-    return [KNEW_LINE] if detail and detail.get("knew_demand") else []

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
 from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, Kind
+from storage.records import ReconcileRecord
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore, ReconcileStore
@@ -61,8 +62,8 @@ def not_carried_out(store: JournalStore, month_start_ts: int, hour_ts: int, reco
     """Card -> its last run-set decision before `hour_ts`, for each card whose last one was set aside or expired."""
     closed: dict[str, set[str]] = {}
     for rec in _records(store, records)(SET_ASIDE_KINDS, month_start_ts):
-        if rec.card_key and rec.detail.get("decision_kind") in ACTION_KINDS:
-            closed.setdefault(rec.card_key, set()).add(rec.detail.get("decision_key"))
+        if rec.card_key and rec.record.decision_kind in ACTION_KINDS:
+            closed.setdefault(rec.card_key, set()).add(rec.record.decision_key)
     if not closed:
         return {}
     last: dict[str, JournalRow] = {}
@@ -149,12 +150,13 @@ def mismatch_entries(now_ts: int, found: list[Mismatch], open_before: Mapping[tu
         if (card, kind) not in now_keys:
             entries.append(JournalEntry(f"reconcile:{card}:{kind}:{now_ts}:cleared", now_ts, RECONCILE_KIND,
                                         f"{kind} cleared", card,
-                                        detail={"mismatch": kind, "state": "cleared", "seen_key": row.key}, acted=True))
+                                        detail=ReconcileRecord(mismatch=kind, state="cleared", seen_key=row.key).to_detail(), acted=True))
     for m in found:
         if (m.card, m.kind) not in open_before:
             entries.append(JournalEntry(f"reconcile:{m.card}:{m.kind}:{now_ts}", now_ts, RECONCILE_KIND,
                                         f"{m.kind}: {m.reason}", m.card,
-                                        detail={"mismatch": m.kind, "state": "seen", "since_ts": m.since_ts}, acted=True))
+                                        detail=ReconcileRecord(mismatch=m.kind, state="seen", since_ts=m.since_ts).to_detail(),
+                                        acted=True))
     return entries
 
 
@@ -163,8 +165,8 @@ def open_mismatches(store: JournalStore) -> dict[tuple[str, str], JournalRow]:
     rows = store.decisions(kinds=[RECONCILE_KIND], limit=1_000_000)
     out: dict[tuple[str, str], JournalRow] = {}
     for r in rows:  # oldest first: a later record of the same mismatch replaces an earlier one
-        key = (r.card_key, r.detail.get("mismatch"))
-        if r.detail.get("state") == "seen":
+        key = (r.card_key, r.record.mismatch)
+        if r.record.seen:
             out[key] = r
         else:
             out.pop(key, None)
