@@ -294,9 +294,10 @@ def _run_time_failure(err: Exception) -> str | None:
 def main() -> None:
     """The `fleet` command. Exit status: 0 ok, 1 a failed write or other run-time failure, 2 bad input or usage,
     130 interrupted; a failure is one line on stderr and never status 0."""
-    from fleet.memory import keep_freed_memory
+    from fleet.memory import keep_freed_memory, one_blas_thread
 
     keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
+    one_blas_thread()  # the bill's products are small: threads cost more than they give
     try:
         # Not standalone, so errors come here to be told as one line; a command's exit status comes back as the value.
         status = app(standalone_mode=False, prog_name="fleet")
