@@ -65,3 +65,15 @@ class Calendar:
         if self.simulated:
             return int(fed_through_ts or self.feed_first_ts)
         return int(now_ts - self.settle_s)
+
+    def catch_up(self, last_ts: int | None, now_ts: float, expire_after_s: float) -> tuple[int, int]:
+        """(hours ended and not yet decided, how many of them ended more than `expire_after_s` ago): a service back
+        after a stop decides those hours in turn, and the late ones' actions are expired, never carried out late
+        (`fleet.core.retry.expired`), which an operator should hear at start-up rather than find in the journal."""
+        first = self.next_hour(last_ts, now_ts)
+        current = int(now_ts) - int(now_ts) % HOUR_S
+        behind = max(0, (current - first) // HOUR_S)
+        if expire_after_s <= 0 or behind == 0:
+            return behind, 0
+        late_before = now_ts - HOUR_S - expire_after_s  # an hour starting before this ended too long ago
+        return behind, min(behind, max(0, math.ceil((late_before - first) / HOUR_S)))

@@ -31,6 +31,7 @@ store says. Time is the calendar's (`calendar.py`) on an injected clock
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from fleet.service.lease import LeaseKeeper
     from storage.interfaces import Store, TelemetryStore
 
+log = logging.getLogger("fleet.service")
 DAY_S = 86_400
 
 
@@ -264,6 +266,9 @@ class Service:
 
     def start(self, scheduler=None) -> None:
         """Take the lease (or stand by), then start the jobs on a BackgroundScheduler (or the one given)."""
+        line = self.catch_up_line() if self.sim is None else None
+        if line:
+            log.warning("%s", line)
         jobs = self.jobs()
         self._scheduler = Scheduler(self.runner, {name: jobs[name] for name in JOBS}, self.intervals(),
                                     self.cfg.schedule.misfire_grace_s)
@@ -271,6 +276,16 @@ class Service:
         if self.lease is not None:
             self.lease.start()
         self._scheduler.start(scheduler)
+
+    def catch_up_line(self) -> str | None:
+        """What start-up says of a real pool's store that is behind the clock by more than acting allows, or None."""
+        now = self.clock.now()
+        behind, late = self.calendar.catch_up(self.store.last_decided_ts(0, 2**62), now, self.cfg.actuator.expire_after_s)
+        if not late:
+            return None
+        return (f"{behind} hours ended and not decided: they are decided in turn, and the actions of the {late} that "
+                f"ended more than [actuator] expire_after_s ({self.cfg.actuator.expire_after_s:g} s) ago are journaled "
+                "as expired, not carried out")
 
     def stop(self) -> None:
         self._stop.set()

@@ -67,3 +67,20 @@ def test_watermark_is_the_feed_or_the_clock_less_the_settle_time():
 def test_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         real.month_hours = 24
+
+
+@pytest.mark.parametrize(
+    "last_ts, now_ts, expire_after_s, behind, late",
+    [
+        (T0 + 9 * HOUR_S, T0 + 10 * HOUR_S + 60, 6 * HOUR_S, 0, 0),  # up to date: the hour before decided
+        (T0 + 5 * HOUR_S, T0 + 10 * HOUR_S + 60, 6 * HOUR_S, 4, 0),  # four hours behind, none ended 6 h ago
+        # hours 1..9 not decided at 10:01; those ending more than 6 h ago (hours 1, 2, 3: ended by 04:00) are late
+        (T0, T0 + 10 * HOUR_S + 60, 6 * HOUR_S, 9, 3),
+        (T0, T0 + 10 * HOUR_S, 6 * HOUR_S, 9, 2),  # at 10:00 hour 3 ended exactly 6 h ago: not later than allowed
+        (T0, T0 + 10 * HOUR_S + 60, 0, 9, 0),  # expire_after_s 0: nothing expires
+        (None, T0 + 3 * HOUR_S + 60, HOUR_S, 3, 2),  # a new store: from the month's start; hours 0 and 1 ended over 1 h ago
+        (T0 - 2 * MONTH, T0 + 2 * HOUR_S, 0.5 * HOUR_S, 2, 1),  # away more than a month: this month only
+    ],
+)
+def test_catch_up_counts_the_hours_behind_and_those_too_late_to_act(last_ts, now_ts, expire_after_s, behind, late):
+    assert real.catch_up(last_ts, now_ts, expire_after_s) == (behind, late)
