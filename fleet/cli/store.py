@@ -238,6 +238,7 @@ def db_upgrade_cmd(
 ) -> None:
     """Bring the database to the newest schema (Alembic's upgrade), keeping its data."""
     from storage import open_store
+    from storage.db import shown_url as shown
 
     store = open_store(db, create=True, any_revision=True)
     try:
@@ -245,7 +246,7 @@ def db_upgrade_cmd(
         after = store.migrations.upgrade(revision)
     finally:
         store.close()
-    shown_url = store.shown_url
+    shown_url = shown(db)  # the URL as given, password masked
     console.print(f"{shown_url}: schema {before or 'empty'} -> {after}" if before != after else f"{shown_url}: schema already at {after}",
                   markup=False, highlight=False, soft_wrap=True)
 
@@ -275,13 +276,14 @@ def db_prune_cmd(
     from datetime import datetime, timezone
 
     from storage import open_store
+    from storage.db import shown_url as shown
 
     store = open_store(db)  # a store that is not there, or at an older schema, is an error, and none is made
     try:
         pruned = store.telemetry.prune_raw(int(time.time()) - raw_older_than * DAY_S)
     finally:
         store.close()
-    shown_url = store.shown_url
+    shown_url = shown(db)  # the URL as given, password masked
     before = datetime.fromtimestamp(pruned.before_ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
     if as_json:
         typer.echo(json.dumps({"samples": pruned.samples, "cards": pruned.cards, "before_ts": pruned.before_ts, "before": before}))
