@@ -18,7 +18,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from sqlalchemy import Engine, bindparam, text
 
-from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
+from storage.bulk_rows import read_rollup_means, write_scores
+from storage.busy import BUSY_FRACTION_FLOOR
 from storage.demand import DemandHour, demand_hours
 from fleet.core.units import HOUR_S
 from storage.values import HourFigures, JournalEntry, JournalRow, Kind, ScoreColumn
@@ -63,39 +64,12 @@ class ServiceStore:
     def record_scores(self, hour_scores: Sequence[tuple[int, int, Mapping[str, tuple[float, float]]]]) -> None:
         """Scores of several hours in one transaction: (hour ts, window hours, card key → (score_tps, tokens_per_usd)).
         A rerun replaces them. A `ScoreColumn` is written from its arrays; on PostgreSQL (psycopg 3) the rows go in by
-        one COPY, elsewhere by statements of `SCORE_ROWS_PER_STATEMENT` rows each (one VALUES list: a third of the
-        CPU an executemany of one row at a time costs SQLite's driver)."""
+        one COPY, elsewhere by statements of many rows each (`storage.bulk_rows`)."""
         card_id, hour_ts, window_hours, score, tpd = self._score_arrays(hour_scores)
-        n = len(card_id)
-        if not n:
+        if not len(card_id):
             return
-        order = np.lexsort((card_id, window_hours, hour_ts))  # the table's key order: an hour's rows appended together
-        columns = (card_id[order].tolist(), hour_ts[order].tolist(), window_hours[order].tolist(), score[order].tolist(),
-                   tpd[order].tolist())
-        upsert = ("INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) {source} "
-                  "ON CONFLICT (hour_ts, window_hours, card_id) DO UPDATE SET score_tps = excluded.score_tps, "
-                  "tokens_per_usd = excluded.tokens_per_usd")
         with self.engine.begin() as conn:
-            cur = conn.connection.driver_connection.cursor()
-            try:
-                if self.engine.dialect.driver == "psycopg":
-                    cur.execute("CREATE TEMPORARY TABLE scores_in (card_id integer, hour_ts bigint, window_hours integer, "
-                                "score_tps double precision, tokens_per_usd double precision) ON COMMIT DROP")
-                    with cur.copy("COPY scores_in (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) FROM STDIN") as cp:
-                        for row in zip(*columns):
-                            cp.write_row(row)
-                    cur.execute(upsert.format(source="SELECT * FROM scores_in"))
-                else:
-                    flat: list = [None] * (5 * n)  # row by row: card, hour, window, score, tokens per dollar
-                    for j, col in enumerate(columns):
-                        flat[j::5] = col
-                    row = f"({', '.join([self._mark()] * 5)})"
-                    step = SCORE_ROWS_PER_STATEMENT
-                    for i in range(0, n, step):
-                        part = flat[5 * i:5 * (i + step)]
-                        cur.execute(upsert.format(source="VALUES " + ", ".join([row] * (len(part) // 5))), part)
-            finally:
-                cur.close()
+            write_scores(conn, self._mark(), (card_id, hour_ts, window_hours, score, tpd))
 
     def _score_arrays(self, hour_scores) -> tuple[np.ndarray, ...]:
         """(card id, hour ts, window hours, score_tps, tokens_per_usd) of every row, as arrays; the last of a
@@ -388,29 +362,10 @@ class ServiceStore:
         """(card id, hour ts, measured tok/s) of every hourly rollup in [since_ts, until_ts), as arrays: tokens per
         busy second where the hour's samples carry a busy fraction (`busy_rate_tps`), else the mean tok/s.
 
-        Reads card by card along the rollups' (card, hour) key, so a few hours of a large pool cost
-        a few rows per card rather than a pass over the table. The driver's rows become one array per
-        chunk of `ROLLUP_CHUNK_ROWS` (ids and times are exact in float64, below 2**53): no row objects
-        kept, so a week of 100,000 cards (a restart's first read) costs a chunk's memory, not the week's.
+        Reads card by card along the rollups' (card, hour) key, a chunk of rows at a time (`storage.bulk_rows`).
         """
-        parts = []
         with self.engine.connect() as conn:
-            # The driver's own tuples, not SQLAlchemy rows: the score job reads one row per card every hour.
-            cur = conn.connection.driver_connection.cursor()
-            try:
-                cur.execute(
-                    "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum, r.busy_count, r.busy_fraction_sum, "
-                    "r.busy_tokens_per_s_sum FROM cards c CROSS JOIN hourly_rollups r "
-                    f"WHERE r.card_id = c.id AND r.hour_ts >= {self._mark()} AND r.hour_ts < {self._mark()}",
-                    (int(since_ts), int(until_ts)),
-                )
-                while rows := cur.fetchmany(ROLLUP_CHUNK_ROWS):
-                    parts.append(_rollup_chunk(np.array(rows, dtype=np.float64), busy_floor))
-            finally:
-                cur.close()
-        if not parts:
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
-        return tuple(np.concatenate(c) for c in zip(*parts))
+            return read_rollup_means(conn, self._mark(), since_ts, until_ts, busy_floor)
 
     def _mark(self) -> str:
         """The driver's placeholder, for a statement run on its own cursor (parameters are still bound, never inlined)."""
@@ -492,23 +447,6 @@ class ServiceStore:
         with self.engine.connect() as conn:
             got = conn.execute(text("SELECT month_start_ts FROM service_hours WHERE hour_ts = :h"), {"h": int(hour_ts)}).scalar()
         return None if got is None else int(got)
-
-
-SCORE_ROWS_PER_STATEMENT = 199
-"""Score rows in one INSERT's VALUES list: 995 bound values, under the least limit any SQLite has had (999)."""
-
-ROLLUP_CHUNK_ROWS = 65_536
-"""Rollup rows turned into arrays at a time by `rollup_means`."""
-
-
-def _rollup_chunk(m: np.ndarray, busy_floor: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(card id, hour ts, measured tok/s) of a chunk of rollup rows (card_id, hour_ts, sample_count, tokens_per_s_sum,
-    busy_count, busy_fraction_sum, busy_tokens_per_s_sum) as one float64 array."""
-    count, tps_sum, busy_n, busy_sum, busy_tps_sum = m[:, 2:].T
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = tps_sum / count
-    busy = busy_rate_tps(busy_sum, busy_n, busy_tps_sum, busy_floor)
-    return m[:, 0].astype(np.int64), m[:, 1].astype(np.int64), np.where(np.isnan(busy), mean, busy)
 
 
 def _note_measured(conn, figs: Sequence[HourFigures]) -> None:

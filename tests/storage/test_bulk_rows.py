@@ -1,12 +1,12 @@
-"""The service store's bulk paths give what one row at a time would: scores over many statements, rollups read a
-chunk at a time, the run set named from the cached cards (on both backends)."""
+"""The service store's bulk rows (`storage.bulk_rows`) give what one row at a time would: scores over many
+statements, rollups read a chunk at a time; and the run set is named from the cached cards (on both backends)."""
 
 from __future__ import annotations
 
 import numpy as np
 from sqlalchemy import text
 
-import storage.service_store as service_store
+import storage.bulk_rows as bulk_rows
 from storage import ClassSpec
 from storage.busy import busy_rate_tps
 from storage.service_store import ServiceStore
@@ -26,7 +26,7 @@ def _pool(new_repo, n: int):
 
 
 def test_scores_written_over_many_statements_are_every_row(new_repo, monkeypatch):
-    monkeypatch.setattr(service_store, "SCORE_ROWS_PER_STATEMENT", 4)  # 3 windows x 2 hours x 11 cards: 17 statements
+    monkeypatch.setattr(bulk_rows, "SCORE_ROWS_PER_STATEMENT", 4)  # 3 windows x 2 hours x 11 cards: 17 statements
     repo, keys, ids = _pool(new_repo, 11)
     store = ServiceStore(repo.engine)
     rng = np.random.default_rng(5)
@@ -60,7 +60,7 @@ def test_rollups_read_a_chunk_at_a_time_are_every_rollup(new_repo, monkeypatch):
                           "busy_fraction_sum, busy_tokens_per_s_sum) VALUES (:c, :h, :n, :s, :bn, :bs, :bt)"), rows)
     store = ServiceStore(repo.engine)
     whole = store.rollup_means(T0 + H, T0 + 4 * H)
-    monkeypatch.setattr(service_store, "ROLLUP_CHUNK_ROWS", 4)  # 15 rows: four chunks, the last short
+    monkeypatch.setattr(bulk_rows, "ROLLUP_CHUNK_ROWS", 4)  # 15 rows: four chunks, the last short
     chunked = store.rollup_means(T0 + H, T0 + 4 * H)
     got = sorted(zip(*(a.tolist() for a in chunked)))
     assert got == sorted(zip(*(a.tolist() for a in whole)))
