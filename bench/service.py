@@ -139,13 +139,16 @@ def service_on_copy(tmp: Path, base_db: Path, cfg, windows: dict[str, int] | Non
     return runner
 
 
-def timed_ticks(runner: BenchService, first_hour: int) -> list[float]:
-    """Wall times of the ticks of hours first_hour..DECISION_HOUR (the last a decision hour)."""
+def timed_ticks(runner: BenchService, first_hour: int, cpus: list[float] | None = None) -> list[float]:
+    """Wall times of the ticks of hours first_hour..DECISION_HOUR (the last a decision hour); their CPU times are
+    appended to `cpus` (the process's: the store's work is in it too, and another job's load is not)."""
     walls = []
     for hour in range(first_hour, DECISION_HOUR + 1):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         runner.tick_through(hour)
         walls.append(time.perf_counter() - t0)
+        if cpus is not None:
+            cpus.append(time.process_time() - c0)
     if runner.decided_through() != DECISION_HOUR:
         raise SystemExit(f"bench: the service decided through hour {runner.decided_through()}, not {DECISION_HOUR}")
     return walls
@@ -162,12 +165,16 @@ def child_service(cards: int, repeats: int, scrape: bool = True, fill_hours: int
         base_db, cfg = base_store(tmp, cards, fill_hours, first - 2)
         setup_s = time.perf_counter() - t0
         runner = service_on_copy(tmp, base_db, cfg, None, first - 1)  # the policy's windows: day for sizing, hour for eviction
-        walls_policy = timed_ticks(runner, first)
+        cpus_policy: list[float] = []
+        walls_policy = timed_ticks(runner, first, cpus_policy)
         runner.close()
         runner = service_on_copy(tmp, base_db, cfg, THREE_WINDOWS, first - 1)
-        walls = timed_ticks(runner, first)
+        cpus: list[float] = []
+        walls = timed_ticks(runner, first, cpus)
         tick = {"cards": cards, "tick_median_s": statistics.median(walls[:-1]) if len(walls) > 1 else walls[0],
                 "tick_decision_s": walls[-1], "tick_policy_windows_s": statistics.median(walls_policy),
+                "cpu": {"tick_median_s": statistics.median(cpus[:-1]) if len(cpus) > 1 else cpus[0],
+                        "tick_decision_s": cpus[-1], "tick_policy_windows_s": statistics.median(cpus_policy)},
                 "setup_seconds": setup_s}
         if scrape:
             tick["scrape"] = scrapes(runner.svc, repeats)
