@@ -5,6 +5,7 @@
     python bench/run.py --only replay   # one section (replay, ingest, tick, metrics)
     python bench/run.py --only tick --tick-large   # and the tick at 100,000 cards (minutes of setup)
     python bench/run.py --json out.json # also write every figure as JSON
+    python bench/run.py --profile-tick 10000   # where a tick's time goes (cProfile), on the timed ticks' set-up
 
 Each figure is the median over `--repeats` runs, measured in a fresh child
 process per size (so one size's memory never warms another's, and the child's
@@ -28,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+CODE = Path(os.environ.get("FLEET_BENCH_CODE") or ROOT).resolve()
+"""The checkout whose code is measured: this one, or the one `side_by_side.py` names (the procedure stays this one's)."""
+sys.path.insert(0, str(CODE))
 
 SIZES = {
     "replay": {"full": (1_000, 10_000, 100_000), "quick": (100, 200, 400)},
@@ -282,134 +284,26 @@ def section_ingest(sizes, repeats: int, quick: bool) -> list[Figure]:
 
 # --------------------------------------------------------------------------- service: tick and /metrics
 
-from fleet.core.units import HOUR_S  # noqa: E402  (the service's hour)
+def _harness(name: str):
+    """A module of this benchmark's own (`bench/NAME.py`), loaded from this checkout whatever code it measures."""
+    import importlib.util
 
-MONTH_START_TS = 1_767_225_600  # 2026-01-01T00:00Z
-HISTORY_HOURS = 168
-
-
-class _SteppedClock:
-    """The service's clock, set by the benchmark."""
-
-    def __init__(self, t: float):
-        self.t = float(t)
-
-    def now(self) -> float:
-        return self.t
-
-    def wall_seconds(self, clock_seconds: float) -> float:
-        return clock_seconds
+    key = f"fleet_bench_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).resolve().parent / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
 
 
-def _fill_rollups(db: Path, cards: int, first_ts: int, hours: int) -> None:
-    """Hourly rollups of every card for `hours` from `first_ts`, written by SQLite itself (setup, not timed)."""
-    import sqlite3
-
-    con = sqlite3.connect(db)
-    con.execute("PRAGMA journal_mode = WAL")
-    con.execute(
-        """WITH RECURSIVE h(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM h WHERE x < ?)
-        INSERT INTO hourly_rollups (card_id, hour_ts, sample_count, tokens_per_s_sum, busy_count, busy_fraction_sum, busy_tokens_per_s_sum)
-        SELECT c.id, ? + h.x * 3600, 60,
-               60 * (5000 + (c.id * 7919 % 2000) + (abs(random()) % 1000)), 0, 0, 0
-        FROM cards AS c, h ORDER BY c.id, h.x""",
-        (hours - 1, first_ts),
-    )
-    con.commit()
-    con.close()
+def child_service(cards: int, repeats: int) -> dict:
+    """The service's tick and `/metrics` scrape beside a pool of `cards` (`bench/service.py`)."""
+    return _harness("service").child_service(cards, repeats)
 
 
 def child_tick_large(cards: int, repeats: int) -> dict:
-    """The tick alone at a large pool (`--tick-large`): rollups only for the hours the ticks read (the week's
-    history and the month's first day), and no scrape, so that 100,000 cards set up in minutes."""
-    return child_service(cards, repeats, scrape=False, fill_hours=HISTORY_HOURS + 26)
-
-
-def child_service(cards: int, repeats: int, scrape: bool = True, fill_hours: int = HISTORY_HOURS + 720) -> dict:
-    """A service beside a pool of `cards` with a month of hourly rollups in SQLite: time its scheduler tick
-    (score the hour through three windows, size, evict) and a scrape of its `/metrics`."""
-    import tempfile
-    import urllib.request
-    from datetime import datetime, timezone
-
-    from fleet.core.scenario import Demand, Eviction, Policy
-    from fleet.ingest import REASONS
-    from fleet.service.metrics import FleetCollector, make_registry, serve_metrics
-    from fleet.core.scenario import CardClass, Pool
-    from fleet.service.config import Month, ServiceConfig
-    from fleet.service.service import Service
-    from storage import ClassSpec, open_repository
-
-    import shutil
-
-    decision_hour = 24  # the eviction cadence is 24 h: hour 24 is the month's first decision hour
-    with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
-        base_db = Path(tmp) / "base.db"
-        repo = open_repository(f"sqlite:///{base_db}")
-        repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
-        repo.declare_cards({f"gpu-{i:05d}": "flagship" for i in range(cards)}, MONTH_START_TS - HISTORY_HOURS * HOUR_S)
-        repo.engine.dispose()
-        _fill_rollups(base_db, cards, MONTH_START_TS - HISTORY_HOURS * HOUR_S, fill_hours)
-        cfg = ServiceConfig(
-            month=Month(start=datetime.fromtimestamp(MONTH_START_TS, timezone.utc), hours=720),
-            pool=Pool(classes=(CardClass(name="flagship", rated_tps=6000, rent_usd_per_month=2690),)),
-            policy=Policy(card_class="flagship", window="day", mode="steady", headroom=1.05,
-                          eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=24, share=0.1)),
-            demand=Demand(shape="diurnal", avg_tps=6000 * cards * 0.5, peak_to_avg=1.6),
-        )
-
-        def ticks(windows: dict[str, int] | None) -> tuple[Service, list[float]]:
-            """A service on a copy of the store, caught up to just before the timed hours; the ticks' wall times."""
-            db = Path(tmp) / f"service-{len(windows or {})}.db"
-            shutil.copyfile(base_db, db)
-            clock = _SteppedClock(MONTH_START_TS)
-            svc = Service(cfg, open_repository(f"sqlite:///{db}"), clock, score_windows=windows)
-
-            def tick_through(hour: int) -> None:
-                clock.t = MONTH_START_TS + hour * HOUR_S + cfg.schedule.settle_s  # an hour is scored once its start has settled
-                svc.score_job()
-                svc.decide_job()
-
-            tick_through(decision_hour - 1 - repeats)  # setup: the month so far, in one catch-up
-            walls = []
-            for h in range(decision_hour - repeats, decision_hour + 1):  # the last one timed is the decision hour
-                t0 = time.perf_counter()
-                tick_through(h)
-                walls.append(time.perf_counter() - t0)
-            decided = svc.store.last_decided_ts(MONTH_START_TS, MONTH_START_TS + 720 * HOUR_S)
-            if decided != MONTH_START_TS + decision_hour * HOUR_S:
-                raise SystemExit(f"bench: the service decided through {decided}, not hour {decision_hour}")
-            return svc, walls
-
-        _, walls_policy = ticks(None)  # the policy's own windows: day for sizing, hour for eviction
-        svc, walls = ticks({"hour": 1, "day": 24, "week": 168})  # all three named windows scored (the last marks an hour scored)
-        tick = {"cards": cards, "tick_median_s": statistics.median(walls[:-1]) if len(walls) > 1 else walls[0],
-                "tick_decision_s": walls[-1], "tick_policy_windows_s": statistics.median(walls_policy)}
-        if not scrape:
-            return tick
-        svc.metrics_job()
-        scrapes = {}
-        # What Prometheus sends: OpenMetrics first, and gzip (the body is counted as it comes over the wire).
-        as_prometheus = {"Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
-                         "Accept-Encoding": "gzip"}
-        for key, per_card, headers in (("per_card", True, {}), ("no_per_card", False, {}), ("prometheus", True, as_prometheus)):
-            collector = FleetCollector(lambda: svc.snapshot, lambda: svc.stats, per_card=per_card, quarantine_reasons=REASONS)
-            server, _thread = serve_metrics(make_registry(collector), "127.0.0.1", 0)
-            url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-            times, size = [], 0
-            for _ in range(max(repeats, 3)):
-                t0 = time.perf_counter()
-                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as resp:
-                    body = resp.read()
-                times.append(time.perf_counter() - t0)
-                size = len(body)
-            server.shutdown()
-            if headers:
-                body = gzip.decompress(body)
-            scrapes[key] = {
-                "median_s": statistics.median(times), "bytes": size, "series": body.count(b"\n") - body.count(b"\n#"),
-            }
-        return {**tick, "scrape": scrapes}
+    return _harness("service").child_tick_large(cards, repeats)
 
 
 _SERVICE_CACHE: dict = {}
@@ -541,6 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
     ap.add_argument("--tick-large", action="store_true",
                     help=f"also time the tick at {TICK_LARGE_CARDS:,} cards (minutes of setup)")
+    ap.add_argument("--profile-tick", type=int, default=None, metavar="CARDS",
+                    help="only profile one tick and one decision-hour tick at CARDS cards (cProfile, top functions)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--size", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -552,6 +448,13 @@ def main(argv: list[str] | None = None) -> int:
 
         keep_freed_memory()  # as the fleet command does
         print(json.dumps([CHILDREN[args.child](int(size), args.repeats) for size in args.size.split(",")]))
+        return 0
+
+    if args.profile_tick is not None:
+        from fleet.memory import keep_freed_memory
+
+        keep_freed_memory()
+        print(_harness("service").child_tick_profile(args.profile_tick, args.repeats))
         return 0
 
     sections = [s.strip() for s in args.only.split(",") if s.strip()] or list(SIZES)

@@ -18,7 +18,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from sqlalchemy import Engine, bindparam, text
 
-from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
+from storage.bulk_rows import read_rollup_means, write_scores
+from storage.busy import BUSY_FRACTION_FLOOR
 from storage.demand import DemandHour, demand_hours
 from fleet.core.units import HOUR_S
 from storage.values import HourFigures, JournalEntry, JournalRow, Kind, ScoreColumn
@@ -34,45 +35,41 @@ class ServiceStore:
     def __init__(self, engine: Engine):
         self.engine = engine
         self._card_ids: dict[str, int] = {}  # a card's id never changes: cached
+        self._card_keys: dict[int, str] = {}  # and the other way round
 
     # -- the journal ------------------------------------------------------------------
     def _ids(self, keys: Iterable[str]) -> dict[str, int]:
+        known = self._card_ids
         keys = set(keys)
-        if keys - self._card_ids.keys():
+        # Each key looked up, never `keys - known.keys()`: that builds a set of every known card, each call.
+        if any(k not in known for k in keys):
             with self.engine.connect() as conn:
-                self._card_ids = dict(conn.execute(text("SELECT card_key, id FROM cards")).all())
-        unknown = sorted(keys - self._card_ids.keys())
+                self._card_ids = known = dict(conn.execute(text("SELECT card_key, id FROM cards")).all())
+        unknown = sorted(k for k in keys if k not in known)
         if unknown:
             raise KeyError(f"unknown card {unknown[0]!r}")
-        return {k: self._card_ids[k] for k in keys}
+        return {k: known[k] for k in keys}
+
+    def _keys(self, ids: Iterable[int]) -> list[str]:
+        """The card keys of these card ids, from the cached cards (read again when one is not known yet)."""
+        ids = list(ids)
+        if len(self._card_keys) != len(self._card_ids):
+            self._card_keys = {i: k for k, i in self._card_ids.items()}
+        if any(i not in self._card_keys for i in ids):
+            with self.engine.connect() as conn:
+                self._card_ids = dict(conn.execute(text("SELECT card_key, id FROM cards")).all())
+            self._card_keys = {i: k for k, i in self._card_ids.items()}
+        return [self._card_keys[i] for i in ids]
 
     def record_scores(self, hour_scores: Sequence[tuple[int, int, Mapping[str, tuple[float, float]]]]) -> None:
         """Scores of several hours in one transaction: (hour ts, window hours, card key → (score_tps, tokens_per_usd)).
         A rerun replaces them. A `ScoreColumn` is written from its arrays; on PostgreSQL (psycopg 3) the rows go in by
-        one COPY, elsewhere by one executemany of tuples (not a dict per row)."""
+        one COPY, elsewhere by statements of many rows each (`storage.bulk_rows`)."""
         card_id, hour_ts, window_hours, score, tpd = self._score_arrays(hour_scores)
         if not len(card_id):
             return
-        order = np.lexsort((card_id, window_hours, hour_ts))  # the table's key order: an hour's rows appended together
-        rows = list(zip(card_id[order].tolist(), hour_ts[order].tolist(), window_hours[order].tolist(),
-                        score[order].tolist(), tpd[order].tolist()))
-        upsert = ("INSERT INTO scores (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) {source} "
-                  "ON CONFLICT (hour_ts, window_hours, card_id) DO UPDATE SET score_tps = excluded.score_tps, "
-                  "tokens_per_usd = excluded.tokens_per_usd")
         with self.engine.begin() as conn:
-            cur = conn.connection.driver_connection.cursor()
-            try:
-                if self.engine.dialect.driver == "psycopg":
-                    cur.execute("CREATE TEMPORARY TABLE scores_in (card_id integer, hour_ts bigint, window_hours integer, "
-                                "score_tps double precision, tokens_per_usd double precision) ON COMMIT DROP")
-                    with cur.copy("COPY scores_in (card_id, hour_ts, window_hours, score_tps, tokens_per_usd) FROM STDIN") as cp:
-                        for row in rows:
-                            cp.write_row(row)
-                    cur.execute(upsert.format(source="SELECT * FROM scores_in"))
-                else:
-                    cur.executemany(upsert.format(source=f"VALUES ({', '.join([self._mark()] * 5)})"), rows)
-            finally:
-                cur.close()
+            write_scores(conn, self._mark(), (card_id, hour_ts, window_hours, score, tpd))
 
     def _score_arrays(self, hour_scores) -> tuple[np.ndarray, ...]:
         """(card id, hour ts, window hours, score_tps, tokens_per_usd) of every row, as arrays; the last of a
@@ -267,14 +264,11 @@ class ServiceStore:
     def run_set_at(self, hour_ts: int) -> set[str]:
         """Cards warm in the hour starting at `hour_ts`."""
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT DISTINCT c.card_key FROM run_set_intervals r JOIN cards c ON c.id = r.card_id "
-                    "WHERE r.start_ts <= :t AND (r.end_ts IS NULL OR r.end_ts > :t)"
-                ),
+            ids = conn.execute(
+                text("SELECT DISTINCT card_id FROM run_set_intervals WHERE start_ts <= :t AND (end_ts IS NULL OR end_ts > :t)"),
                 {"t": int(hour_ts)},
-            ).all()
-        return {r[0] for r in rows}
+            ).scalars().all()
+        return set(self._keys(ids))
 
     def retired(self) -> dict[str, int]:
         """Card key → when it left the pool, for every retired card."""
@@ -368,31 +362,10 @@ class ServiceStore:
         """(card id, hour ts, measured tok/s) of every hourly rollup in [since_ts, until_ts), as arrays: tokens per
         busy second where the hour's samples carry a busy fraction (`busy_rate_tps`), else the mean tok/s.
 
-        Reads card by card along the rollups' (card, hour) key, so a few hours of a large pool cost
-        a few rows per card rather than a pass over the table; no frame, no row objects kept.
+        Reads card by card along the rollups' (card, hour) key, a chunk of rows at a time (`storage.bulk_rows`).
         """
         with self.engine.connect() as conn:
-            # The driver's own tuples, not SQLAlchemy rows: the score job reads one row per card every hour.
-            cur = conn.connection.driver_connection.cursor()
-            try:
-                cur.execute(
-                    "SELECT r.card_id, r.hour_ts, r.sample_count, r.tokens_per_s_sum, r.busy_count, r.busy_fraction_sum, "
-                    "r.busy_tokens_per_s_sum FROM cards c CROSS JOIN hourly_rollups r "
-                    f"WHERE r.card_id = c.id AND r.hour_ts >= {self._mark()} AND r.hour_ts < {self._mark()}",
-                    (int(since_ts), int(until_ts)),
-                )
-                rows = cur.fetchall()
-            finally:
-                cur.close()
-        if not rows:
-            return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
-        ids = np.array([r[:2] for r in rows], dtype=np.int64)  # exact, whatever their size
-        card_id, hour_ts = ids[:, 0], ids[:, 1]
-        count, tps_sum, busy_n, busy_sum, busy_tps_sum = np.array([r[2:] for r in rows], dtype=np.float64).T
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean = tps_sum / count
-        busy = busy_rate_tps(busy_sum, busy_n, busy_tps_sum, busy_floor)
-        return card_id, hour_ts, np.where(np.isnan(busy), mean, busy)
+            return read_rollup_means(conn, self._mark(), since_ts, until_ts, busy_floor)
 
     def _mark(self) -> str:
         """The driver's placeholder, for a statement run on its own cursor (parameters are still bound, never inlined)."""
