@@ -194,13 +194,19 @@ class Reconciler:
         self.store, self.cards, self.clock = store, cards, clock
         self.silent_after_s = float(silent_after_s)
         self.enabled = enabled
+        self._heard: dict[str, int | None] | None = None  # every card's last telemetry, as the last `run` read it
+
+    def _last_heard(self) -> dict[str, int | None]:
+        """Every card's last telemetry as this decide run's check read it (one read of every card a run: at
+        100,000 cards it is a second's work), or read now before any run."""
+        return self._heard if self._heard is not None else self.cards.last_heard()
 
     def silent(self, hour_ts: int, warm: AbstractSet[str]) -> dict[str, str]:
         """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""
         if not self.enabled or not warm:
             return {}
         since = self.cards.warm_since(hour_ts - 1)
-        found = find_mismatches(set(warm), {}, self.cards.last_heard(), since, {}, hour_ts, self.silent_after_s)
+        found = find_mismatches(set(warm), {}, self._last_heard(), since, {}, hour_ts, self.silent_after_s)
         return {m.card: f"not serving: {m.reason}" for m in found if m.kind == SILENT}
 
     def run(self) -> int:
@@ -214,7 +220,9 @@ class Reconciler:
         # Serving now: a sample with tokens within the last silent_after_s, after the card was stopped.
         stopped = {k: v for k, v in self.cards.still_serving(now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s)).items()
                    if k not in warm}
-        # Every card's last telemetry: the feed's newest is the silence's measure.
-        found = find_mismatches(warm, {k: v[0] for k, v in stopped.items()}, self.cards.last_heard(), since,
+        # Every card's last telemetry: the feed's newest is the silence's measure. The hours this run decides read
+        # the same (`silent`): what was heard when the run began.
+        self._heard = heard = self.cards.last_heard()
+        found = find_mismatches(warm, {k: v[0] for k, v in stopped.items()}, heard, since,
                                 {k: v[1] for k, v in stopped.items()}, now, self.silent_after_s)
         return self.cards.journal_records(mismatch_entries(now, found, open_mismatches(self.store)))
