@@ -88,3 +88,11 @@ def _measured(m: np.ndarray, busy_floor: float) -> tuple[np.ndarray, np.ndarray,
         mean = tps_sum / count
     busy = busy_rate_tps(busy_sum, busy_n, busy_tps_sum, busy_floor)
     return m[:, 0].astype(np.int64), m[:, 1].astype(np.int64), np.where(np.isnan(busy), mean, busy)
+
+
+def placeholder(engine) -> str:
+    """The driver's placeholder, for a statement run on its own cursor (parameters are still bound, never inlined)."""
+    mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
+    if mark is None:
+        raise ValueError(f"driver paramstyle {engine.dialect.paramstyle!r} is not supported")
+    return mark

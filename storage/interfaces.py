@@ -1,15 +1,15 @@
 """The store's interfaces, by role: what the shell may ask of it, and nothing more.
 
 `TelemetryStore` is the telemetry side: the pool's classes and cards, ingest runs
-written batch by batch, the hourly rollups read back, and the retention of raw samples. Ingest (a file, the
-drop folder, a Prometheus pull), the pool declaration, stored months, the
-service's pool and the ingest benchmark call it; `storage.repository.SqlRepository`
+written batch by batch, the hourly rollups read back (and, for the service and the operator commands, each
+hour's rollup means, measured demand, the pool's size, ingest totals and quarantined records), and the retention of
+raw samples. Ingest (a file, the drop folder, a Prometheus pull), the pool declaration, stored months, the
+service's pool, scoring and snapshot and the ingest benchmark call it; `storage.repository.SqlRepository`
 implements it.
 
-`JournalStore` is the service's side: the decision journal with the run-set
-state each hour leaves, scores, billed hours and their bill lines, and the few
-telemetry summaries the service reads beside them (card ids and counts, rollup
-means, ingest totals). `storage.service_store.ServiceStore` implements it.
+`JournalStore` is the service's side, and reads no telemetry: the decision journal with the run-set
+state each hour leaves, scores, billed hours and their bill lines. `storage.service_store.ServiceStore`
+implements it.
 
 Beside them, the smaller roles of the same database: `Leases` (who leads the
 store; `storage.lease.LeaseStore`), `IdentityRecord` (what the store holds;
@@ -73,6 +73,24 @@ class TelemetryStore(Protocol):
 
     def sample_count(self) -> int: ...
 
+    # -- as the service and the operator commands read it (`storage.telemetry_reads`) --------
+    def card_count(self) -> int: ...
+
+    def card_class(self, card_key: str) -> str | None: ...
+
+    def rollup_means(self, since_ts: int, until_ts: int, busy_floor: float = BUSY_FRACTION_FLOOR) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def last_rollup_ts(self) -> int | None: ...
+
+    def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
+        """Each hour in [since_ts, until_ts) with a part of its demand measured: served, unserved and offered tok/s."""
+
+    def ingest_totals(self) -> dict[str, int]: ...
+
+    def quarantine_reasons(self) -> dict[str, int]: ...
+
+    def quarantined(self, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]: ...
+
     # -- measured demand ----------------------------------------------------------------
     def write_demand(self, batch: DemandBatch) -> tuple[int, int]:
         """Store measured demand samples of one part in one transaction; (stored, duplicates)."""
@@ -109,7 +127,6 @@ class JournalStore(Protocol):
 
     def decision_total(self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None) -> int: ...
 
-    def quarantined(self, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]: ...
 
     def decision_counts(self, since_ts: int, until_ts: int) -> dict[str, tuple[int, int]]: ...
 
@@ -143,23 +160,6 @@ class JournalStore(Protocol):
     def month_start_of(self, hour_ts: int) -> int | None: ...
 
     def bill_by_part(self, since_ts: int, until_ts: int) -> dict[str, float]: ...
-
-    # -- the telemetry, as the service reads it ---------------------------------------
-
-    def card_count(self) -> int: ...
-
-    def card_class(self, card_key: str) -> str | None: ...
-
-    def rollup_means(self, since_ts: int, until_ts: int, busy_floor: float = BUSY_FRACTION_FLOOR) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
-
-    def last_rollup_ts(self) -> int | None: ...
-
-    def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
-        """Each hour in [since_ts, until_ts) with a part of its demand measured: served, unserved and offered tok/s."""
-
-    def ingest_totals(self) -> dict[str, int]: ...
-
-    def quarantine_reasons(self) -> dict[str, int]: ...
 
 
 @runtime_checkable

@@ -30,6 +30,8 @@ from storage.interfaces import TelemetryStore
 from storage.copy import copy_samples
 from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.retention import prune_raw, pruned_hours
+from storage.bulk_rows import placeholder
+from storage.telemetry_reads import TelemetryReads
 from storage.demand import write_demand
 from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
 from fleet.core.units import HOUR_S
@@ -57,15 +59,12 @@ def sqlite_memory_repository() -> "SqlRepository":
 
 
 
-class SqlRepository:
+class SqlRepository(TelemetryReads):
     """`TelemetryStore` on SQLAlchemy Core: plain SQL with bound parameters, one transaction per call."""
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(engine.dialect.paramstyle)
-        if mark is None:
-            raise ValueError(f"driver paramstyle {engine.dialect.paramstyle!r} is not supported")
-        self._mark = mark
+        self._mark = placeholder(engine)
 
     def _values(self, n: int) -> str:
         return "(" + ", ".join([self._mark] * n) + ")"

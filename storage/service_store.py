@@ -18,9 +18,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from sqlalchemy import Engine, bindparam, text
 
-from storage.bulk_rows import read_rollup_means, write_scores
-from storage.busy import BUSY_FRACTION_FLOOR
-from storage.demand import DemandHour, demand_hours
+from storage.bulk_rows import placeholder, write_scores
 from fleet.core.units import HOUR_S
 from storage.values import HourFigures, JournalEntry, JournalRow, Kind, ScoreColumn
 
@@ -69,7 +67,7 @@ class ServiceStore:
         if not len(card_id):
             return
         with self.engine.begin() as conn:
-            write_scores(conn, self._mark(), (card_id, hour_ts, window_hours, score, tpd))
+            write_scores(conn, placeholder(self.engine), (card_id, hour_ts, window_hours, score, tpd))
 
     def _score_arrays(self, hour_scores) -> tuple[np.ndarray, ...]:
         """(card id, hour ts, window hours, score_tps, tokens_per_usd) of every row, as arrays; the last of a
@@ -358,72 +356,6 @@ class ServiceStore:
             ).all()
         return {r[0]: float(r[1]) for r in rows}
 
-    def rollup_means(self, since_ts: int, until_ts: int, busy_floor: float = BUSY_FRACTION_FLOOR) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(card id, hour ts, measured tok/s) of every hourly rollup in [since_ts, until_ts), as arrays: tokens per
-        busy second where the hour's samples carry a busy fraction (`busy_rate_tps`), else the mean tok/s.
-
-        Reads card by card along the rollups' (card, hour) key, a chunk of rows at a time (`storage.bulk_rows`).
-        """
-        with self.engine.connect() as conn:
-            return read_rollup_means(conn, self._mark(), since_ts, until_ts, busy_floor)
-
-    def _mark(self) -> str:
-        """The driver's placeholder, for a statement run on its own cursor (parameters are still bound, never inlined)."""
-        mark = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(self.engine.dialect.paramstyle)
-        if mark is None:
-            raise ValueError(f"driver paramstyle {self.engine.dialect.paramstyle!r} is not supported")
-        return mark
-
-    def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
-        """Each hour in [since_ts, until_ts) with a part of its demand measured (`storage.demand`)."""
-        return demand_hours(self.engine, since_ts, until_ts)
-
-    def card_count(self) -> int:
-        """Cards in the pool with a class (what `SqlRepository.cards` lists), without reading them."""
-        with self.engine.connect() as conn:
-            return int(conn.execute(text("SELECT COUNT(*) FROM cards c JOIN card_classes k ON k.id = c.class_id")).scalar_one())
-
-    def last_rollup_ts(self) -> int | None:
-        """The latest hour any telemetry has been rolled up for."""
-        with self.engine.connect() as conn:
-            got = conn.execute(text("SELECT MAX(hour_ts) FROM hourly_rollups")).scalar()
-        return None if got is None else int(got)
-
-    def ingest_totals(self) -> dict[str, int]:
-        """Records read, stored, found duplicate and quarantined over every ingest run."""
-        with self.engine.connect() as conn:
-            r = conn.execute(
-                text("SELECT COALESCE(SUM(read), 0), COALESCE(SUM(stored), 0), COALESCE(SUM(duplicates), 0), "
-                     "COALESCE(SUM(quarantined), 0) FROM ingest_runs")
-            ).one()
-        return {"read": int(r[0]), "stored": int(r[1]), "duplicate": int(r[2]), "quarantined": int(r[3])}
-
-    def quarantine_reasons(self) -> dict[str, int]:
-        with self.engine.connect() as conn:
-            return {r[0]: int(r[1]) for r in conn.execute(text("SELECT reason, COUNT(*) FROM quarantined_input GROUP BY reason")).all()}
-
-    def quarantined(self, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]:
-        """Quarantined records by file then line (at most `limit`), and how many match in all, for `fleet quarantine`.
-
-        `reason` matches a reason or its family (`unparseable` matches `unparseable:tokens_per_s`); `source` a file
-        as the ingest named it, or by its last parts (`m.csv` matches `drop/m.csv`). Values are bound, and LIKE
-        patterns escaped, so a `%` or `_` in a name matches only itself."""
-        where, params = [], {"n": int(limit)}
-        if reason is not None:
-            where.append("(reason = :reason OR reason LIKE :reason_family ESCAPE '\\')")
-            params.update(reason=reason, reason_family=_like_literal(reason) + ":%")
-        if source is not None:
-            where.append("(source = :source OR source LIKE :source_tail ESCAPE '\\')")
-            params.update(source=source, source_tail="%/" + _like_literal(source.lstrip("./")))
-        cond = " WHERE " + " AND ".join(where) if where else ""
-        with self.engine.connect() as conn:
-            total = int(conn.execute(text("SELECT COUNT(*) FROM quarantined_input" + cond), params).scalar_one())
-            rows = conn.execute(
-                text("SELECT source, record_no, reason, raw_text FROM quarantined_input" + cond + " ORDER BY source, record_no, id LIMIT :n"),
-                params,
-            ).all()
-        return [{"source": r[0], "line": int(r[1]), "reason": r[2], "raw_text": r[3]} for r in rows], total
-
     def scores_by_window(self, hour_ts: int) -> dict[int, dict[str, float]]:
         """Every score recorded at `hour_ts`: window hours → card key → score (tok/s)."""
         with self.engine.connect() as conn:
@@ -435,12 +367,6 @@ class ServiceStore:
         for w, k, v in rows:
             out.setdefault(int(w), {})[k] = float(v)
         return out
-
-    def card_class(self, card_key: str) -> str | None:
-        with self.engine.connect() as conn:
-            return conn.execute(
-                text("SELECT k.name FROM cards c JOIN card_classes k ON k.id = c.class_id WHERE c.card_key = :k"), {"k": card_key}
-            ).scalar()
 
     def month_start_of(self, hour_ts: int) -> int | None:
         """The month a billed hour belongs to."""
@@ -461,8 +387,3 @@ def _note_measured(conn, figs: Sequence[HourFigures]) -> None:
                for r in rows]
     if updates:
         conn.execute(text("UPDATE decisions SET detail_json = :d WHERE id = :i"), updates)
-
-
-def _like_literal(text_: str) -> str:
-    """`text_` as a LIKE pattern that matches only itself (with ESCAPE '\\')."""
-    return text_.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -191,7 +191,7 @@ def plan_hour(cfg, db, sim=None, now_ts: float | None = None) -> dict:
     if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
         scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
         scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
-    demand = month_demand(store, cfg.month.hours, sim)
+    demand = month_demand(repo, cfg.month.hours, sim)
     journal = KeptJournal()
     job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
                     policy_scores=scoring.policy_scores)

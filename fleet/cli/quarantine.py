@@ -23,7 +23,7 @@ def quarantine_cmd(
 
     store = open_store(db)
     try:
-        records, total = store.journal.quarantined(reason, source, limit)
+        records, total = store.telemetry.quarantined(reason, source, limit)
     finally:
         store.close()
     if as_json:

@@ -218,7 +218,7 @@ def explain_cmd(
     from fleet.service.readmodel import CardView
 
     cfg, repo, store = _open_store(db, None)
-    cls = store.card_class(card)
+    cls = repo.card_class(card)
     if cls is None:
         raise UsageError(f"card {card!r}: not in the database {shown_url(cfg.storage.url)!r}")
     view = CardView(store, card, cls)

@@ -18,7 +18,7 @@ from fleet.core.units import HOUR_S
 
 if TYPE_CHECKING:
     from storage.demand import DemandHour
-    from storage.interfaces import JournalStore
+    from storage.interfaces import TelemetryStore
 
 HISTORY_HOURS = 168
 """A real pool's forecaster reads the measured hours of the month so far and of the week before it."""
@@ -82,7 +82,7 @@ class MeasuredDemand:
 
     measured = True
 
-    def __init__(self, store: JournalStore, month_hours: int):
+    def __init__(self, store: TelemetryStore, month_hours: int):
         self.store = store
         self.month_hours = month_hours
         self._kept: dict[int, float] = {}  # settled hours the view has read, by hour start
@@ -129,7 +129,7 @@ class MeasuredDemand:
         return _view(before[HISTORY_HOURS:], before[:HISTORY_HOURS], hour, parts)
 
 
-def month_demand(store: JournalStore, month_hours: int, sim=None) -> MonthDemand | MeasuredDemand:
+def month_demand(store: TelemetryStore, month_hours: int, sim=None) -> MonthDemand | MeasuredDemand:
     """The demand a service reads: the simulation's own under `--simulate`, else the pool's measured demand."""
     if sim is not None:
         return MonthDemand(sim.month.demand_tps, sim.month.demand_history_tps)

@@ -101,7 +101,7 @@ class PoolWatch:
 
     def current(self) -> PoolIndex:
         classes = self.repo.classes()
-        stamp = (self.store.card_count(), tuple(sorted((c.name, c.rent_usd_per_month) for c in classes.values())))
+        stamp = (self.repo.card_count(), tuple(sorted((c.name, c.rent_usd_per_month) for c in classes.values())))
         if self._index is None or self._stamp != stamp:
             self._index = PoolIndex.build(classes, self.repo.cards().values(), self.month_hours)
             self._stamp = stamp

@@ -194,7 +194,7 @@ class ScoreJob:
             mat[:, :kept] = c.tps[:, a:a + kept]
             read_from = c.until_ts
         if read_from < until_ts:
-            card_id, hour_ts, mean_tps = self.store.rollup_means(read_from, until_ts, self.busy_floor)
+            card_id, hour_ts, mean_tps = self.pool.repo.rollup_means(read_from, until_ts, self.busy_floor)
             pos = index.positions_of_ids(card_id)
             ok = pos >= 0
             mat[pos[ok], (hour_ts[ok] - since_ts) // HOUR_S] = mean_tps[ok]

@@ -163,7 +163,7 @@ class Service:
         if simulation is None and self.parts.knows_demand:
             raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster "
                               "(e.g. \"seasonal\")")
-        demand = month_demand(self.store, cfg.month.hours, simulation)
+        demand = month_demand(repo, cfg.month.hours, simulation)
         stopping = self.stopping
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,
@@ -208,7 +208,7 @@ class Service:
             last = self.store.last_decided_ts(self.sim.start_ts, self.sim.end_ts)
             if last is not None and hasattr(self.clock, "advance_to"):
                 self.clock.advance_to(last + HOUR_S)  # a simulation resumes where the journal ends, as a restart does
-            rolled = self.store.last_rollup_ts()
+            rolled = self.repo.last_rollup_ts()
             if rolled is not None and (self.ingest.fed_through_ts is None or rolled > self.ingest.fed_through_ts):
                 self.ingest.fed_through_ts = rolled
         if self._scheduler is not None:
@@ -241,7 +241,7 @@ class Service:
         return self.repo.prune_raw(int(self.clock.now() - days * DAY_S)).samples
 
     def metrics_job(self) -> Snapshot:
-        self.snapshot = build_snapshot(self.store, self.pool.current(), self.calendar, self.policy, self.scoring.windows,
+        self.snapshot = build_snapshot(self.store, self.repo, self.pool.current(), self.calendar, self.policy, self.scoring.windows,
                                        self.cfg.checks, self.clock.now())
         return self.snapshot
 

@@ -23,7 +23,7 @@ from fleet.service.readmodel import FORECAST_ERROR_HOURS, MonthView, forecast_er
 __all__ = ["FORECAST_ERROR_HOURS", "Snapshot", "build_snapshot", "forecast_error_tps", "mismatch_counts", "month_totals"]
 
 if TYPE_CHECKING:
-    from storage.interfaces import JournalStore
+    from storage.interfaces import JournalStore, TelemetryStore
 
 
 @dataclass
@@ -71,8 +71,8 @@ def mismatch_counts(store: JournalStore) -> dict[str, int]:
     return counts
 
 
-def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, policy, windows: Mapping[str, int], marks,
-                   now_ts: float) -> Snapshot:
+def build_snapshot(store: JournalStore, telemetry: TelemetryStore, index: PoolIndex, calendar: Calendar, policy,
+                   windows: Mapping[str, int], marks, now_ts: float) -> Snapshot:
     """The snapshot of the month on view: the one last billed (at a month's end it stays on view until the next bills).
 
     `policy` gives the class the pool is counted in and the eviction budget's share,
@@ -114,8 +114,8 @@ def build_snapshot(store: JournalStore, index: PoolIndex, calendar: Calendar, po
         eviction_budget=budget_cards(policy.eviction.share, pool_cards),
         budget_left=budget_left_of(policy.eviction.share, pool_cards, evictions),
         breaker_open=view.breaker_open,
-        ingest=store.ingest_totals(),
-        quarantine=store.quarantine_reasons(),
+        ingest=telemetry.ingest_totals(),
+        quarantine=telemetry.quarantine_reasons(),
         decisions=store.decision_counts(m0, view.month_end_ts),
         checks=view.checks(marks),
         demand_forecast_tps=size.forecast_tps if size else float("nan"),

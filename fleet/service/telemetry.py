@@ -38,7 +38,7 @@ class IngestJob:
         self.fed_through_ts: int | None = None
         self.pulls: list[Callable[[IngestRun], int]]
         if sim is not None:
-            last = store.last_rollup_ts()
+            last = repo.last_rollup_ts()
             self.fed_through_ts = sim.first_ts if last is None else last  # re-send the last hour: duplicates are free
             self.pulls = [self._simulated]
         else:
@@ -55,7 +55,7 @@ class IngestJob:
         """Returns the records read."""
         from fleet.ingest.sources import IngestRun
 
-        run = IngestRun(self.repo, self.settings, self.clock.now, self.store.last_rollup_ts)
+        run = IngestRun(self.repo, self.settings, self.clock.now, self.repo.last_rollup_ts)
         return sum(pull(run) for pull in self.pulls)
 
     def _simulated(self, run: IngestRun) -> int:

@@ -5,7 +5,6 @@ nothing stored), and no other source given with it."""
 import json
 
 from storage.repository import open_repository
-from storage.service_store import ServiceStore
 from tests.cli.test_ingest_statuses import fleet
 
 T0 = 1_767_225_600
@@ -20,7 +19,7 @@ def test_a_demand_file_is_stored_once_and_a_bad_one_is_refused_whole(tmp_path):
     assert p.stdout.strip() == f"{good}: read 3 = stored 3 + duplicates 0 + quarantined 0"
     p = fleet("ingest", "--demand", str(good), "--db", db, "--json", cwd=tmp_path)
     assert p.returncode == 0 and json.loads(p.stdout)["duplicates"] == 3
-    hours = ServiceStore(open_repository(db).engine).demand_hours(T0, T0 + 7200)
+    hours = open_repository(db).demand_hours(T0, T0 + 7200)
     assert [(h.hour_ts, h.offered_tps) for h in hours.values()] == [(T0, 6000.0), (T0 + 3600, 6000.0)]
     cases = {
         "header.csv": ("time,tps\n1,2\n", "line 1: expected the header ts,demand_tps"),
@@ -34,7 +33,7 @@ def test_a_demand_file_is_stored_once_and_a_bad_one_is_refused_whole(tmp_path):
         p = fleet("ingest", "--demand", str(tmp_path / name), "--db", db, cwd=tmp_path)
         assert p.returncode == 2, (name, p.stderr)
         assert p.stderr.startswith(f"fleet: error: demand file '{tmp_path / name}': {why}") and p.stderr.count("\n") == 1
-    assert len(ServiceStore(open_repository(db).engine).demand_hours(T0, T0 + 10 * 3600)) == 2  # nothing of the bad files
+    assert len(open_repository(db).demand_hours(T0, T0 + 10 * 3600)) == 2  # nothing of the bad files
     p = fleet("ingest", "--demand", str(tmp_path / "missing.csv"), "--db", db, cwd=tmp_path)
     assert p.returncode == 2 and "cannot read" in p.stderr
     p = fleet("ingest", str(good), "--demand", str(good), "--db", db, cwd=tmp_path)

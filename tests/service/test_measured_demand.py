@@ -13,7 +13,6 @@ from fleet.ingest import IngestSettings, ingest_parsed, parse_bytes
 from fleet.service.demand import hour_demand_tps
 from storage.demand import DemandHour
 from storage.repository import open_repository
-from storage.service_store import ServiceStore
 from storage.values import DemandBatch
 from tests.fake_prometheus import StepClock
 from fleet.core.units import HOUR_S
@@ -38,10 +37,10 @@ def test_demand_samples_are_stored_once_and_read_by_hour(store_url):
     repo.write_demand(DemandBatch("offered", np.array([T0 + 2 * HOUR_S]), np.array([7000.0])))
     telemetry = "card_id,ts,tokens_per_s\n" + "".join(f"{c},{T0 + 60 * m},{r}\n" for c, r in RATES.items() for m in range(2))
     ingest_parsed(repo, parse_bytes(telemetry.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
-    got = ServiceStore(repo.engine).demand_hours(T0, T0 + 3 * HOUR_S)
+    got = repo.demand_hours(T0, T0 + 3 * HOUR_S)
     assert got == {T0: DemandHour(T0, sum(RATES.values()), 200.0, None), T0 + HOUR_S: DemandHour(T0 + HOUR_S, None, -50.0, None),
                    T0 + 2 * HOUR_S: DemandHour(T0 + 2 * HOUR_S, None, None, 7000.0)}
-    assert ServiceStore(repo.engine).demand_hours(T0 + 3 * HOUR_S, T0 + 4 * HOUR_S) == {}
+    assert repo.demand_hours(T0 + 3 * HOUR_S, T0 + 4 * HOUR_S) == {}
 
 
 def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "last-hour"):
@@ -166,4 +165,4 @@ def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_pa
     assert results["gw.demand.csv"].report.stored == 1
     assert results["bad.demand.csv"].error.endswith("line 2: demand_tps 'lots' is not a number >= 0")
     assert (drop / "failed" / "bad.demand.csv.error.txt").exists() and (drop / "x.demand.txt").exists()
-    assert ServiceStore(repo.engine).demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0)}
+    assert repo.demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0)}

@@ -111,7 +111,7 @@ def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
         clock.t += 600
     hours_ts = [T0 + h * HOUR_S for h in range(4)]
     offered = [sum(OFFERED_TPS[c][h] for c in CAPACITY_TPS) for h in range(4)]
-    stored = svc.store.demand_hours(T0, T0 + 4 * HOUR_S)
+    stored = svc.repo.demand_hours(T0, T0 + 4 * HOUR_S)
     measured = [hour_demand_tps(stored.get(ts)) for ts in hours_ts]
     print("offered", offered, "measured", [round(m, 1) for m in measured], "served, unserved",
           [(round(stored[ts].served_tps or 0, 1), round(stored[ts].unserved_tps or 0, 1)) for ts in hours_ts])

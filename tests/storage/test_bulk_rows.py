@@ -58,7 +58,7 @@ def test_rollups_read_a_chunk_at_a_time_are_every_rollup(new_repo, monkeypatch):
     with repo.engine.begin() as conn:
         conn.execute(text("INSERT INTO hourly_rollups (card_id, hour_ts, sample_count, tokens_per_s_sum, busy_count, "
                           "busy_fraction_sum, busy_tokens_per_s_sum) VALUES (:c, :h, :n, :s, :bn, :bs, :bt)"), rows)
-    store = ServiceStore(repo.engine)
+    store = repo
     whole = store.rollup_means(T0 + H, T0 + 4 * H)
     monkeypatch.setattr(bulk_rows, "ROLLUP_CHUNK_ROWS", 4)  # 15 rows: four chunks, the last short
     chunked = store.rollup_means(T0 + H, T0 + 4 * H)
