@@ -102,10 +102,15 @@ def greedy_run_set(
         if made:
             slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
             slab = slab if by_rate else slab.astype(np.float64)
+            np.maximum(slab, 0.0, out=slab)
         else:
             slab = np.empty((s1 - s0, n), dtype=np.float32 if by_rate else np.float64)
-            copy_in_tiles(slab, rate[:, s0:s1].T, axis=1)
-        np.maximum(slab, 0.0, out=slab)
+            src = rate[:, s0:s1].T
+            if src.dtype == slab.dtype and src.strides[1] == src.itemsize:  # hours-major already (scores): clipped on the way
+                np.maximum(src, 0.0, out=slab)
+            else:
+                copy_in_tiles(slab, src, axis=1)
+                np.maximum(slab, 0.0, out=slab)
         for a in range(s0, min(k, s0 + slab_hours), step):
             b = min(k, a + step, s0 + slab_hours)
             rate_hc = slab[a - s0 : b - s0]
