@@ -317,7 +317,7 @@ def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, bloc
     The product reads the run set cast to float64, as it always has (the same sums to the last bit), but one block
     of hours at a time, so the float copy is a few hours of cards, not the month's (8 bytes a card-hour). A
     cards-major block, reused: copying the bool block first and casting it after is several times faster than
-    casting across the transpose.
+    casting across the transpose (a block already contiguous, as the ideal's pieces are, is cast as it is).
     """
     chosen = np.asarray(run_set, dtype=bool)
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
@@ -330,8 +330,11 @@ def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, bloc
         b = min(hours, a + block_hours)
         if b - a < width:
             block, block_f = np.empty((rent.size, b - a), dtype=bool), np.empty((rent.size, b - a), dtype=np.float64)
-        copy_in_tiles(block, chosen[:, a:b], axis=0)
-        np.copyto(block_f, block)
+        src = chosen[:, a:b]
+        if not src.flags.c_contiguous:
+            copy_in_tiles(block, src, axis=0)
+            src = block
+        np.copyto(block_f, src.view(np.uint8))  # the same 0.0 and 1.0; bytes cast faster than bools
         out[a:b] = rent @ block_f
     return out
 
