@@ -43,25 +43,18 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
         each_at = (at_hours,) * len(windows)
     ats = [np.arange(hours) if at is None else np.asarray(at, dtype=np.int64) for at in each_at]
     scores = [np.empty((at.size, n), dtype=np.float32) for at in ats]
-    block = max(1, min(n, _SCORE_BLOCK_CELLS // max(total, 1)))
-    # One running sum and one difference buffer for every block (fresh ones each block cost their pages again); the
-    # difference is divided straight into the float32 scores (the float64 quotient rounded, as a cast of it is).
-    buffer = np.empty((total + 1) * block, dtype=np.float64)
-    spare = np.empty(max([at.size for at in ats], default=0) * block, dtype=np.float64)
+    block = max(1, _SCORE_BLOCK_CELLS // max(total, 1))
     for a in range(0, n, block):
         b = min(n, a + block)
-        running = buffer[: (total + 1) * (b - a)].reshape(total + 1, b - a)
-        running[0] = 0.0
+        running = np.zeros((total + 1, b - a), dtype=np.float64)
         running[1:] = measured_tps[a:b].T
         for h in range(1, total + 1):
             running[h] += running[h - 1]
         for w, at, given, out in zip(windows, ats, each_at, scores):
-            diff = spare[: at.size * (b - a)].reshape(at.size, b - a)
             if given is None:
-                np.subtract(running[warmup_hours : warmup_hours + hours], running[warmup_hours - w : warmup_hours - w + hours], out=diff)
+                out[:, a:b] = (running[warmup_hours : warmup_hours + hours] - running[warmup_hours - w : warmup_hours - w + hours]) / w
             else:
-                np.subtract(running[warmup_hours + at], running[warmup_hours - w + at], out=diff)
-            np.divide(diff, w, out=out[:, a:b], casting="same_kind")
+                out[:, a:b] = (running[warmup_hours + at] - running[warmup_hours - w + at]) / w
     return [s.T for s in scores]
 
 
