@@ -78,7 +78,7 @@ def ideal_usd_by_hour(true_rate_tps, rent_usd_per_hour: np.ndarray, demand_tps: 
     for a in range(0, hours, piece_hours):
         b = min(hours, a + piece_hours)
         piece = rates[:, a:b]
-        chosen, unsure = _piece_run_sets(piece, ranked.dip_cells(a, b), order, rank, before, sorted_tps, dipped_tps, prefix,
+        chosen, unsure = _piece_run_sets(piece, ranked.dip_mask(a, b), order, rank, before, sorted_tps, dipped_tps, prefix,
                                          demand[a:b], total)
         if unsure.size:
             chosen[:, unsure] = greedy_run_set(piece[:, unsure], rent, demand[a:b][unsure])
@@ -89,13 +89,14 @@ def ideal_usd_by_hour(true_rate_tps, rent_usd_per_hour: np.ndarray, demand_tps: 
 def _piece_run_sets(piece, dips, order, rank, before, sorted_tps, dipped_tps, prefix, demand, total):
     """The run set of each hour of a piece, (cards, hours), and the hours left to the greedy.
 
-    `dips` is the piece's dipped card-hours as (ticket rank, hour), by rank then hour. Arrays indexed by ticket rank:
+    `dips` is the piece's dip mask with cards in ticket order, (cards, hours). Arrays indexed by ticket rank:
     `order` (its card), `before` (a dipped card's place among the tickets), `sorted_tps`, `dipped_tps`, `prefix`
     (running sums of the sorted tickets); `rank` by card.
     """
     n, k = piece.shape
-    # Each dip put hour by hour, in ticket order within the hour, by a stable sort on the hour (a radix sort on 16 bits).
-    at_rank, hour = dips
+    # Each dip as rank × k + hour (numpy's two-dimensional nonzero is many times slower than flatnonzero), then put
+    # hour by hour, in ticket order within the hour, by a stable sort on the hour (a radix sort on 16 bits).
+    at_rank, hour = np.divmod(np.flatnonzero(dips), k)
     by_hour = np.argsort(hour.astype(np.int16 if k < 2**15 else np.int64), kind="stable")
     at_rank, hour = at_rank[by_hour], hour[by_hour]
     flat = hour * n + at_rank  # increasing
@@ -127,20 +128,13 @@ def _piece_run_sets(piece, dips, order, rank, before, sorted_tps, dipped_tps, pr
         lo = np.where(open_ & short, mid, lo)
         hi = np.where(open_ & ~short, mid, hi)
     p = lo
-
-    def dipped(at_rank_of_hour: np.ndarray) -> np.ndarray:
-        """Whether the card of each hour's given ticket rank dips in that hour (a lookup in the piece's dips)."""
-        key = rows * n + at_rank_of_hour
-        i = np.minimum(np.searchsorted(flat, key), max(flat.size - 1, 0))
-        return (flat[i] == key) if flat.size else np.zeros(k, dtype=bool)
-
     running = running_before(np.clip(p, 0, n))
     crossing = np.clip(p, 0, n - 1)
     # Sure: every card falls short by more than the rounding, or the p-th ticket's card (not dipped) crosses by more.
     sure = np.where(
         p >= n,
         running < need - bound,
-        (p >= 0) & ~dipped(crossing) & (running < need - bound) & (running + sorted_tps[crossing] >= need + bound),
+        (p >= 0) & ~dips[crossing, rows] & (running < need - bound) & (running + sorted_tps[crossing] >= need + bound),
     )
     sure &= need > 0
     none = demand <= 0  # the greedy takes no card

@@ -40,14 +40,3 @@ def test_rows_and_dip_mask_read_the_same_rates(rates):
     assert np.array_equal(np.asarray(part.rows(cards)), full[cards, 3:20])
     assert np.array_equal(part.rows(cards).dip_mask(2, 11), part.dip_mask(2, 11)[cards])
     assert np.array_equal(part.dip_mask(0, 17), full[:, 3:20] != dipped.ticket_tps[:, None])
-
-
-def test_dip_cells_are_the_dip_mask_nonzero(rates):
-    dipped, _ = rates
-    for part in (dipped, dipped[:, 3:20], dipped[2:6, 5:]):
-        h = part.shape[1]
-        for a, b in [(0, h), (1, h - 2), (3, 4), (5, 5), (0, 8), (7, 16)]:
-            rows, hours = part.dip_cells(a, b)
-            want_rows, want_hours = np.nonzero(part.dip_mask(a, b))
-            assert rows.size > 0 or a == b or not want_rows.size
-            assert np.array_equal(rows, want_rows) and np.array_equal(hours, want_hours)
