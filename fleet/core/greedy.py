@@ -12,9 +12,12 @@ is solved by the full sort. The run set is therefore exactly the sorted greedy's
 
 When the eligible cards share one rent and the rates are float32 (scores and
 true rates are), tokens per dollar orders cards exactly as their rate does
-(a float32 rate × `HOUR_S` over one rent never collides with another's), so the
-histogram buckets the float32 rate itself and tokens per dollar is computed
-only for the few cards it sorts.
+(a float32 rate × `HOUR_S` over one rent never collides with another's). Then
+each hour's rates are sorted by value alone (a vectorised sort, twice as fast
+as the histogram's binning): cards of equal rate add the same number, so their
+order changes no running sum, and the run set is every card above the crossing
+card's rate and, of the cards at it, the lowest indices. Elsewhere the histogram
+buckets the key, and tokens per dollar is computed only for the few cards it sorts.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ _TILE_CARDS = 128
 """Cards copied at once across a transpose (`copy_in_tiles`)."""
 
 _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
+
+_CHUNK_CARDS = 64
+"""Sorted rates summed this many at a time (`_greedy_by_sorted_rates`): the running sum of one chunk an hour."""
 
 _SORT_CARDS = 48
 _SORT_CELLS = 4096
@@ -85,6 +91,7 @@ def greedy_run_set(
     # One finite, positive rent (not so small that a float32 rate's tokens per dollar overflows).
     one_rent = elig_rents.size == 0 or (bool((elig_rents == elig_rents[0]).all()) and 1e-250 < elig_rents[0] < np.inf)
     by_rate = rate.dtype == np.float32 and one_rent
+    sorted_rates = by_rate and (all_eligible or one_elig) and n > _SORT_CARDS
     chosen = np.empty((k, n), dtype=bool)  # hours-major, returned as its (cards, hours) transpose
     step = max(1, _BLOCK_CELLS // max(n, 1))
     # Rates are turned hours-major a slab at a time: reading a few hours from each card's
@@ -95,10 +102,15 @@ def greedy_run_set(
         if made:
             slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
             slab = slab if by_rate else slab.astype(np.float64)
+            np.maximum(slab, 0.0, out=slab)
         else:
             slab = np.empty((s1 - s0, n), dtype=np.float32 if by_rate else np.float64)
-            copy_in_tiles(slab, rate[:, s0:s1].T, axis=1)
-        np.maximum(slab, 0.0, out=slab)
+            src = rate[:, s0:s1].T
+            if src.dtype == slab.dtype and src.strides[1] == src.itemsize:  # hours-major already (scores): clipped on the way
+                np.maximum(src, 0.0, out=slab)
+            else:
+                copy_in_tiles(slab, src, axis=1)
+                np.maximum(slab, 0.0, out=slab)
         for a in range(s0, min(k, s0 + slab_hours), step):
             b = min(k, a + step, s0 + slab_hours)
             rate_hc = slab[a - s0 : b - s0]
@@ -116,13 +128,86 @@ def greedy_run_set(
                 tpd_s = np.where(elig_hc, rate_s * HOUR_S_F / rent[None, :], -np.inf)
                 chosen[a:b] = _greedy_by_sort(rate_s, tpd_s, target[a:b], elig_hc)
                 continue
-            block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible, left_out)
+            if sorted_rates:
+                # Sorted rates first; an hour they cannot call goes to the histogram, and one it cannot to the sort.
+                block, unsure = _greedy_by_sorted_rates(rate_hc, target[a:b], left_out, chosen[a:b])
+                if unsure.size:
+                    again, still = _greedy_by_selection(rate_hc[unsure], key_hc[unsure], rent, target[a:b][unsure], elig_hc[unsure],
+                                                        all_eligible, left_out)
+                    block[unsure] = again
+                    unsure = unsure[still]
+            else:
+                block, unsure = _greedy_by_selection(rate_hc, key_hc, rent, target[a:b], elig_hc, all_eligible, left_out)
             if unsure.size:
                 rate_u = np.where(elig_hc[unsure], rate_hc[unsure].astype(np.float64), 0.0)
                 tpd_u = np.where(elig_hc[unsure], rate_u * HOUR_S_F / rent[None, :], -np.inf)
                 block[unsure] = _greedy_by_sort(rate_u, tpd_u, target[a:b][unsure], elig_hc[unsure])
-            chosen[a:b] = block
+            if block.base is not chosen:  # the sorted rates' run sets are written in place
+                chosen[a:b] = block
     return chosen[0] if squeeze else chosen.T
+
+
+def _greedy_by_sorted_rates(rate_hc: np.ndarray, target: np.ndarray, left_out: np.ndarray | None,
+                            out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The run sets of `_greedy_by_sort` at one rent on float32 rates (rate orders cards as tokens per dollar does),
+    written into `out`, and the hours it could not call.
+
+    Each hour's eligible rates are sorted best first (a vectorised sort of the values alone: cards of equal rate
+    add the same number, so the order of a tie changes no sum). Their running sum is found a chunk of
+    `_CHUNK_CARDS` at a time (chunk sums, then one running sum inside the crossing chunk), checked against the
+    rounding bound as the histogram's is. The run set is then every card above the crossing card's rate, and of the
+    cards at that rate, the lowest indices the count still takes. Per card-hour: a sort and one comparison, where
+    the histogram bins and weighs every card.
+    """
+    k, n = rate_hc.shape
+    need = target - _TARGET_SLACK_TPS
+    n_elig = n - (0 if left_out is None else left_out.size)
+    if n_elig == 0:
+        return out, np.arange(k)
+    width = -(-n_elig // _CHUNK_CARDS) * _CHUNK_CARDS  # whole chunks of eligible cards
+    keys = np.empty((k, max(n, width)), dtype=rate_hc.dtype)
+    np.negative(rate_hc, out=keys[:, :n])  # ascending = best first
+    keys[:, n:] = np.inf  # after every card
+    if left_out is not None:
+        keys[:, left_out] = np.inf  # after every eligible card
+    keys.sort(axis=1)
+    unknown = np.isnan(keys[:, -1])  # a rate that is not a number sorts last: such an hour is left to the histogram
+    keys[:, n_elig:] = 0.0  # ineligible cards (and the last chunk's padding) add nothing
+    # Negated sums: rounding is symmetric, so the negative of a sum of negated rates is the sum of the rates.
+    chunk = keys[:, :width].reshape(k, width // _CHUNK_CARDS, _CHUNK_CARDS)
+    through = -np.cumsum(np.einsum("hqc->hq", chunk, dtype=np.float64), axis=1)  # through each chunk
+    total = through[:, -1]
+    q = (through < need[:, None]).sum(axis=1)  # chunks wholly short of the target
+    nq = through.shape[1]
+    rk = np.arange(k)
+    base = np.where(q > 0, through[rk, np.clip(q - 1, 0, nq - 1)], 0.0)
+    inside = np.zeros((k, _CHUNK_CARDS + 1))
+    inside[:, 0] = base
+    inside[:, 1:] = -chunk[rk, np.clip(q, 0, nq - 1)]
+    np.cumsum(inside, axis=1, out=inside)  # [:, j]: through the crossing chunk's j-th card
+    j = (inside < need[:, None]).sum(axis=1)  # the crossing card is the chunk's j-th (1-based)
+    count = q * _CHUNK_CARDS + j  # cards taken
+    before = inside[rk, np.clip(j - 1, 0, _CHUNK_CARDS)]
+    after = inside[rk, np.clip(j, 0, _CHUNK_CARDS)]
+    bound = 4.0 * (n + 1) * _UNIT_ROUNDOFF * np.abs(total)
+    short = q >= nq  # every eligible card together falls short
+    sure = np.where(short, total < need - bound,
+                    (j >= 1) & (j <= _CHUNK_CARDS) & (count <= n_elig) & (before < need - bound) & (after >= need + bound))
+    sure &= np.isfinite(total) & ~unknown & (need > 0)
+    count = np.where(short, n_elig, np.clip(count, 1, n_elig))
+    line = keys[rk, count - 1]  # the last card taken: its rate, negated
+    np.greater_equal(rate_hc, -line[:, None], out=out)
+    if left_out is not None:
+        out[:, left_out] = False
+    # The next card in the sorted order at the line's rate (a tie): of the cards at that rate, those with the
+    # highest indices are not taken.
+    for h in np.flatnonzero(sure & (count < n_elig) & (keys[rk, np.minimum(count, n_elig - 1)] == line)):
+        tied = np.flatnonzero(out[h] & (rate_hc[h] == -line[h]))
+        out[h, tied[tied.size - (np.count_nonzero(out[h]) - count[h]):]] = False
+    none = target <= 0
+    out[none] = False
+    sure |= none
+    return out, np.flatnonzero(~sure)
 
 
 def _greedy_by_sort(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray, elig_hc: np.ndarray) -> np.ndarray:
@@ -232,7 +317,7 @@ def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, bloc
     The product reads the run set cast to float64, as it always has (the same sums to the last bit), but one block
     of hours at a time, so the float copy is a few hours of cards, not the month's (8 bytes a card-hour). A
     cards-major block, reused: copying the bool block first and casting it after is several times faster than
-    casting across the transpose.
+    casting across the transpose (a block already contiguous, as the ideal's pieces are, is cast as it is).
     """
     chosen = np.asarray(run_set, dtype=bool)
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
@@ -245,8 +330,11 @@ def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, bloc
         b = min(hours, a + block_hours)
         if b - a < width:
             block, block_f = np.empty((rent.size, b - a), dtype=bool), np.empty((rent.size, b - a), dtype=np.float64)
-        copy_in_tiles(block, chosen[:, a:b], axis=0)
-        np.copyto(block_f, block)
+        src = chosen[:, a:b]
+        if not src.flags.c_contiguous:
+            copy_in_tiles(block, src, axis=0)
+            src = block
+        np.copyto(block_f, src.view(np.uint8))  # the same 0.0 and 1.0; bytes cast faster than bools
         out[a:b] = rent @ block_f
     return out
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from fleet.core.billing import HoursBill, bill_hours
 from fleet.core.forecast import DemandView, demand_view
+from fleet.core.greedy import copy_in_tiles
 from fleet.core.month import Month, draw_month
 from fleet.core.plugins import PolicyParts, Scored, SizingInput
 from fleet.core.scenario import Scenario, budget_cards
@@ -226,7 +227,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
                 peak_before_tps=float(view.peak_tps[c - 1]) if c > 0 else float("nan"),
             )
             sized = size_stretch(inp, carry.out_hours, parts)
-            warm[:, c:d] = sized.warm
+            copy_in_tiles(warm[:, c:d], np.asarray(sized.warm, dtype=bool), axis=0)  # the greedy's are hours-major
             carry = carry.sized(warm[:, d - 1], sized.out_hours)
             del sized, inp
         if b == H:

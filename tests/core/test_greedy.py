@@ -73,3 +73,51 @@ def test_subnormal_spread_of_rates_is_still_the_sorted_greedy(monkeypatch):
     rates = np.array([[0.0, 1.0], [5e-324, 2.0]])
     got = greedy_run_set(rates, np.ones(2), np.array([0.0, 1.5]))
     assert got.tolist() == [[False, False], [False, True]]
+
+
+@pytest.mark.parametrize("sort_cards", [0, 48])
+def test_sorted_rates_match_the_sorted_definition(monkeypatch, sort_cards):
+    """At one rent on float32 rates the sorted rates give the stable sort's run sets: exact ties (the lowest indices
+    taken), zero and negative rates, rates that are not numbers, cards left out, short pools, targets of zero."""
+    from fleet.core import greedy
+    from fleet.core.greedy import _greedy_by_sort
+
+    monkeypatch.setattr(greedy, "_SORT_CARDS", sort_cards)
+    monkeypatch.setattr(greedy, "_SORT_CELLS", 0)
+    called, left = [], []
+    inner = greedy._greedy_by_sorted_rates
+
+    def spy(*args):
+        got = inner(*args)
+        called.append(args[0].shape[0])
+        left.append(got[1].size)
+        return got
+
+    monkeypatch.setattr(greedy, "_greedy_by_sorted_rates", spy)
+    rng = np.random.default_rng(23)
+    for case in range(240):
+        n, k = int(rng.integers(49, 700)), int(rng.integers(1, 10))
+        if case % 4 == 0:
+            rate = (np.round(rng.uniform(0, 8, (n, k))) * 750.0).astype(np.float32)  # many exact ties
+        elif case % 4 == 1:
+            rate = np.where(rng.random((n, k)) < 0.2, 0.0, rng.uniform(-50, 8000, (n, k))).astype(np.float32)
+        elif case % 4 == 2:
+            rate = rng.lognormal(8.7, 0.2, (n, k)).astype(np.float32)
+            rate[rng.integers(0, n), rng.integers(0, k)] = np.nan
+        else:
+            rate = rng.lognormal(8.7, 0.2, (n, k)).astype(np.float32)
+        eligible = rng.random(n) < 0.8 if case % 2 else np.ones(n, dtype=bool)
+        rent = np.full(n, 3.736)
+        pool_tps = float(np.nansum(np.clip(rate, 0, None), axis=0).max()) + 1.0
+        target = rng.uniform(-0.05, 1.1, k) * pool_tps
+        got = greedy_run_set(rate, rent, target, eligible)
+        rate_hc = np.where(eligible, np.maximum(rate.T.astype(np.float64), 0.0), 0.0)
+        tpd_hc = np.where(eligible, rate_hc * 3600.0 / rent, -np.inf)
+        want = _greedy_by_sort(rate_hc, tpd_hc, target, np.broadcast_to(eligible, rate_hc.shape)).T
+        assert (got == want).all(), case
+    assert sum(called) > 0 and sum(left) < 0.2 * sum(called)  # the sorted rates called most hours themselves
+
+
+def test_no_eligible_card_takes_none():
+    rate = np.full((60, 3), 5000.0, dtype=np.float32)
+    assert not greedy_run_set(rate, np.full(60, 3.736), np.array([1e4, 0.0, 1e9]), np.zeros(60, dtype=bool)).any()
