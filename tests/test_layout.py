@@ -233,6 +233,28 @@ def test_no_module_over_500_lines():
     assert long == {}
 
 
+FUNCTION_MAX_LINES = 80
+
+
+def long_functions(source: str, limit: int = FUNCTION_MAX_LINES) -> dict[str, int]:
+    """Functions (methods and nested ones too) longer than `limit` lines, with their lengths."""
+    return {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit}
+
+
+def test_no_function_over_80_lines():
+    """A function a reader cannot hold whole is split into named steps."""
+    long = {f"{name}.{fn}": n for name, path in modules().items()
+            for fn, n in long_functions(path.read_text(encoding="utf-8")).items()}
+    assert long == {}
+
+
+def test_the_function_length_check_can_fail():
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_MAX_LINES))
+    assert long_functions(f"def f():\n{body}\n") == {"f": FUNCTION_MAX_LINES + 1}
+    assert long_functions(f"def g():\n{body[:body.rindex(chr(10))]}\n") == {}
+
+
 # -- one way into the store --------------------------------------------------------------------------------------
 
 # Modules whose every name is the store's inside: the engine's library, the migrations', the store classes' modules.

@@ -60,6 +60,24 @@ def tokens_per_dollar(rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> np
     return np.asarray(rate_tps, dtype=np.float64) * HOUR_S_F / rent
 
 
+def _slab(rate, made: bool, by_rate: bool, s0: int, s1: int) -> np.ndarray:
+    """Hours [s0, s1) of `rate` hours-major, negative rates clipped to 0: float32 for the sort by rate, else float64."""
+    n = rate.shape[0]
+    if made:
+        slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
+        slab = slab if by_rate else slab.astype(np.float64)
+        np.maximum(slab, 0.0, out=slab)
+    else:
+        slab = np.empty((s1 - s0, n), dtype=np.float32 if by_rate else np.float64)
+        src = rate[:, s0:s1].T
+        if src.dtype == slab.dtype and src.strides[1] == src.itemsize:  # hours-major already (scores): clipped on the way
+            np.maximum(src, 0.0, out=slab)
+        else:
+            copy_in_tiles(slab, src, axis=1)
+            np.maximum(slab, 0.0, out=slab)
+    return slab
+
+
 def greedy_run_set(
     rate_tps: np.ndarray,
     rent_usd_per_hour: np.ndarray,
@@ -99,18 +117,7 @@ def greedy_run_set(
     slab_hours = max(step, _SLAB_CELLS // max(n, 1))
     for s0 in range(0, k, slab_hours):
         s1 = min(k, s0 + slab_hours)
-        if made:
-            slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
-            slab = slab if by_rate else slab.astype(np.float64)
-            np.maximum(slab, 0.0, out=slab)
-        else:
-            slab = np.empty((s1 - s0, n), dtype=np.float32 if by_rate else np.float64)
-            src = rate[:, s0:s1].T
-            if src.dtype == slab.dtype and src.strides[1] == src.itemsize:  # hours-major already (scores): clipped on the way
-                np.maximum(src, 0.0, out=slab)
-            else:
-                copy_in_tiles(slab, src, axis=1)
-                np.maximum(slab, 0.0, out=slab)
+        slab = _slab(rate, made, by_rate, s0, s1)
         for a in range(s0, min(k, s0 + slab_hours), step):
             b = min(k, a + step, s0 + slab_hours)
             rate_hc = slab[a - s0 : b - s0]
@@ -223,26 +230,11 @@ def _greedy_by_sort(rate_hc: np.ndarray, tpd_hc: np.ndarray, target: np.ndarray,
     return chosen
 
 
-def _greedy_by_selection(
-    rate_hc: np.ndarray,
-    key_hc: np.ndarray,
-    rent: np.ndarray,
-    target: np.ndarray,
-    elig_hc: np.ndarray,
-    all_eligible: bool = False,
-    left_out: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The run sets of `_greedy_by_sort`, each hour's crossing found with a rate-weighted histogram.
-
-    `key_hc` orders cards as tokens per dollar does (higher is better; -inf for an
-    ineligible card, unless `left_out` lists the cards ineligible in every hour: then their
-    keys are anything). Returns the run sets and the hours it could not call.
-    """
-    k, n = rate_hc.shape
-    if n == 0:
-        return np.zeros((k, n), dtype=bool), np.empty(0, dtype=np.intp)
-    need = target - _TARGET_SLACK_TPS
-    n_bins = int(np.clip(n // 8, 16, 8192))
+def _buckets(key_hc: np.ndarray, elig_hc: np.ndarray, n_bins: int, all_eligible: bool,
+             left_out: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each card-hour's bucket (hour h's buckets start at `offset[h]`), each hour's offset, and whether its keys
+    are finite (an hour that is not is for the sort)."""
+    k = key_hc.shape[0]
     # Bucket 0 holds the best cards. The bucket is monotone in the key, so every card
     # of a bucket comes before every card of a later one in the sorted order, and
     # equal keys share a bucket (their tie stays the card index). The scale puts the
@@ -269,6 +261,30 @@ def _greedy_by_selection(
     elif not all_eligible:
         np.copyto(bucket, offset + n_bins, where=~elig_hc)
     bucket[~finite] = offset[~finite] + n_bins
+    return bucket, offset, finite
+
+
+def _greedy_by_selection(
+    rate_hc: np.ndarray,
+    key_hc: np.ndarray,
+    rent: np.ndarray,
+    target: np.ndarray,
+    elig_hc: np.ndarray,
+    all_eligible: bool = False,
+    left_out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The run sets of `_greedy_by_sort`, each hour's crossing found with a rate-weighted histogram.
+
+    `key_hc` orders cards as tokens per dollar does (higher is better; -inf for an
+    ineligible card, unless `left_out` lists the cards ineligible in every hour: then their
+    keys are anything). Returns the run sets and the hours it could not call.
+    """
+    k, n = rate_hc.shape
+    if n == 0:
+        return np.zeros((k, n), dtype=bool), np.empty(0, dtype=np.intp)
+    need = target - _TARGET_SLACK_TPS
+    n_bins = int(np.clip(n // 8, 16, 8192))
+    bucket, offset, finite = _buckets(key_hc, elig_hc, n_bins, all_eligible, left_out)
     # Float64 weights: bincount converts float32 weights far more slowly than astype does.
     rate_by_bucket = np.bincount(bucket.ravel(), weights=rate_hc.astype(np.float64, copy=False).ravel(), minlength=k * (n_bins + 1))
     running = np.cumsum(rate_by_bucket.reshape(k, n_bins + 1)[:, :n_bins], axis=1)
