@@ -427,6 +427,15 @@ def header(repeats: int, quick: bool) -> str:
     )
 
 
+def _one_blas_thread() -> None:
+    try:
+        from fleet.memory import one_blas_thread
+    except ImportError:  # a tree from before the command ran BLAS on one thread, measured as this one runs
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    else:
+        one_blas_thread()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the smallest sizes only (seconds, for the smoke test)")
@@ -447,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         from fleet.memory import keep_freed_memory
 
         keep_freed_memory()  # as the fleet command does
+        _one_blas_thread()  # so does this
         print(json.dumps([CHILDREN[args.child](int(size), args.repeats) for size in args.size.split(",")]))
         return 0
 
