@@ -17,7 +17,6 @@ printed beside it; the target is printed beside every figure it applies to.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform
