@@ -5,22 +5,9 @@ from __future__ import annotations
 from fleet.service.calendar import HOUR_S
 from storage import open_store
 from tests.fake_prometheus import StepClock
+from tests.service.real_pool import FLAGSHIP_DAY, T0
 
-T0 = 1_767_225_600  # 2026-01-01T00:00Z
-CONFIG = """\
-[month]
-start = 2026-01-01T00:00:00Z
-hours = 24
-[[pool.classes]]
-name = "flagship"
-rated_tps = 6000
-rent_usd_per_month = 2690
-[policy]
-card_class = "flagship"
-window = "2h"
-mode = "steady"
-[demand]
-avg_tps = 10000
+CONFIG = FLAGSHIP_DAY + """\
 [actuator]
 expire_after_s = 7200
 """

@@ -16,6 +16,7 @@ from storage.repository import open_repository
 from storage.values import DemandBatch
 from tests.fake_prometheus import StepClock
 from fleet.core.units import HOUR_S
+from tests.service.real_pool import DAY_MONTH, FLAGSHIP_CLASS
 
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
 RATES = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}
@@ -49,14 +50,7 @@ def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "la
     from fleet.service.config import load_service_config
     from fleet.service.service import Service
 
-    (tmp_path / f"{name}.toml").write_text(textwrap.dedent(f"""\
-        [month]
-        start = 2026-01-01T00:00:00Z
-        hours = 24
-        [[pool.classes]]
-        name = "flagship"
-        rated_tps = 6000
-        rent_usd_per_month = 2690
+    (tmp_path / f"{name}.toml").write_text(DAY_MONTH + FLAGSHIP_CLASS + textwrap.dedent(f"""\
         [policy]
         card_class = "flagship"
         window = "hour"

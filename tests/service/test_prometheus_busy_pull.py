@@ -29,6 +29,7 @@ from storage.service_store import ServiceStore
 from tests.fake_prometheus import StepClock, fake_prometheus, matrix, reply
 from tests.service.serving import wait_for
 from fleet.core.units import HOUR_S
+from tests.service.real_pool import DAY_MONTH, FLAGSHIP_CLASS
 
 PROMETHEUS = shutil.which("prometheus")
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
@@ -52,14 +53,7 @@ def canned():
         yield prom
 
 
-POOL_TOML = """\
-[month]
-start = 2026-01-01T00:00:00Z
-hours = 24
-[[pool.classes]]
-name = "flagship"
-rated_tps = 6000
-rent_usd_per_month = 2690
+POOL_TOML = DAY_MONTH + FLAGSHIP_CLASS + """\
 [policy]
 card_class = "flagship"
 window = "hour"

@@ -13,9 +13,8 @@ from fleet.service.reconcile import SILENT, STILL_SERVING, find_mismatches, mism
 from storage.repository import open_repository
 from storage.values import JournalRow
 from tests.fake_prometheus import StepClock
+from tests.service.real_pool import FLAGSHIP_DAY, T0
 from tests.service.test_service import run_cli
-
-T0 = 1_767_225_600  # 2026-01-01T00:00Z
 SILENT_AFTER_S = 3600
 
 
@@ -51,20 +50,7 @@ def test_a_mismatch_is_one_record_when_seen_and_one_when_cleared():
     assert cleared.detail == {"mismatch": SILENT, "state": "cleared", "seen_key": seen.key}
 
 
-CONFIG = """\
-[month]
-start = 2026-01-01T00:00:00Z
-hours = 24
-[[pool.classes]]
-name = "flagship"
-rated_tps = 6000
-rent_usd_per_month = 2690
-[policy]
-card_class = "flagship"
-window = "2h"
-mode = "steady"
-[demand]
-avg_tps = 10000
+CONFIG = FLAGSHIP_DAY + """\
 [schedule]
 settle_s = 300
 [reconcile]

@@ -21,6 +21,7 @@ from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.service.serving import FLEET, TINY_PRESET, Served, value, wait_for
 from tests.fake_prometheus import StepClock
+from tests.service.real_pool import FLAGSHIP_DAY
 
 
 @pytest.fixture(scope="module")
@@ -297,20 +298,7 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     drop = tmp_path / "drop"
     drop.mkdir()
     t0 = 1_767_225_600  # 2026-01-01T00:00Z
-    (tmp_path / "fleet.toml").write_text(textwrap.dedent(f"""\
-        [month]
-        start = 2026-01-01T00:00:00Z
-        hours = 24
-        [[pool.classes]]
-        name = "flagship"
-        rated_tps = 6000
-        rent_usd_per_month = 2690
-        [policy]
-        card_class = "flagship"
-        window = "2h"
-        mode = "steady"
-        [demand]
-        avg_tps = 10000
+    (tmp_path / "fleet.toml").write_text(FLAGSHIP_DAY + textwrap.dedent(f"""\
         [schedule]
         settle_s = 300
         [ingest]

@@ -11,22 +11,12 @@ from sqlalchemy import text
 from storage import make_engine
 from storage.identity import StoreIdentity, read_identity
 from tests.cli.served_month import serve_tiny_month
+from tests.service.real_pool import FLAGSHIP_POOL
 from tests.service.serving import FLEET
 
 TABLES = ("card_classes", "cards", "ingest_runs", "telemetry_samples", "decisions", "service_hours", "store_meta", "leases")
 
-POOL_CONFIG = """\
-[[pool.classes]]
-name = "flagship"
-rated_tps = 6000
-rent_usd_per_month = 2690
-[policy]
-card_class = "flagship"
-window = "2h"
-mode = "steady"
-[demand]
-avg_tps = 10000
-"""
+POOL_CONFIG = FLAGSHIP_POOL
 
 
 def counts(url: str) -> dict[str, int]:
