@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from storage import DEFAULT_URL
+from fleet.core.units import HOUR_S
 
 console = Console()
 err_console = Console(stderr=True)
@@ -189,7 +190,7 @@ def _pull(prometheus: str, query, start, end, step, card_label, busy_query, auth
         prometheus_url=prometheus, query=query or rate_query(label), card_label=label, auth=auth,
         busy_query=default_busy_query(label) if busy_query is None else busy_query)
     t_end = end if end is not None else time.time()
-    t_start = start if start is not None else t_end - 3600
+    t_start = start if start is not None else t_end - HOUR_S
     return pull_range(own, t_start, t_end, step)
 
 

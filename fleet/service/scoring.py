@@ -23,15 +23,12 @@ from fleet.core.scores import windowed_scores
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from storage.busy import BUSY_FRACTION_FLOOR
-from storage.values import ScoreColumn
+from storage.values import ScoreColumn, ScoreKey
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore
 
-POLICY_SCORE_KEY = 0
-"""The `scores` rows' window key of the policy's estimator score (windows are 1 hour or more)."""
-IN_DIP_KEY = -1
-"""The `scores` rows' window key marking a card the estimator scored as in a dip (score 1)."""
+POLICY_SCORE_KEY, IN_DIP_KEY = ScoreKey.POLICY, ScoreKey.IN_DIP  # the `scores` rows' keys that are not windows
 
 MAX_HOURS_PER_PASS = 168
 """Hours scored in one pass of a catch-up (a week): bounds the matrix a pass reads."""
