@@ -64,6 +64,13 @@ class CardLines(Mapping[int, float]):
     def __iter__(self):
         return iter(self._cards.tolist())
 
+    def values_or(self, cards: np.ndarray, default: float) -> np.ndarray:
+        """The lines of many cards at once, `default` for a card not judged: the journal lists every judged card's."""
+        cards = np.asarray(cards, dtype=np.int64)
+        i = np.minimum(np.searchsorted(self._cards, cards), max(self._cards.size - 1, 0))
+        found = (self._cards[i] == cards) if self._cards.size else np.zeros(cards.shape, dtype=bool)
+        return np.where(found, self._tps[i] if self._cards.size else default, default)
+
     def __len__(self) -> int:
         return int(self._cards.size)
 
@@ -100,6 +107,13 @@ class EvictionPass:
         if self.threshold_by_card_tps is not None and card in self.threshold_by_card_tps:
             return self.threshold_by_card_tps[card]
         return self.threshold_tps
+
+    def thresholds_of(self, cards: np.ndarray) -> np.ndarray:
+        """`threshold_of` for many judged cards at once (float64)."""
+        cards = np.asarray(cards, dtype=np.int64)
+        if self.threshold_by_card_tps is None:
+            return np.full(cards.shape, float(self.threshold_tps))
+        return self.threshold_by_card_tps.values_or(cards, float(self.threshold_tps))
 
 
 def is_decision_hour(hour: int, parts: PolicyParts, budget_left: int) -> bool:

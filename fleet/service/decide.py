@@ -85,7 +85,8 @@ def hour_entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex,
     entries = [JournalEntry(f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason, detail=size.to_detail(), acted=True)]
     if d.eviction is not None:
         p = d.eviction
-        judged = np.flatnonzero(state.run_set) if state.run_set is not None else []
+        judged = np.flatnonzero(state.run_set) if state.run_set is not None else np.zeros(0, dtype=np.int64)
+        judged_keys = [keys[c] for c in judged.tolist()]
         passed = EvictionPassRecord(
             hour=d.hour, rule=p.rule, window=p.window, judged=p.judged,
             candidates=[keys[c] for c in p.candidates], evicted=[keys[c] for c in p.evicted],
@@ -93,8 +94,8 @@ def hour_entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex,
             blocked_by_budget=p.blocked_by_budget, blocked_by_disruption=p.blocked_by_disruption,
             breaker_open=p.breaker_open, draining=p.draining, allowed_now=p.allowed_now,
             budget_left_before=p.budget_left_before, budget_left_after=p.budget_left_after,
-            scores={keys[c]: float(state.evict_score_tps[c]) for c in judged},
-            thresholds={keys[c]: p.threshold_of(int(c)) for c in judged},
+            scores=dict(zip(judged_keys, np.asarray(state.evict_score_tps)[judged].tolist())),
+            thresholds=dict(zip(judged_keys, p.thresholds_of(judged).tolist())),
             class_median_score_tps=None if state.groups is None else _class_medians(state, index, judged),
         )
         entries.append(JournalEntry(f"{hour_ts}:eviction-pass", hour_ts, Kind.EVICTION_PASS, p.reason,

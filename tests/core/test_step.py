@@ -223,3 +223,19 @@ def test_card_lines_read_as_the_dict_of_judged_cards():
     assert lines == as_dict and dict(lines) == as_dict and len(lines) == 3 and list(lines) == [2, 5, 9]
     assert lines[np.int64(5)] == 20.5 and 9 in lines and 3 not in lines and 10 not in lines and "5" not in lines
     assert repr(lines) == repr(as_dict)
+
+
+@pytest.mark.parametrize("judged", [[2, 5, 9], [], [0], [7, 8]])
+def test_many_thresholds_at_once_are_each_cards_own(judged):
+    """`thresholds_of` (what the journal's pass record lists) is `threshold_of` card by card, judged or not."""
+    from fleet.core.step import CardLines, EvictionPass
+
+    judged = np.array(judged, dtype=np.int64)
+    lines = CardLines(judged, np.arange(judged.size, dtype=np.float64) * 3.5 + 1.25)
+    asked = np.arange(12)
+    for by_card in (lines, None):
+        p = EvictionPass(hour=24, rule="r", window="hour", judged=int(judged.size), candidates=(), candidate_median_tps=(),
+                         evicted=(), evictions=(), median_score_tps=2.0, threshold_tps=1.6, blocked_by_budget=0,
+                         blocked_by_disruption=0, breaker_open=False, draining=0, allowed_now=0, budget_left_before=1,
+                         budget_left_after=1, reason="", threshold_by_card_tps=by_card)
+        assert p.thresholds_of(asked).tolist() == [p.threshold_of(int(c)) for c in asked]
