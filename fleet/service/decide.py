@@ -12,7 +12,7 @@ one leader journaled and did not act on, the next acts on first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
 import numpy as np
@@ -168,6 +168,9 @@ class DecideJob:
     records: Callable | None = None  # journal rows by kind, read plainly (`storage.cards.records_of_kinds`)
     # Card -> its last action, set aside or expired (`storage.cards.last_actions_not_carried_out` on a SQL store).
     not_carried: Callable[[int, int], Mapping[str, object]] | None = None
+    # What the last hour this job decided left (and the lease's epoch it was decided under): the next run's first hour
+    # follows on from it instead of reading it back (the run set alone is a read of every open interval).
+    _left: tuple[int | None, HourLeft] | None = field(default=None, init=False, repr=False)
 
     def _act(self) -> None:
         # `stopping` turns true as soon as the lease is lost: no action starts after that. A failed action is
@@ -182,7 +185,8 @@ class DecideJob:
         done = 0
         index = self.pool.current()
         cal = self.calendar
-        left = None
+        # Under another epoch another leader may have written since: read the hour's state back from the store.
+        left = self._left[1] if self._left is not None and self._left[0] == self.epoch() else None
         while not self.stopping():
             now = self.clock.now()
             nxt = cal.next_hour(self.store.last_decided_ts(cal.start_ts, 2**62), now)
@@ -192,6 +196,7 @@ class DecideJob:
             if scored is None or scored < nxt:
                 break
             left = self.decide_hour(nxt, index, left)
+            self._left = (self.epoch(), left)
             done += 1
             self._act()
         return done
