@@ -66,6 +66,10 @@ def fill_rollups(db: Path, cards: int, first_ts: int, hours: int) -> None:
         FROM cards AS c, h ORDER BY c.id, h.x""",
         (hours - 1, first_ts),
     )
+    # Each card's last telemetry, kept on the card since revision 0008 (the end of its last rolled-up hour, as the
+    # ingest of these rollups' samples would have left it); a store before it has no such column.
+    if "last_heard_ts" in {row[1] for row in con.execute("PRAGMA table_info(cards)")}:
+        con.execute("UPDATE cards SET last_heard_ts = ?", (first_ts + hours * 3600 - 1,))
     con.commit()
     con.close()
 

@@ -17,6 +17,17 @@ def busy_rate_tps(busy_sum: np.ndarray, busy_n: np.ndarray, busy_tps_sum: np.nda
     return np.where(busy_sum > 0, rate, np.nan)
 
 
+MEASURED_TPS_SQL = (
+    "CASE WHEN r.busy_fraction_sum > 0 THEN r.busy_tokens_per_s_sum / (CASE WHEN r.busy_fraction_sum > {floor} * "
+    "r.busy_count THEN r.busy_fraction_sum ELSE {floor} * r.busy_count END) "
+    "ELSE r.tokens_per_s_sum / NULLIF(r.sample_count, 0) END"
+)
+"""A rollup `r`'s measured rate in SQL, the same operations as `busy_rate_tps` (else the mean) in the same order, so
+the same doubles (a test holds the two to the bit on both backends): an hour of 100,000 cards read as one value a
+card instead of five is 0.2 s less of the driver's row building. `{floor}` is the bound busy floor's placeholder;
+no telemetry (count 0) is NULL, read as NaN."""
+
+
 def measured_tps(rollups) -> np.ndarray:
     """Each hourly rollup's measured rate: tokens per busy second where its samples carry a busy fraction, else the
     mean tok/s (a frame from `hourly_rollups`)."""

@@ -19,7 +19,6 @@ error, and `failure_reason` gives its one line.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import sys
 import time

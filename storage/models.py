@@ -62,6 +62,9 @@ class Card(Base):
     class_id: Mapped[int] = mapped_column(ForeignKey("card_classes.id"))
     registered_ts: Mapped[int] = mapped_column(TIMESTAMP)
     retired_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
+    # Its last telemetry, written by the ingest that stores a newer sample: the reconcile check reads every card's
+    # every tick (revision 0008). NULL: never heard from.
+    last_heard_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
 
 
 class RecordCounts:
@@ -115,14 +118,16 @@ class HourlyRollup(Base):
     """Per card and hour: sums and counts of the samples stored so far, kept current by every batch.
 
     Sums rather than means so a batch can add to an hour without rereading it;
-    the repository turns them into means (and tokens per busy second).
+    the repository turns them into means (and tokens per busy second). Keyed by hour first: the score job reads
+    one hour of every card (revision 0008); the index by card serves a card's hours.
     """
 
     __tablename__ = "hourly_rollups"
-    __table_args__ = {"sqlite_with_rowid": False}
+    __table_args__ = (PrimaryKeyConstraint("hour_ts", "card_id"), Index("ix_hourly_rollups_card_hour", "card_id", "hour_ts"),
+                      {"sqlite_with_rowid": False})
 
-    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
-    hour_ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True)
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"))
+    hour_ts: Mapped[int] = mapped_column(TIMESTAMP)
     sample_count: Mapped[int] = mapped_column(Integer)
     tokens_per_s_sum: Mapped[float] = mapped_column(Float)
     busy_count: Mapped[int] = mapped_column(Integer)
@@ -148,7 +153,9 @@ class RunSetInterval(Base):
     """A stretch during which a card was in the run set (warm); `end_ts` NULL while it still is."""
 
     __tablename__ = "run_set_intervals"
-    __table_args__ = (Index("ix_run_set_intervals_card_start", "card_id", "start_ts"),)
+    # The second index answers "open at t" from the open intervals and those ending after t (revision 0008).
+    __table_args__ = (Index("ix_run_set_intervals_card_start", "card_id", "start_ts"),
+                      Index("ix_run_set_intervals_open", "end_ts", "card_id", "start_ts"))
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"))

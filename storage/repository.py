@@ -314,13 +314,20 @@ class SqlRepository(TelemetryReads):
         cur = conn.connection.driver_connection.cursor()
         cur.executemany(
             "INSERT INTO hourly_rollups (card_id, hour_ts, sample_count, tokens_per_s_sum, busy_count, busy_fraction_sum, busy_tokens_per_s_sum) "
-            f"VALUES {self._values(7)} ON CONFLICT (card_id, hour_ts) DO UPDATE SET "
+            f"VALUES {self._values(7)} ON CONFLICT (hour_ts, card_id) DO UPDATE SET "
             "sample_count = hourly_rollups.sample_count + excluded.sample_count, "
             "tokens_per_s_sum = hourly_rollups.tokens_per_s_sum + excluded.tokens_per_s_sum, "
             "busy_count = hourly_rollups.busy_count + excluded.busy_count, "
             "busy_fraction_sum = hourly_rollups.busy_fraction_sum + excluded.busy_fraction_sum, "
             "busy_tokens_per_s_sum = hourly_rollups.busy_tokens_per_s_sum + excluded.busy_tokens_per_s_sum",
             zip(*(g[c].tolist() for c in ["card_id", "hour_ts", "n", "tps", "busy_n", "busy", "busy_tps"])),
+        )
+        # Each card's last telemetry, as the reconcile check reads it (a later sample already stored stands).
+        last = pd.Series(ts).groupby(cid, sort=False).max()
+        cur.executemany(
+            f"UPDATE cards SET last_heard_ts = {self._mark} WHERE id = {self._mark} "
+            f"AND (last_heard_ts IS NULL OR last_heard_ts < {self._mark})",
+            [(t, c, t) for c, t in zip(last.index.tolist(), last.tolist())],
         )
         cur.close()
 

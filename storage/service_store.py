@@ -18,7 +18,8 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 from sqlalchemy import Engine, bindparam, text
 
-from storage.bulk_rows import placeholder, write_scores
+from storage.bulk_rows import driver_rows, placeholder, write_scores
+from storage.cards import OPEN_AT, open_at_params
 from fleet.core.units import HOUR_S
 from storage.values import HourFigures, JournalEntry, JournalRow, Kind, ScoreColumn
 
@@ -86,11 +87,14 @@ class ServiceStore:
         if not parts:
             return tuple(np.empty(0) for _ in range(5))
         cols = [np.concatenate(c) for c in zip(*parts)]
-        key = np.stack(cols[:3])
-        # Keep the last of each (card, hour, window): unique over the reversed rows keeps each key's last row.
-        _, last = np.unique(key[:, ::-1], axis=1, return_index=True)
-        keep = np.sort(len(cols[0]) - 1 - last)
-        return tuple(c[keep] for c in cols)
+        # In key order (hour, window, card), rows of one key in the order given (lexsort is stable): the last of each
+        # run of equal keys is the row that wins. One sort, where a unique over the stacked keys took 0.2 s an hour
+        # at 100,000 cards.
+        order = np.lexsort((cols[0], cols[2], cols[1]))
+        cols = [c[order] for c in cols]
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = (cols[0][1:] != cols[0][:-1]) | (cols[1][1:] != cols[1][:-1]) | (cols[2][1:] != cols[2][:-1])
+        return tuple(c[last] for c in cols)
 
     def journal_hour(
         self,
@@ -261,11 +265,7 @@ class ServiceStore:
     # -- the run set ------------------------------------------------------------------
     def run_set_at(self, hour_ts: int) -> set[str]:
         """Cards warm in the hour starting at `hour_ts`."""
-        with self.engine.connect() as conn:
-            ids = conn.execute(
-                text("SELECT DISTINCT card_id FROM run_set_intervals WHERE start_ts <= :t AND (end_ts IS NULL OR end_ts > :t)"),
-                {"t": int(hour_ts)},
-            ).scalars().all()
+        ids = {r[0] for r in driver_rows(self.engine, OPEN_AT, open_at_params(hour_ts))}
         return set(self._keys(ids))
 
     def retired(self) -> dict[str, int]:

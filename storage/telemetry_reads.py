@@ -21,7 +21,7 @@ class TelemetryReads:
         """(card id, hour ts, measured tok/s) of every hourly rollup in [since_ts, until_ts), as arrays: tokens per
         busy second where the hour's samples carry a busy fraction (`busy_rate_tps`), else the mean tok/s.
 
-        Reads card by card along the rollups' (card, hour) key, a chunk of rows at a time (`storage.bulk_rows`).
+        Reads along the rollups' (hour, card) key, a chunk of rows at a time (`storage.bulk_rows`).
         """
         with self.engine.connect() as conn:
             return read_rollup_means(conn, placeholder(self.engine), since_ts, until_ts, busy_floor)

@@ -82,3 +82,46 @@ def test_the_run_set_names_a_card_registered_after_the_cards_were_read(new_repo)
     repo.declare_cards({"gpu-late": "flagship"}, T0 + H)
     assert store.journal_hour(T0 + H, [], {"gpu-late": "warm"}, [keys[0]], [])
     assert store.run_set_at(T0 + H) == {keys[1], "gpu-late"}
+
+
+def test_the_databases_measured_rate_is_busy_rate_tps_to_the_bit(new_repo):
+    """`MEASURED_TPS_SQL` (worked out by the database as the rollups are read) gives the doubles `busy_rate_tps`,
+    else the mean, gives: random sums, busy fractions below, at and above the floor, hours never busy, no samples."""
+    n = 60
+    repo, keys, ids = _pool(new_repo, n)
+    rng = np.random.default_rng(5)
+    count = rng.integers(0, 61, n)
+    count[:3] = 0  # no samples: no rate
+    busy_n = np.minimum(count, rng.integers(0, 61, n))
+    floor = 0.05
+    busy_sum = rng.random(n) * busy_n * rng.choice([0.01, 0.5, 1.0], n)
+    busy_sum[3:6] = floor * busy_n[3:6]  # exactly at the floor
+    busy_sum[6:9] = 0.0  # never busy
+    tps_sum = rng.random(n) * 6000.0 * count
+    busy_tps_sum = rng.random(n) * 6000.0 * busy_n
+    rows = [{"c": int(ids[j]), "h": T0, "n": int(count[j]), "s": float(tps_sum[j]), "bn": int(busy_n[j]),
+             "bs": float(busy_sum[j]), "bt": float(busy_tps_sum[j])} for j in range(n)]
+    with repo.engine.begin() as conn:
+        conn.execute(text("INSERT INTO hourly_rollups (card_id, hour_ts, sample_count, tokens_per_s_sum, busy_count, "
+                          "busy_fraction_sum, busy_tokens_per_s_sum) VALUES (:c, :h, :n, :s, :bn, :bs, :bt)"), rows)
+    card_id, _, got = repo.rollup_means(T0, T0 + H, floor)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = tps_sum / count.astype(np.float64)
+    busy = busy_rate_tps(busy_sum, busy_n.astype(np.float64), busy_tps_sum, floor)
+    want = dict(zip(ids.tolist(), np.where(np.isnan(busy), mean, busy).tolist()))
+    got = dict(zip(card_id.tolist(), got.tolist()))
+    assert got.keys() == want.keys()
+    for c in want:
+        assert (np.isnan(got[c]) and np.isnan(want[c])) or got[c] == want[c], c
+    assert {c for c, v in got.items() if np.isnan(v)} == set(ids[count == 0].tolist())
+
+
+def test_a_key_given_twice_in_one_write_keeps_its_last_row(new_repo):
+    """Rows of one (card, hour, window) given twice in one `record_scores` are written once, the later given winning,
+    as a row-by-row upsert would leave them; other keys untouched."""
+    repo, keys, ids = _pool(new_repo, 3)
+    store = ServiceStore(repo.engine)
+    store.record_scores([(T0, 24, {keys[0]: (1.0, 1.5), keys[1]: (2.0, 2.5)}), (T0 + H, 24, {keys[0]: (9.0, 9.5)}),
+                         (T0, 1, {keys[0]: (4.0, 4.5)}), (T0, 24, {keys[0]: (3.0, 3.5), keys[2]: (5.0, 5.5)})])
+    assert store.scores_at(T0, 24) == {keys[0]: 3.0, keys[1]: 2.0, keys[2]: 5.0}
+    assert store.scores_at(T0, 1) == {keys[0]: 4.0} and store.scores_at(T0 + H, 24) == {keys[0]: 9.0}

@@ -38,3 +38,31 @@ def test_released_evicted_and_retired_cards_that_still_serve(new_repo, tmp_path)
                    "quiet": (T0 + 100, None)}  # `quiet` sent only zeros after it stopped: not serving
     # Only recent serving counts: samples older than `recent_from_ts` are not the pool running the card now.
     assert still_serving(repo.engine, T0 - 7200, T0 + 2100)["ev"] == (T0 + 100, None)
+
+
+def test_run_set_and_warm_starts_at_an_hour_read_from_the_open_intervals(new_repo):
+    """`run_set_at` and `warm_since` read the intervals open at a time (open ones, and ones ending after it) through
+    the open-interval index: the same cards as the plain definition, start <= t < end, at every hour asked."""
+    from storage.cards import warm_since
+
+    H = 3600
+    repo = new_repo()
+    repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
+    keys = ("a", "b", "c", "d")
+    repo.declare_cards(dict.fromkeys(keys, "flagship"), T0 - H)
+    store = ServiceStore(repo.engine)
+    # a: warm all along; b: warm from hour 1 to 3; c: warm from hour 2, released at 4, warm again from 5; d: never.
+    plan = {0: ({"a": "warm"}, []), 1: ({"b": "warm"}, []), 2: ({"c": "warm"}, []), 3: ({}, ["b"]), 4: ({}, ["c"]),
+            5: ({"c": "warm"}, [])}
+    for h, (opened, closed) in plan.items():
+        store.journal_hour(T0 + h * H, [JournalEntry(f"{T0 + h * H}:size", T0 + h * H, Kind.SIZE, "", acted=True)],
+                           opened, closed, [])
+    spans = {"a": [(0, None)], "b": [(1, 3)], "c": [(2, 4), (5, None)], "d": []}
+    for h in range(7):
+        t = T0 + h * H
+        want = {k: T0 + s * H for k, got in spans.items() for s, e in got if s <= h and (e is None or h < e)}
+        assert warm_since(repo.engine, t) == want, h
+        assert store.run_set_at(t) == set(want), h
+        # A second before the hour: what the hour before left open (an interval ending at the hour still counts).
+        assert warm_since(repo.engine, t - 1) == {k: T0 + s * H for k, got in spans.items() for s, e in got
+                                                  if s < h and (e is None or e >= h)}, h

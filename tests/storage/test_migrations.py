@@ -111,3 +111,41 @@ def test_scores_rekeyed_by_hour_keep_their_rows(store_url):
         rows = conn.exec_driver_sql("SELECT card_id, hour_ts, window_hours, score_tps, tokens_per_usd FROM scores "
                                     "ORDER BY card_id").all()
     assert [tuple(r) for r in rows] == [(1, 1700000000, 24, 5900.5, 5700.25), (2, 1700000000, 24, 6100.0, 5900.0)]
+
+
+def test_rollups_rekeyed_by_hour_and_last_heard_filled(store_url):
+    """Revision 0008 keys `hourly_rollups` by hour first, keeps every row, indexes them by card, and fills each card's
+    last telemetry: its last sample, else the end of its last rolled-up hour (samples pruned), else none."""
+    engine = make_engine(store_url)
+    upgrade(store_url, "0007", engine=engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
+        for i in (1, 2, 3):
+            conn.exec_driver_sql(f"INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES ({i}, 'gpu-{i}', 1, 1700000000)")
+        conn.exec_driver_sql("INSERT INTO ingest_runs (id, source, source_digest, started_ts, read, stored, duplicates, "
+                             "quarantined) VALUES (901, 'a.csv', 'ab', 1700000000, 1, 1, 0, 0)")
+        conn.exec_driver_sql("INSERT INTO ingest_batches (id, run_id, part, first_record, read, stored, duplicates, "
+                             "quarantined, committed_ts) VALUES (901, 901, 0, 0, 1, 1, 0, 0, 1700000001)")
+        conn.exec_driver_sql("INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) "
+                             "VALUES (1, 1700000060, 6100.0, NULL, 901)")  # ids clear of the sequences
+        conn.exec_driver_sql("INSERT INTO hourly_rollups VALUES (1, 1699999200, 1, 6100.0, 0, 0, 0)")
+        conn.exec_driver_sql("INSERT INTO hourly_rollups VALUES (2, 1699999200, 60, 360000.0, 0, 0, 0)")
+        conn.exec_driver_sql("INSERT INTO hourly_rollups VALUES (2, 1700002800, 60, 366000.0, 0, 0, 0)")
+    upgrade(store_url, engine=engine)
+    assert inspect(engine).get_pk_constraint("hourly_rollups")["constrained_columns"] == ["hour_ts", "card_id"]
+    assert [ix["column_names"] for ix in inspect(engine).get_indexes("hourly_rollups")] == [["card_id", "hour_ts"]]
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT card_id, hour_ts, sample_count, tokens_per_s_sum FROM hourly_rollups "
+                                    "ORDER BY card_id, hour_ts").all()
+        heard = dict(conn.exec_driver_sql("SELECT card_key, last_heard_ts FROM cards").all())
+    assert [tuple(r) for r in rows] == [(1, 1699999200, 1, 6100.0), (2, 1699999200, 60, 360000.0),
+                                        (2, 1700002800, 60, 366000.0)]
+    assert heard == {"gpu-1": 1700000060, "gpu-2": 1700002800 + 3599, "gpu-3": None}
+    store = open_repository(store_url)
+    # A newer sample moves a card's last telemetry on; an older one, stored late, does not move it back.
+    for ts, want in ((1700000100, 1700000100), (1700000050, 1700000100)):
+        run = store.begin_run(f"b{ts}.csv", f"cd{ts}", ts)
+        store.write_batch(run, 0, 0, SampleBatch(np.array(["gpu-1"], dtype=object), np.array([ts]), np.array([6000.0]),
+                                                 np.array([np.nan]), np.array([0])), Rejected(), {}, "b.csv", f"cd{ts}", ts)
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT last_heard_ts FROM cards WHERE id = 1").scalar() == want
