@@ -6,7 +6,7 @@ rollups, and, when the policy's score estimator is not a plain window mean
 window key `POLICY_SCORE_KEY`, with the cards it scored as in a dip under
 `IN_DIP_KEY`, so `fleet status` and `explain` read what the sizing read. Settled hours do not change, so the means of the longest window's
 hours are kept between runs (`HourlyMeans`, a ring that moves on an hour by
-writing one column) and a run that follows on reads only the hours after them:
+writing one row) and a run that follows on reads only the hours after them:
 usually one hour of the pool. The scores last
 written are kept as well (`ScoredHours`), so the decide job that follows reads
 them from memory instead of back from the store.
@@ -36,22 +36,24 @@ MAX_HOURS_PER_PASS = 168
 
 
 class HourlyMeans:
-    """The mean measured rate of every card (rows of `index`) in each of the last settled hours read, [since_ts,
-    until_ts), at most `hours` of them; NaN: no telemetry.
+    """The mean measured rate of every card (columns of `buf`, rows of `index`) in each of the last settled hours
+    read, [since_ts, until_ts), at most `hours` of them; NaN: no telemetry.
 
-    A ring written twice: hour h sits at column h mod `hours` and again `hours` columns on, so any `hours`
-    consecutive hours are one slice `buf[:, s:s + hours]`, oldest first. Moving on an hour writes that hour's
-    column twice instead of copying the matrix (135 MB at 100,000 cards and a week's hours).
+    A ring written twice, an hour a row: hour h sits at row h mod `hours` and again `hours` rows on, so any `hours`
+    consecutive hours are one block `buf[s:s + hours]`, oldest first, and its transpose is the (cards, hours)
+    matrix, no copy. Moving on an hour writes that hour's row twice instead of copying the matrix (135 MB at
+    100,000 cards and a week's hours). Hour-major, the matrix reads as fast as a copy of it: the window scores read
+    it an hour at a time.
     """
 
     def __init__(self, index: PoolIndex, hours: int):
         self.index, self.hours = index, hours
-        self.buf = np.full((len(index), 2 * hours), np.nan)
+        self.buf = np.full((2 * hours, len(index)), np.nan)
         self.since_ts: int | None = None  # nothing held yet
         self.until_ts: int | None = None
 
-    def column(self, ts):
-        """The first of an hour's two columns (hour ts, or an array of them)."""
+    def row(self, ts):
+        """The first of an hour's two rows (hour ts, or an array of them)."""
         return (ts // HOUR_S) % self.hours
 
     def holds_start_of(self, index: PoolIndex, since_ts: int, until_ts: int) -> bool:
@@ -60,29 +62,29 @@ class HourlyMeans:
                 and (since_ts - self.since_ts) % HOUR_S == 0)
 
     def view(self, since_ts: int, until_ts: int) -> np.ndarray:
-        """(cards, hours) of [since_ts, until_ts), at most `hours` of them: a slice of the ring, no copy."""
-        s = self.column(since_ts)
-        return self.buf[:, s:s + (until_ts - since_ts) // HOUR_S]
+        """(cards, hours) of [since_ts, until_ts), at most `hours` of them: a view of the ring, no copy."""
+        s = self.row(since_ts)
+        return self.buf[s:s + (until_ts - since_ts) // HOUR_S].T
 
     def clear(self, since_ts: int, until_ts: int) -> None:
-        """No telemetry yet in the hours of [since_ts, until_ts) (at most `hours`), both columns of each."""
-        cols = self.column(np.arange(since_ts, until_ts, HOUR_S, dtype=np.int64))
-        if cols.size:
-            self.buf[:, cols] = np.nan
-            self.buf[:, cols + self.hours] = np.nan
+        """No telemetry yet in the hours of [since_ts, until_ts) (at most `hours`), both rows of each."""
+        rows = self.row(np.arange(since_ts, until_ts, HOUR_S, dtype=np.int64))
+        if rows.size:
+            self.buf[rows] = np.nan
+            self.buf[rows + self.hours] = np.nan
 
     def put(self, pos: np.ndarray, hour_ts: np.ndarray, tps: np.ndarray) -> None:
-        """Each (card row, hour) its measured rate, in both of the hour's columns."""
-        cols = self.column(hour_ts)
-        self.buf[pos, cols] = tps
-        self.buf[pos, cols + self.hours] = tps
+        """Each (card, hour) its measured rate, in both of the hour's rows."""
+        rows = self.row(hour_ts)
+        self.buf[rows, pos] = tps
+        self.buf[rows + self.hours, pos] = tps
 
     def hold(self, tps: np.ndarray, since_ts: int) -> None:
         """Hold `hours` consecutive hours from `since_ts` (a (cards, hours) matrix), in place of all held before."""
-        n, s = self.hours, self.column(since_ts)
-        self.buf[:, s:s + n] = tps
-        self.buf[:, :s] = tps[:, n - s:]
-        self.buf[:, n + s:] = tps[:, :n - s]
+        n, s = self.hours, self.row(since_ts)
+        self.buf[s:s + n] = tps.T
+        self.buf[:s] = tps[:, n - s:].T
+        self.buf[n + s:] = tps[:, :n - s].T
         self.since_ts, self.until_ts = since_ts, since_ts + n * HOUR_S
 
 

@@ -15,7 +15,7 @@ from fleet.service.pool import PoolIndex
 from fleet.service.scoring import ScoreJob
 from policies.scores import DipAware, WindowMean
 
-T0 = 1_767_225_600 + 1800  # hours start on the half hour: the ring's columns must not assume the epoch's hours
+T0 = 1_767_225_600 + 1800  # hours start on the half hour: the ring's rows must not assume the epoch's hours
 LONGEST_HOURS = 48
 
 
@@ -98,13 +98,13 @@ def check_calls(calls, card_ids=(3, 1, 4, 15, 9, 26)):
         assert not got.flags.writeable
         assert repo_new.reads == repo_ref.reads, (first, hours, pool)
         ring = job._means.buf
-        assert same_bits(ring[:, :LONGEST_HOURS], ring[:, LONGEST_HOURS:])  # each hour's two columns alike
+        assert same_bits(ring[:LONGEST_HOURS], ring[LONGEST_HOURS:])  # each hour's two rows alike
     return job
 
 
 def test_hour_on_hour_past_the_ring_wrapping_several_times():
     job = check_calls([(h - LONGEST_HOURS, LONGEST_HOURS, "a") for h in range(0, 3 * LONGEST_HOURS + 5)])
-    assert job._means.buf.shape == (6, 2 * LONGEST_HOURS)
+    assert job._means.buf.shape == (2 * LONGEST_HOURS, 6)
 
 
 def test_passes_of_several_hours_the_score_job_and_the_decide_job_reading_in_turn():
