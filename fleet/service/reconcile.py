@@ -115,6 +115,32 @@ class Mismatch:
     reason: str
 
 
+def _feed_ts(last_seen: Mapping[str, int | None], now_ts: int) -> int | None:
+    """The feed's newest telemetry (any card's), not past the clock; None when no card was ever heard."""
+    heard = [t for t in last_seen.values() if t is not None]
+    return min(now_ts, max(heard)) if heard else None
+
+
+def silent_candidates(warm: AbstractSet[str], last_seen: Mapping[str, int | None], now_ts: int,
+                      silent_after_s: float) -> set[str]:
+    """The warm cards that may be silent: not heard within `silent_after_s` of the feed's newest telemetry. A card
+    is silent when it is not heard since the later of its last telemetry and its warming, so no card outside these
+    is; the exact test runs on them alone (usually none, where the pool has tens of thousands warm)."""
+    return _stale(warm, last_seen, _feed_ts(last_seen, now_ts), silent_after_s)
+
+
+def _stale(warm: AbstractSet[str], last_seen: Mapping[str, int | None], feed_ts: int | None,
+           silent_after_s: float) -> set[str]:
+    """`silent_candidates` against a known feed time. The feed's cards are read in their own order and the warm
+    ones picked out by set operations: a loop over the warm set reads the feed's cards out of order, three times
+    slower at 100,000 cards."""
+    if feed_ts is None or not warm:
+        return set()
+    warm = warm if isinstance(warm, (set, frozenset)) else set(warm)
+    stale = {card for card, t in last_seen.items() if t is None or feed_ts - t > silent_after_s}
+    return stale.intersection(warm) | warm.difference(last_seen)  # the latter: warm, and not in the feed at all
+
+
 def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_seen: Mapping[str, int | None],
                     warm_since: Mapping[str, int], last_serving: Mapping[str, int | None], now_ts: int,
                     silent_after_s: float) -> list[Mismatch]:
@@ -126,9 +152,8 @@ def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_see
     (an exporter or a pipeline down), no card is heard from and none is taken for silent, for that says nothing of
     the cards; a card is silent when the others are heard and it is not."""
     out = []
-    heard = [t for t in last_seen.values() if t is not None]
-    feed_ts = min(now_ts, max(heard)) if heard else None
-    for card in sorted(warm):
+    feed_ts = _feed_ts(last_seen, now_ts)
+    for card in sorted(_stale(warm, last_seen, feed_ts, silent_after_s)):  # the exact test, on the candidates
         seen = last_seen.get(card)
         since = max(seen or 0, warm_since.get(card, 0))
         if feed_ts is not None and feed_ts - since > silent_after_s:
@@ -205,8 +230,11 @@ class Reconciler:
         """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""
         if not self.enabled or not warm:
             return {}
+        heard = self._last_heard()
+        if not silent_candidates(warm, heard, hour_ts, self.silent_after_s):
+            return {}  # none can be silent: when each warmed need not be read (every open run-set interval)
         since = self.cards.warm_since(hour_ts - 1)
-        found = find_mismatches(set(warm), {}, self._last_heard(), since, {}, hour_ts, self.silent_after_s)
+        found = find_mismatches(set(warm), {}, heard, since, {}, hour_ts, self.silent_after_s)
         return {m.card: f"not serving: {m.reason}" for m in found if m.kind == SILENT}
 
     def run(self) -> int:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from fleet.service.calendar import HOUR_S
-from fleet.service.reconcile import SILENT, STILL_SERVING, find_mismatches, mismatch_entries
+from fleet.service.reconcile import SILENT, STILL_SERVING, Mismatch, find_mismatches, mismatch_entries, silent_candidates
 from storage.repository import open_repository
 from storage.values import JournalRow
 from tests.fake_prometheus import StepClock
@@ -48,6 +48,82 @@ def test_a_mismatch_is_one_record_when_seen_and_one_when_cleared():
     assert mismatch_entries(9060, [m], {("a", SILENT): row}) == []  # still silent: nothing more
     (cleared,) = mismatch_entries(9120, [], {("a", SILENT): row})
     assert cleared.detail == {"mismatch": SILENT, "state": "cleared", "seen_key": seen.key}
+
+
+def _mismatches_card_by_card(warm, stopped, last_seen, warm_since, last_serving, now_ts, silent_after_s):
+    """The check as written before it picked its candidates: every warm card tested in turn."""
+    out = []
+    heard = [t for t in last_seen.values() if t is not None]
+    feed_ts = min(now_ts, max(heard)) if heard else None
+    for card in sorted(warm):
+        seen = last_seen.get(card)
+        since = max(seen or 0, warm_since.get(card, 0))
+        if feed_ts is not None and feed_ts - since > silent_after_s:
+            said = "never sent telemetry" if seen is None else f"no telemetry since {seen}"
+            out.append(Mismatch(card, SILENT, since, f"warm in the journal, {said} (over {silent_after_s:g} s)"))
+    for card, ts in sorted(stopped.items()):
+        served = last_serving.get(card)
+        if card not in warm and served is not None and served >= ts:
+            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {ts}, still served tokens at {served}"))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_candidates_found_are_every_card_the_full_check_finds(seed):
+    """Cards heard at any time, never heard, warm long ago or just now (after their last telemetry), warm and not in
+    the feed at all, stopped and serving: the same mismatches, in the same order, as testing every warm card."""
+    import random
+
+    rng = random.Random(seed)
+    now, after = 100_000, float(rng.choice([600, 3600, 7200, 1800.5]))
+    cards = [f"gpu-{i:03d}" for i in range(300)]
+    last_seen = {c: rng.choice([None, rng.randrange(now - 3 * int(after), now + 50)]) for c in cards[:280]}
+    warm = set(rng.sample(cards, 200))  # some of cards[280:] are warm and not in the feed at all
+    warm_since = {c: rng.randrange(now - 4 * int(after), now) for c in warm if rng.random() < 0.9}
+    stopped = {c: rng.randrange(now - 2 * int(after), now) for c in rng.sample(cards, 60)}
+    serving = {c: rng.choice([None, rng.randrange(now - 2 * int(after), now)]) for c in stopped}
+    for now_ts in (now, now - int(after)):  # the clock before the feed's newest, too
+        args = (warm, stopped, last_seen, warm_since, serving, now_ts, after)
+        want = _mismatches_card_by_card(*args)
+        assert find_mismatches(*args) == want
+        assert sum(m.kind == SILENT for m in want) >= 3, "a case with silent cards"
+
+
+def test_a_card_warmed_recently_that_never_sent_telemetry_is_a_candidate_not_silent():
+    seen = {"old": 9000, "new": None, "gone": None, "fresh": 8990, "just in": 5400, "just out": 5399}
+    since = {"old": 0, "new": 8000, "gone": 0, "fresh": 0, "unknown": 8500, "just in": 0, "just out": 0}
+    warm = set(since)  # "unknown": warm, registered after the feed was read
+    assert silent_candidates(warm, seen, 9000, SILENT_AFTER_S) == {"new", "gone", "unknown", "just out"}
+    got = find_mismatches(warm, {}, seen, since, {}, 9000, SILENT_AFTER_S)
+    assert [(m.card, m.since_ts) for m in got] == [("gone", 0), ("just out", 5399)]
+    assert silent_candidates(warm, {"a": None}, 9000, SILENT_AFTER_S) == set()  # nothing heard: nobody is silent
+
+
+class _Cards:
+    """The reconcile store's reads the silent check makes, counted."""
+
+    def __init__(self, heard, since):
+        self.heard, self.since, self.warm_since_reads = heard, since, []
+
+    def last_heard(self):
+        return self.heard
+
+    def warm_since(self, ts):
+        self.warm_since_reads.append(ts)
+        return self.since
+
+
+def test_the_silent_check_reads_when_each_card_warmed_only_when_one_may_be_silent():
+    from fleet.service.reconcile import Reconciler
+
+    heard = {"a": 9000, "b": 8000, "c": None}
+    cards = _Cards(heard, {"a": 100, "b": 100, "c": 7000})
+    check = Reconciler(None, cards, None, SILENT_AFTER_S)
+    assert check.silent(9000, {"a", "b"}) == {} and cards.warm_since_reads == []  # both heard within the time
+    assert check.silent(9000, {"a", "c"}) == {} and cards.warm_since_reads == [8999]  # c: never heard, warm recently
+    cards.since = {"a": 100, "b": 100, "c": 100}
+    got = check.silent(9000, {"a", "b", "c"})
+    assert list(got) == ["c"] and "never sent telemetry" in got["c"] and cards.warm_since_reads == [8999, 8999]
 
 
 CONFIG = FLAGSHIP_DAY + """\
