@@ -151,7 +151,8 @@ def test_selection_around_the_last_crossing_matches_the_sorted_definition(monkey
         else:
             target = (0.5 + 0.2 * np.sin(np.arange(k) / 4.0 + case)) * pool_tps  # a diurnal walk
         hours.append(k)
-        assert (greedy_run_set(rate, rent, target, eligible) == _sorted_greedy(rate, rent, target, eligible)).all(), case
+        with np.errstate(invalid="ignore"):  # a rate without bound makes an infinite running sum, less itself
+            assert (greedy_run_set(rate, rent, target, eligible) == _sorted_greedy(rate, rent, target, eligible)).all(), case
     assert sum(crossings) > 0.5 * sum(hours)  # the window called most hours itself
 
 
