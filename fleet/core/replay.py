@@ -197,7 +197,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     cadence = policy.eviction.cadence_hours
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
 
-    warm = np.zeros((n, H), dtype=bool)
+    # Hours-major, as the greedy sizes them (each hour's run set contiguous); read as (cards, hours) through `.T`.
+    warm_hm = np.zeros((H, n), dtype=bool)
     piece = max(1, _PIECE_CELLS // max(n, 1))
     passes: list[EvictionPass] = []
     carry = Carry.month_start(in_class, budget)
@@ -227,14 +228,15 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
                 peak_before_tps=float(view.peak_tps[c - 1]) if c > 0 else float("nan"),
             )
             sized = size_stretch(inp, carry.out_hours, parts)
-            copy_in_tiles(warm[:, c:d], np.asarray(sized.warm, dtype=bool), axis=0)  # the greedy's are hours-major
-            carry = carry.sized(warm[:, d - 1], sized.out_hours)
+            copy_in_tiles(warm_hm[c:d], np.asarray(sized.warm, dtype=bool).T, axis=1)  # the greedy's: a plain copy
+            carry = carry.sized(warm_hm[d - 1], sized.out_hours)
             del sized, inp
         if b == H:
             break
         a = b
 
     del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place
+    warm = warm_hm.T
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)
