@@ -320,10 +320,13 @@ def _crossing(keys: np.ndarray, need: float, bound: float, guess: dict) -> tuple
     top = keys[n - hi :]
     if lo > 0:
         top.partition(hi - lo)  # of those, the top `lo` last
-    window = np.sort(top[: hi - lo]).view(np.float32)[::-1]  # ranks lo + 1 .. hi, best first
+    ranks = top[: hi - lo]
+    ranks.sort()  # in place (the keys are this hour's scratch); methods, not numpy's wrappers: this runs every hour
+    window = ranks.view(np.float32)[::-1]  # ranks lo + 1 .. hi, best first
     base = float(top[hi - lo :].view(np.float32).sum(dtype=np.float64)) if lo > 0 else 0.0
-    running = base + np.cumsum(window, dtype=np.float64)  # [j]: through rank lo + j + 1
-    j = int(np.searchsorted(running, need))  # the first to reach the target
+    running = window.cumsum(dtype=np.float64)
+    running += base  # [j]: through rank lo + j + 1
+    j = int(running.searchsorted(need))  # the first to reach the target
     before = float(running[j - 1]) if j > 0 else base
     if j < running.size and before < need - bound and running[j] >= need + bound:
         return lo + j + 1, float(window[j])

@@ -31,3 +31,17 @@ def test_sizing_score_and_eviction_mean_together_are_each_alone():
     assert np.array_equal(got.evict_score_tps[rows, other_hour],
                           window_mean(month.measured_tps[rows], W, H, parts.evict_window_hours, np.array([other_hour]))[:, 0])
     assert got.in_dip is None and got.allowance is None
+
+
+def test_all_finite_is_numpys_check_block_by_block(monkeypatch):
+    """The finite check before the window means' one pass reads the telemetry in blocks of rows: same answer."""
+    from fleet.core import replay as replay_module
+
+    monkeypatch.setattr(replay_module, "_FINITE_CELLS", 20)
+    rows = np.ones((50, 7), np.float32)
+    assert replay_module._all_finite(rows) and replay_module._all_finite(rows[:0])
+    for bad in (np.nan, np.inf, -np.inf):
+        for row in (0, 23, 49):
+            spoilt = rows.copy()
+            spoilt[row, 3] = bad
+            assert not replay_module._all_finite(spoilt)
