@@ -30,7 +30,8 @@ _SCORE_TILE_CARDS = 256
 
 
 def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, windows: tuple[int, ...],
-                       at_hours: np.ndarray | None = None, each_at: tuple[np.ndarray | None, ...] | None = None) -> list[np.ndarray]:
+                       at_hours: np.ndarray | None = None, each_at: tuple[np.ndarray | None, ...] | None = None,
+                       finite_only: bool = False) -> list[np.ndarray] | None:
     """`window_scores` for several windows from one running sum of the telemetry.
 
     Each score is (running sum at the hour − running sum a window earlier) / window,
@@ -42,7 +43,9 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
     so one hour's scores of every card are contiguous; with `at_hours`, (cards, len(at_hours))
     of those month hours only (the same numbers). `each_at` gives each window hours of its own
     (None: every hour): a replay's sizing window every hour and its eviction window at decision
-    hours alone, from the one running sum the two share.
+    hours alone, from the one running sum the two share. With `finite_only`, None as soon as a card's telemetry
+    holds a value that is not finite: its running sum is then not finite at the end (a sum through a NaN or an
+    infinity never is again, and float64 sums of float32 telemetry cannot overflow), so no separate pass checks.
     """
     for w in windows:
         if w > warmup_hours:
@@ -77,6 +80,8 @@ def window_scores_many(measured_tps: np.ndarray, warmup_hours: int, hours: int, 
                         np.copyto(out[t0:t1, a:b], d)  # over one hour the sum itself (x / 1 is x)
                     else:
                         np.divide(d, w, out=out[t0:t1, a:b])
+        if finite_only and not np.isfinite(rows[total]).all():
+            return None
         for w, at, given, out in zip(windows, ats, each_at, scores):
             if given is not None:
                 out[:, a:b] = (r[warmup_hours + at] - r[warmup_hours - w + at]) / w
