@@ -248,11 +248,16 @@ def _greedy_by_partition(rate_hc: np.ndarray, target: np.ndarray, left_out: np.n
     k, n = rate_hc.shape
     need = target - _TARGET_SLACK_TPS
     n_elig = n - (0 if left_out is None else left_out.size)
-    # Non-negative float32 rates order as their bit patterns do as int32, which select faster; adding zero turns -0.0
-    # (a negative int) into 0.0. A card left out counts as a zero rate: below every crossing, adding nothing.
-    vals = np.add(rate_hc, np.float32(0.0))
-    if left_out is not None:
-        vals[:, left_out] = 0.0
+    # Non-negative float32 rates order as their bit patterns do as int32, which select faster (-0.0, a negative int,
+    # sorts below every other rate: with no more than zero to add, never at a crossing). A card left out counts as a
+    # zero rate, multiplied out (one left out whose rate is not finite makes the hour's total not, and the hour is the
+    # sorted rates').
+    if left_out is None:
+        vals = rate_hc.copy()
+    else:
+        elig = np.ones(n, dtype=bool)
+        elig[left_out] = False
+        vals = np.multiply(rate_hc, elig.astype(np.float32))
     keys = vals.view(np.int32)
     # Each hour's total to within a ten-thousandth, far wider than a float32 sum's rounding (not a number if a rate is
     # not): enough to tell a pool that falls short, and to bound the rounding (an overestimate of the total is safe).
@@ -287,7 +292,7 @@ def _greedy_by_partition(rate_hc: np.ndarray, target: np.ndarray, left_out: np.n
         count[h] = c
     np.greater_equal(rate_hc, line[:, None], out=out)
     if left_out is not None:
-        out[:, left_out] = False
+        np.logical_and(out, elig, out=out)
     for h in range(k):
         if h in called:
             if called[h] is not None:
