@@ -34,7 +34,7 @@ class MonthResult:
 
     scenario: Scenario
     month: Month
-    warm: np.ndarray  # (cards, hours) bool: the run set of each hour
+    warm: np.ndarray  # (cards, hours) bool: the run set of each hour (a transposed view: hours-major in memory)
     passes: list[EvictionPass]
     eviction_budget: int
     bill: HoursBill
