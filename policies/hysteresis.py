@@ -42,18 +42,19 @@ def hold(chosen: np.ndarray, eligible: np.ndarray, out_hours: np.ndarray | None,
     chosen = np.asarray(chosen, dtype=bool)
     n, k = chosen.shape
     r = int(release_after_hours)
+    if r == 1 and k > 0:
+        # No hysteresis: warm exactly when chosen, without the (cards, k) index arrays below (nor the count before
+        # the stretch, which it does not read). A mode that chose no ineligible card (the usual case) hands its run
+        # sets on as they are: no copy of the stretch.
+        elig = np.asarray(eligible, dtype=bool)
+        out = ~elig
+        warm = chosen & elig[:, None] if out.any() and chosen[out].any() else chosen
+        return warm, (~chosen[:, -1]).astype(np.int64)  # 0 if chosen in the last hour, else 1
     if out_hours is None:
         out_hours = np.full(n, r, dtype=np.int64)
     out_before = np.minimum(np.asarray(out_hours, dtype=np.int64), r)
     if k == 0:
         return chosen.copy(), out_before
-    if r == 1:
-        # No hysteresis: warm exactly when chosen, without the (cards, k) index arrays below. A mode that chose no
-        # ineligible card (the usual case) hands its run sets on as they are: no copy of the stretch.
-        elig = np.asarray(eligible, dtype=bool)
-        out = ~elig
-        warm = chosen & elig[:, None] if out.any() and chosen[out].any() else chosen
-        return warm, np.where(chosen[:, -1], 0, 1).astype(np.int64)
     # Hour index of the last time the mode chose each card, running over the stretch (before it: -1 - out_before).
     idx = np.where(chosen, np.arange(k)[None, :], -(1 + r))
     last = np.maximum.accumulate(np.maximum(idx, (-1 - out_before)[:, None]), axis=1)

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fleet.core.greedy import run_set_usd_by_hour
+from fleet.core.greedy import copy_in_tiles, run_set_usd_by_hour
 from fleet.core.ideal import ideal_exact_usd_by_hour
 
 CHURN_FEE_SHARE = 0.15
@@ -80,6 +80,44 @@ def capacity_tps(true_rate_tps, serving: np.ndarray) -> np.ndarray:
     return out
 
 
+_BILL_BLOCK_HOURS = 96
+"""Hours of run sets billed at once by `capacity_and_warm_usd`: `run_set_usd_by_hour`'s own blocks, so the rent
+products are the same to the last bit."""
+
+_BILL_TILE_CARDS = 1024
+"""Cards of an hours-major block of run sets (a replay's) turned cards-major at once: into a block that stays in
+cache this is twice as fast as turning the month's run sets round whole (measured at 100,000 cards: 30 ms against
+61 ms for a month, with the plain copies either way takes)."""
+
+
+def capacity_and_warm_usd(true_rate_tps, warm: np.ndarray, rent_usd_per_hour: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`capacity_tps(true_rate_tps, warm)` and `warm_usd_by_hour(warm, rent_usd_per_hour)` in one pass over the run
+    sets, for a drawn month's rates (`DippedRates`) served whole (no boot).
+
+    The rent product reads each block of run sets cast to float64; the capacity sums the same floats, with the true
+    rates of the block made in float64 (the float32 rates cast, exactly), each hour over cards in order as before.
+    Casting in einsum was most of the capacity's time: reading the one cast block twice is a third cheaper than
+    casting it for each. A lone last hour is billed as the two functions bill it (its own summation order).
+    """
+    rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
+    n, hours = warm.shape
+    capacity, usd = np.empty(hours), np.empty(hours)
+    width = min(hours, _BILL_BLOCK_HOURS)
+    run_b, run_f, rate_f = np.empty((n, width), dtype=bool), np.empty((n, width)), np.empty((n, width))
+    for a in range(0, hours, _BILL_BLOCK_HOURS):
+        b = min(hours, a + _BILL_BLOCK_HOURS)
+        if b - a == 1:
+            capacity[a:b], usd[a:b] = capacity_tps(true_rate_tps[:, a:b], warm[:, a:b]), warm_usd_by_hour(warm[:, a:b], rent)
+            continue
+        if b - a < width:
+            run_b, run_f, rate_f = np.empty((n, b - a), dtype=bool), np.empty((n, b - a)), np.empty((n, b - a))
+        copy_in_tiles(run_b, warm[:, a:b], axis=0, tile_cards=_BILL_TILE_CARDS)  # turned cards-major if hours-major
+        np.copyto(run_f, run_b.view(np.uint8))  # the same 0.0 and 1.0; bytes cast faster than bools
+        usd[a:b] = rent @ run_f
+        capacity[a:b] = np.einsum("ch,ch->h", true_rate_tps.cards_major(a, b, rate_f), run_f)
+    return capacity, usd
+
+
 @dataclass(frozen=True)
 class HoursBill:
     """A stretch of hours billed: one array entry per hour. Replay bills its month as one stretch, the service a day at a time."""
@@ -119,12 +157,18 @@ def bill_hours(
     card takes to serve once added (`serving_share`); `warm_before` the run set of the hour before the stretch.
     """
     warm = np.asarray(run_set, dtype=bool)
+    one_pass = boot_hours is None and hasattr(true_rate_tps, "cards_major") and warm.size > 0
+    if not one_pass and warm.ndim == 2 and warm.strides[0] < warm.strides[1]:
+        warm = np.ascontiguousarray(warm)  # cards-major, as the capacity's einsum has always summed it (over cards in order)
     rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
     demand = np.asarray(demand_tps, dtype=np.float64)
-    serving = warm if boot_hours is None else serving_share(warm, boot_hours, warm_before)
-    capacity = capacity_tps(true_rate_tps, serving) if warm.shape[0] else np.zeros(demand.size)
+    if one_pass:
+        capacity, warm_usd = capacity_and_warm_usd(true_rate_tps, warm, rent_h)
+    else:
+        serving = warm if boot_hours is None else serving_share(warm, boot_hours, warm_before)
+        capacity = capacity_tps(true_rate_tps, serving) if warm.shape[0] else np.zeros(demand.size)
+        warm_usd = warm_usd_by_hour(warm, rent_h)
     delivered = delivered_tps(demand, capacity)
-    warm_usd = warm_usd_by_hour(warm, rent_h)
     fees = churn_fee_usd(rent_usd_per_month)
     some = [(j, e) for j, e in enumerate(evicted) if len(e)]
     hour_of = np.repeat(np.array([j for j, _ in some], dtype=np.int64), [len(e) for _, e in some]) if some else np.zeros(0, np.int64)

@@ -94,15 +94,17 @@ def _piece_run_sets(piece, dips, order, rank, before, sorted_tps, dipped_tps, pr
     (running sums of the sorted tickets); `rank` by card.
     """
     n, k = piece.shape
-    # Each dip as rank × k + hour (numpy's two-dimensional nonzero is many times slower than flatnonzero), then put
-    # hour by hour, in ticket order within the hour, by a stable sort on the hour (a radix sort on 16 bits).
-    at_rank, hour = np.divmod(np.flatnonzero(dips), k)
-    by_hour = np.argsort(hour.astype(np.int16 if k < 2**15 else np.int64), kind="stable")
-    at_rank, hour = at_rank[by_hour], hour[by_hour]
-    flat = hour * n + at_rank  # increasing
     m = n + 2
-    place = hour * m + before[at_rank]  # non-decreasing: within an hour a dipped card's place follows its rank
-    starts = np.searchsorted(flat, np.arange(k) * n)
+    # Each dip as rank × k + hour (numpy's two-dimensional nonzero is many times slower than flatnonzero), then put
+    # hour by hour, in ticket order within the hour: a sort of hour × n + rank (the keys are distinct), on 32 bits
+    # where they fit (a third cheaper than a stable sort on the hour and two gathers).
+    small = np.int32 if k * m < 2**31 else np.int64
+    at_rank, hour = np.divmod(np.flatnonzero(dips).astype(small), small(k))
+    flat = hour * small(n) + at_rank
+    flat.sort()  # increasing
+    hour, at_rank = np.divmod(flat, small(n))
+    place = hour * small(m) + before.astype(small)[at_rank]  # non-decreasing: within an hour a dipped card's place follows its rank
+    starts = np.searchsorted(flat, (np.arange(k) * n).astype(small))
     # Running sums over the month's dips, hour after hour: the tickets they take out, the dipped rates they put back.
     took_tps = np.zeros(flat.size + 1)
     np.cumsum(sorted_tps[at_rank], dtype=np.float64, out=took_tps[1:])
@@ -112,8 +114,8 @@ def _piece_run_sets(piece, dips, order, rank, before, sorted_tps, dipped_tps, pr
 
     def running_before(p: np.ndarray) -> np.ndarray:
         """Each hour's running sum through the cards before the p-th ticket (its dipped cards placed among them)."""
-        took = np.searchsorted(flat, rows * n + p)
-        put = np.searchsorted(place, rows * m + p, side="right")
+        took = np.searchsorted(flat, (rows * n + p).astype(small))  # the dips' own integer type: no cast of theirs
+        put = np.searchsorted(place, (rows * m + p).astype(small), side="right")
         return prefix[p] - (took_tps[took] - took_tps[starts]) + (put_tps[put] - put_tps[starts])
 
     # The rounding of these sums against the greedy's running sum: each at most the count of its terms × the unit

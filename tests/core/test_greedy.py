@@ -108,6 +108,54 @@ def test_sorted_rates_match_the_sorted_definition(monkeypatch, sort_cards):
     assert sum(called) > 0 and sum(left) < 0.2 * sum(called)  # the sorted rates called most hours themselves
 
 
+@pytest.mark.parametrize("window_cards", [1, 8, 192])
+def test_selection_around_the_last_crossing_matches_the_sorted_definition(monkeypatch, window_cards):
+    """The selection around the hour before's crossing (large pools) gives the stable sort's run sets: hours whose
+    targets jump (the window missed), exact ties at the line, zero and negative rates, rates that are not numbers and
+    cards left out, short pools, targets of zero, rates without bound; and it calls most hours itself when the targets
+    move little."""
+    from fleet.core import greedy
+
+    monkeypatch.setattr(greedy, "_PARTITION_CARDS", 49)
+    monkeypatch.setattr(greedy, "_WINDOW_CARDS", window_cards)
+    monkeypatch.setattr(greedy, "_SORT_CELLS", 0)
+    crossings, hours = [], []
+    inner = greedy._crossing
+
+    def spy(*args):
+        got = inner(*args)
+        crossings.append(got[0] >= 0)
+        return got
+
+    monkeypatch.setattr(greedy, "_crossing", spy)
+    rng = np.random.default_rng(29)
+    for case in range(240):
+        n, k = int(rng.integers(49, 900)), int(rng.integers(1, 40))
+        base = rng.lognormal(8.7, 0.2, n)
+        if case % 5 == 0:
+            rate = (np.round(rng.uniform(0, 8, (n, k))) * 750.0).astype(np.float32)  # many exact ties
+        elif case % 5 == 1:
+            rate = np.where(rng.random((n, k)) < 0.2, 0.0, rng.uniform(-50, 8000, (n, k))).astype(np.float32)
+            rate[rng.random((n, k)) < 0.05] = -0.0
+        elif case % 5 == 2:
+            rate = (base[:, None] * rng.uniform(0.9, 1.1, (n, k))).astype(np.float32)
+            rate[rng.integers(0, n), rng.integers(0, k)] = np.nan
+            rate[rng.integers(0, n), rng.integers(0, k)] = np.inf
+        else:
+            rate = (base[:, None] * rng.uniform(0.97, 1.03, (n, k))).astype(np.float32)  # scores moving a little
+        eligible = rng.random(n) < 0.8 if case % 2 else np.ones(n, dtype=bool)
+        rent = np.full(n, 3.736)
+        pool_tps = float(np.nansum(np.clip(rate, 0, None), axis=0).max()) + 1.0
+        if case % 3 == 0:
+            target = rng.uniform(-0.05, 1.1, k) * pool_tps  # jumps about
+        else:
+            target = (0.5 + 0.2 * np.sin(np.arange(k) / 4.0 + case)) * pool_tps  # a diurnal walk
+        hours.append(k)
+        with np.errstate(invalid="ignore"):  # a rate without bound makes an infinite running sum, less itself
+            assert (greedy_run_set(rate, rent, target, eligible) == _sorted_greedy(rate, rent, target, eligible)).all(), case
+    assert sum(crossings) > 0.5 * sum(hours)  # the window called most hours itself
+
+
 def test_no_eligible_card_takes_none():
     rate = np.full((60, 3), 5000.0, dtype=np.float32)
     assert not greedy_run_set(rate, np.full(60, 3.736), np.array([1e4, 0.0, 1e9]), np.zeros(60, dtype=bool)).any()

@@ -6,12 +6,12 @@ import pytest
 from fleet.core.month import DippedRates
 
 
-@pytest.fixture
-def rates():
+@pytest.fixture(params=[0.5, 0.7, 0.123], ids=["half", "seven tenths", "odd factor"])
+def rates(request):
     rng = np.random.default_rng(5)
     ticket = rng.lognormal(8, 0.2, 7).astype(np.float32)
     in_dip = rng.random((7, 29)) < 0.3
-    factor = np.float32(0.5)
+    factor = np.float32(request.param)  # the float32 product ticket × factor, rounded unless the factor is a power of two
     return DippedRates(ticket, in_dip, factor), ticket[:, None] * np.where(in_dip, factor, np.float32(1.0))
 
 

@@ -37,3 +37,21 @@ def test_windows_at_hours_of_their_own_are_the_same_numbers():
     every, some = window_scores_many(measured, 24, 48, (24, 1), each_at=(None, at))
     assert np.array_equal(every, window_scores(measured, 24, 48, 24))
     assert np.array_equal(some, window_scores(measured, 24, 48, 1)[:, at])
+
+
+@pytest.mark.parametrize("block_cells, band_hours, tile_cards", [(1, 1, 1), (50, 7, 3), (1 << 20, 32, 256)])
+def test_scores_by_blocks_bands_and_tiles_are_the_same_numbers(monkeypatch, block_cells, band_hours, tile_cards):
+    """However the running sum is cut (blocks of cards, bands of hours, tiles of the turn hours-major), the scores
+    are the cumulative sum's, every hour and at hours of their own."""
+    from fleet.core import scores
+
+    monkeypatch.setattr(scores, "_SCORE_BLOCK_CELLS", block_cells)
+    monkeypatch.setattr(scores, "_SCORE_BAND_HOURS", band_hours)
+    monkeypatch.setattr(scores, "_SCORE_TILE_CARDS", tile_cards)
+    rng = np.random.default_rng(block_cells)
+    measured = (6000 * rng.lognormal(0, 0.3, (23, 30 + 41))).astype(np.float32)
+    at = np.array([0, 3, 40])
+    for w in (1, 2, 24, 30):
+        every, some = window_scores_many(measured, 30, 41, (w, w), each_at=(None, at))
+        assert np.array_equal(every, _by_cumsum(measured, 30, 41, w))
+        assert np.array_equal(some, _by_cumsum(measured, 30, 41, w)[:, at])

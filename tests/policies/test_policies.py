@@ -118,3 +118,24 @@ def test_a_bad_setting_is_named_by_its_plugin(eviction, over, named):
     with pytest.raises(ConfigError) as err:
         resolve(_policy(eviction, **over))
     assert str(err.value).startswith(named)
+
+
+def test_release_after_one_hour_is_the_mode_s_choice_among_eligible_cards():
+    """Without hysteresis a card is warm exactly when chosen and eligible, and its count is 0 if chosen last, else 1,
+    whatever the count before (none at month start); a stretch of no hours keeps the count it was handed."""
+    from policies.hysteresis import hold
+
+    rng = np.random.default_rng(17)
+    for case in range(20):
+        n, k = int(rng.integers(1, 30)), int(rng.integers(0, 6))
+        chosen = rng.random((n, k)) < 0.5
+        eligible = rng.random(n) < 0.8
+        if case % 2:
+            chosen &= eligible[:, None]  # the usual case: the mode chose no ineligible card
+        before = None if case % 3 == 0 else rng.integers(0, 5, n)
+        warm, out = hold(np.ascontiguousarray(chosen.T).T if case % 4 == 1 else chosen, eligible, before, 1)
+        assert np.array_equal(warm, chosen & eligible[:, None])
+        if k:
+            assert out.dtype == np.int64 and np.array_equal(out, np.where(chosen[:, -1], 0, 1))
+        else:
+            assert np.array_equal(out, np.minimum(np.full(n, 1) if before is None else before, 1))
