@@ -3,6 +3,7 @@
     git worktree add /tmp/before <commit>       # the commit to compare against
     python bench/side_by_side.py --baseline /tmp/before            # replay and the service (tick, /metrics), full sizes
     python bench/side_by_side.py --baseline /tmp/before --quick --rounds 1
+    python bench/side_by_side.py --baseline /tmp/before --only ingest          # `fleet ingest` into SQLite
 
 Each round runs every size's child (`bench/run.py --child ...`) on the baseline tree's
 code, then on this one's, so load that comes and goes falls on both alike; a figure is
@@ -26,7 +27,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent.parent
 SIZES = {"replay": {"full": (1_000, 10_000, 100_000), "quick": (100, 200)},
          "service": {"full": (1_000, 3_000, 10_000), "quick": (50, 100)},
-         "tick_large": {"full": (100_000,), "quick": (1_000,)}}  # the tick alone (`run.py --tick-large`)
+         "tick_large": {"full": (100_000,), "quick": (1_000,)},  # the tick alone (`run.py --tick-large`)
+         "ingest": {"full": (100_000, 1_000_000), "quick": (2_000, 4_000)}}
 
 
 def leaves(obj, prefix=""):
