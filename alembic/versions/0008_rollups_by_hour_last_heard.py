@@ -77,7 +77,8 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index(OPEN, table_name="run_set_intervals")
-    with op.batch_alter_table("cards") as batch:
-        batch.drop_column("last_heard_ts")
+    # A plain DROP COLUMN (SQLite 3.35 and later, PostgreSQL): a batch rebuild of `cards` would drop the table every
+    # other table's rows refer to, which the foreign keys refuse once a card has rollups.
+    op.execute("ALTER TABLE cards DROP COLUMN last_heard_ts")
     op.drop_index(BY_CARD, table_name="hourly_rollups")
     _rekey(("card_id", "hour_ts"))

@@ -149,3 +149,34 @@ def test_rollups_rekeyed_by_hour_and_last_heard_filled(store_url):
                                                  np.array([np.nan]), np.array([0])), Rejected(), {}, "b.csv", f"cd{ts}", ts)
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT last_heard_ts FROM cards WHERE id = 1").scalar() == want
+
+
+def test_revision_0008_downgrades_with_its_rollups_and_upgrades_again(store_url):
+    """Down to 0007 the rollups are keyed by card again, with every row, and the added column and indexes are gone;
+    up again they are as an upgrade leaves them."""
+    from alembic import command
+
+    from storage.db import alembic_config
+
+    engine = make_engine(store_url)
+    upgrade(store_url, "0008", engine=engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
+        conn.exec_driver_sql("INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES (1, 'gpu-1', 1, 1700000000)")
+        conn.exec_driver_sql("INSERT INTO hourly_rollups VALUES (1, 1699999200, 2, 11900.5, 1, 0.5, 6100.0)")
+        conn.exec_driver_sql("INSERT INTO hourly_rollups VALUES (1, 1700002800, 1, 6000.0, 0, 0, 0)")
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(store_url, conn), "0007")
+    assert current_revision(engine) == "0007"
+    insp = inspect(engine)
+    assert insp.get_pk_constraint("hourly_rollups")["constrained_columns"] == ["card_id", "hour_ts"]
+    assert insp.get_indexes("hourly_rollups") == []
+    assert "last_heard_ts" not in {c["name"] for c in insp.get_columns("cards")}
+    assert "ix_run_set_intervals_open" not in {ix["name"] for ix in insp.get_indexes("run_set_intervals")}
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("SELECT card_id, hour_ts, sample_count FROM hourly_rollups ORDER BY hour_ts").all()
+    assert [tuple(r) for r in rows] == [(1, 1699999200, 2), (1, 1700002800, 1)]
+    upgrade(store_url, engine=engine)
+    assert inspect(engine).get_pk_constraint("hourly_rollups")["constrained_columns"] == ["hour_ts", "card_id"]
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT last_heard_ts FROM cards").scalar() == 1700002800 + 3599
