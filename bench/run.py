@@ -330,6 +330,8 @@ def section_tick(sizes, repeats: int, quick: bool, large: bool = False) -> list[
             ("scheduler tick, hour/day/week scored", r["tick_median_s"]),
             ("same, at a decision hour (+ eviction)", r["tick_decision_s"]),
             ("scheduler tick, the policy's 2 windows", r["tick_policy_windows_s"]),
+            ("same, after a month's journal (hour 700)", r["tick_late_s"]),
+            ("same, and at a decision hour", r["tick_late_decision_s"]),
         ):
             limit = TICK_TARGETS_S.get(cards)
             target, met = (f"< {limit * 1000:,.0f} ms", value < limit) if limit else ("", None)

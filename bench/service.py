@@ -38,6 +38,12 @@ DECISION_HOUR = 24  # the eviction cadence is 24 h: hour 24 is the month's first
 THREE_WINDOWS = {"hour": 1, "day": 24, "week": 168}  # the last marks an hour scored
 TICK_FILL_HOURS = HISTORY_HOURS + DECISION_HOUR + 2
 """Rollups a tick-only child writes: the week before the month (the longest window) and the hours it ticks through."""
+MOVES_PER_CARD_HOUR = 0.053
+"""Cards added or released an hour, as a share of the pool: the replay of `run.py`'s bench month (10,000 cards, day
+window, diurnal demand) moves 527 cards an hour. The benchmark's own service keeps every card warm (its rollups carry
+no measured demand), so the journal a moving pool leaves is written for it (`journal_a_month`)."""
+LATE_HOUR = 700
+"""The month hour whose journal the late ticks carry: the month's moves through it, and the whole month before."""
 
 
 class SteppedClock:
@@ -68,10 +74,41 @@ def fill_rollups(db: Path, cards: int, first_ts: int, hours: int) -> None:
     )
     # Each card's last telemetry, kept on the card since revision 0008 (the end of its last rolled-up hour, as the
     # ingest of these rollups' samples would have left it); a store before it has no such column.
-    if "last_heard_ts" in {row[1] for row in con.execute("PRAGMA table_info(cards)")}:
+    columns = {row[1] for row in con.execute("PRAGMA table_info(cards)")}
+    if "last_heard_ts" in columns:
         con.execute("UPDATE cards SET last_heard_ts = ?", (first_ts + hours * 3600 - 1,))
+    if "last_served_ts" in columns:  # every rollup served tokens (revision 0009)
+        con.execute("UPDATE cards SET last_served_ts = ?", (first_ts + hours * 3600 - 1,))
     con.commit()
     con.close()
+
+
+def journal_a_month(db: Path, before_hour: int, seed: int = 7) -> int:
+    """Write the journal a pool moving `MOVES_PER_CARD_HOUR` of its cards an hour leaves by month hour `LATE_HOUR`:
+    the whole month before this one, and this month's moves through `LATE_HOUR`, dated in the hours before
+    `before_hour` (so every read bounded by the month, or by the reconcile's 40-day lookback, sees as many rows as
+    at `LATE_HOUR`). Adds and releases of random cards, each carried out a minute after it was decided. The service's
+    own run set is left as it is: these are the rows a month leaves in the journal, not a change of the pool.
+    Returns the rows written (set-up, not timed)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA synchronous = OFF")
+    ids = np.array([r[0] for r in con.execute("SELECT id FROM cards ORDER BY id")])
+    per_hour = max(1, round(ids.size * MOVES_PER_CARD_HOUR))
+    last_month = MONTH_START_TS - 720 * HOUR_S
+    stamps = np.concatenate([last_month + np.repeat(np.arange(720), per_hour) * HOUR_S,
+                             MONTH_START_TS + (np.arange(LATE_HOUR * per_hour) * (before_hour * HOUR_S) // (LATE_HOUR * per_hour))])
+    picked = rng.choice(ids, stamps.size)
+    kinds = np.where(np.arange(stamps.size) % 2 == 0, "add", "release")
+    con.executemany(
+        "INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) VALUES (?, ?, ?, '', '{}', ?, ?)",
+        ((int(t), str(k), int(c), f"bench-move:{i}", int(t) + 60) for i, (t, k, c) in enumerate(zip(stamps, kinds, picked))),
+    )
+    con.commit()
+    con.close()
+    return int(stamps.size)
 
 
 def bench_config(cards: int):
@@ -131,13 +168,17 @@ def base_store(tmp: Path, cards: int, fill_hours: int, through_hour: int) -> tup
     return db, cfg
 
 
-def service_on_copy(tmp: Path, base_db: Path, cfg, windows: dict[str, int] | None, warm_hour: int) -> BenchService:
-    """A new service on a copy of the base store, through one untimed hour (`warm_hour`)."""
-    db = tmp / f"service-{len(windows or {})}.db"
+def service_on_copy(tmp: Path, base_db: Path, cfg, windows: dict[str, int] | None, warm_hour: int,
+                    late: bool = False) -> BenchService:
+    """A new service on a copy of the base store, through one untimed hour (`warm_hour`); with `late`, the copy
+    carries a month's journal first (`journal_a_month`)."""
+    db = tmp / f"service-{len(windows or {})}{'-late' if late else ''}.db"
     for suffix in ("", "-wal", "-shm"):  # the base was closed, so its WAL is empty or gone; copy whatever is there
         src = Path(f"{base_db}{suffix}")
         if src.exists():
             shutil.copyfile(src, f"{db}{suffix}")
+    if late:
+        journal_a_month(db, warm_hour)
     runner = BenchService(db, cfg, windows)
     runner.tick_through(warm_hour)
     return runner
@@ -160,8 +201,8 @@ def timed_ticks(runner: BenchService, first_hour: int, cpus: list[float] | None 
 
 def child_service(cards: int, repeats: int, scrape: bool = True, fill_hours: int = HISTORY_HOURS + 720) -> dict:
     """A service beside a pool of `cards` with hourly rollups in SQLite: time its scheduler tick (score the hour
-    through the policy's two windows, and through three; size; evict at the decision hour) and a scrape of its
-    `/metrics`."""
+    through the policy's two windows, and through three; size; evict at the decision hour), the same after a month
+    of a moving pool's journal (`journal_a_month`), and a scrape of its `/metrics`."""
     first = DECISION_HOUR - repeats
     with tempfile.TemporaryDirectory(prefix="fleet-bench-") as tmp:
         tmp = Path(tmp)
@@ -183,6 +224,15 @@ def child_service(cards: int, repeats: int, scrape: bool = True, fill_hours: int
         if scrape:
             tick["scrape"] = scrapes(runner.svc, repeats)
         runner.close()
+        # The same hours after a month of a moving pool's journal (the policy's windows).
+        runner = service_on_copy(tmp, base_db, cfg, None, first - 1, late=True)
+        cpus_late: list[float] = []
+        walls_late = timed_ticks(runner, first, cpus_late)
+        runner.close()
+        tick["tick_late_s"] = statistics.median(walls_late[:-1]) if len(walls_late) > 1 else walls_late[0]
+        tick["tick_late_decision_s"] = walls_late[-1]
+        tick["cpu"]["tick_late_s"] = statistics.median(cpus_late[:-1]) if len(cpus_late) > 1 else cpus_late[0]
+        tick["cpu"]["tick_late_decision_s"] = cpus_late[-1]
         return tick
 
 

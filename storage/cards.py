@@ -11,7 +11,7 @@ the samples.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import AbstractSet, Iterable
 
 from sqlalchemy import Engine, text
 
@@ -64,20 +64,34 @@ def last_heard(engine: Engine) -> dict[str, int | None]:
     return dict(driver_rows(engine, "SELECT card_key, last_heard_ts FROM cards", ()))
 
 
-def still_serving(engine: Engine, since_ts: int, recent_from_ts: int) -> dict[str, tuple[int, int | None]]:
-    """Card key -> (when its last release, eviction or retirement since `since_ts` took effect, its last sample
-    with tokens served after that and after `recent_from_ts`, or None), for every card stopped so. One statement;
-    each card's samples are read from the later of the two times only (a bounded stretch of its primary key)."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT c.card_key, x.stopped_ts, (SELECT MAX(s.ts) FROM telemetry_samples s WHERE s.card_id = c.id "
-                 "AND s.ts > x.stopped_ts AND s.ts > :recent AND s.tokens_per_s > 0) "
-                 "FROM (SELECT card_id, MAX(acted_ts) AS stopped_ts FROM decisions "
-                 "WHERE kind IN ('release', 'evict', 'retire') AND ts >= :lo AND acted_ts IS NOT NULL "
-                 "AND card_id IS NOT NULL GROUP BY card_id) x JOIN cards c ON c.id = x.card_id"),
-            {"lo": int(since_ts), "recent": int(recent_from_ts)},
-        ).all()
-    return {r[0]: (int(r[1]), None if r[2] is None else int(r[2])) for r in rows}
+STOP_KINDS = ("release", "evict", "retire")
+_IDS_PER_READ = 500
+"""Card ids bound in one read of their stops (far under any driver's limit on bound values)."""
+
+
+def still_serving(engine: Engine, since_ts: int, recent_from_ts: int, warm: AbstractSet[str] = frozenset()
+                  ) -> dict[str, tuple[int, int]]:
+    """Card key -> (when its last release, eviction or retirement since `since_ts` took effect, its last sample with
+    tokens served), for every card not in `warm` that served tokens after both that time and `recent_from_ts`.
+
+    The cards come from each card's last sample with tokens, kept on the card by ingest (revision 0009): only those
+    that served after `recent_from_ts` and are not warm can be stopped and still serving, and only their stops are
+    read (through the journal's (card, ts) index), never every stop of the lookback. That last sample is the one
+    the check needs: if it is after both times, it is the latest such sample.
+    """
+    served = [(cid, key, int(ts)) for cid, key, ts in
+              driver_rows(engine, "SELECT id, card_key, last_served_ts FROM cards WHERE last_served_ts > {m}",
+                          (int(recent_from_ts),)) if key not in warm]
+    stopped: dict[int, int] = {}
+    kinds = ", ".join(f"'{k}'" for k in STOP_KINDS)  # constants of this module, not input
+    for i in range(0, len(served), _IDS_PER_READ):
+        ids = tuple(int(cid) for cid, _, _ in served[i : i + _IDS_PER_READ])
+        marks = ", ".join(["{m}"] * len(ids))
+        stopped.update(driver_rows(
+            engine, f"SELECT card_id, MAX(acted_ts) FROM decisions WHERE card_id IN ({marks}) AND kind IN ({kinds}) "
+                    "AND ts >= {m} AND acted_ts IS NOT NULL GROUP BY card_id", ids + (int(since_ts),)))
+    return {key: (int(stopped[cid]), ts) for cid, key, ts in served
+            if stopped.get(cid) is not None and ts > stopped[cid]}
 
 
 def warm_since(engine: Engine, ts: int) -> dict[str, int]:
@@ -130,14 +144,17 @@ def records_of_kinds(engine: Engine, kinds: Iterable[str], since_ts: int | None 
 
 def last_actions_not_carried_out(engine: Engine, since_ts: int, until_ts: int) -> dict[str, JournalRow]:
     """Card -> its last run-set action journaled in [since_ts, until_ts), for each card whose last one was set aside
-    or expired (a record keyed `KEY:act-failed` or `KEY:act-expired` closes it). One statement: each card's last
-    action through the (card, ts) index, each closing record through the unique key."""
+    or expired (a record keyed `KEY:act-failed` or `KEY:act-expired` closes it). One statement, from the cards of the
+    set-aside records (found by kind, revision 0009: few, and none in a month the actuator kept up with) to each one's
+    last action through the (card, ts) index, each closing record through the unique key; never the month's actions."""
     with engine.connect() as conn:
         rows = conn.execute(
             text("SELECT d.id, d.decision_key, d.ts, d.kind, c.card_key, d.reason, d.acted_ts "
                  "FROM decisions d JOIN cards c ON c.id = d.card_id "
-                 "WHERE d.id IN (SELECT MAX(a.id) FROM decisions a WHERE a.kind IN ('add', 'release', 'evict') "
-                 "AND a.ts >= :lo AND a.ts < :hi AND a.card_id IS NOT NULL GROUP BY a.card_id) "
+                 "WHERE d.id IN (SELECT (SELECT MAX(a.id) FROM decisions a WHERE a.card_id = x.card_id "
+                 "AND a.ts >= :lo AND a.ts < :hi AND a.kind IN ('add', 'release', 'evict')) "
+                 "FROM (SELECT DISTINCT s.card_id FROM decisions s WHERE s.kind IN ('act-failed', 'act-expired') "
+                 "AND s.card_id IS NOT NULL) x) "
                  r"AND EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN (d.decision_key || '\:act-failed', "
                  r"d.decision_key || '\:act-expired'))"),
             {"lo": int(since_ts), "hi": int(until_ts)},
@@ -157,8 +174,9 @@ class SqlReconcileStore:
     def last_heard(self) -> dict[str, int | None]:
         return last_heard(self._engine)
 
-    def still_serving(self, since_ts: int, recent_from_ts: int) -> dict[str, tuple[int, int | None]]:
-        return still_serving(self._engine, since_ts, recent_from_ts)
+    def still_serving(self, since_ts: int, recent_from_ts: int, warm: AbstractSet[str] = frozenset()
+                      ) -> dict[str, tuple[int, int]]:
+        return still_serving(self._engine, since_ts, recent_from_ts, warm)
 
     def warm_since(self, ts: int) -> dict[str, int]:
         return warm_since(self._engine, ts)

@@ -28,7 +28,7 @@ This module imports nothing at run time beyond `typing` and `storage.values`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from storage.busy import BUSY_FRACTION_FLOOR
 from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
@@ -196,7 +196,10 @@ class ReconcileStore(Protocol):
 
     def last_heard(self) -> dict[str, int | None]: ...
 
-    def still_serving(self, since_ts: int, recent_from_ts: int) -> dict[str, tuple[int, int | None]]: ...
+    def still_serving(self, since_ts: int, recent_from_ts: int, warm: AbstractSet[str] = frozenset()
+                      ) -> dict[str, tuple[int, int]]:
+        """Cards not in `warm` stopped since `since_ts` that served tokens after that and after `recent_from_ts`:
+        key -> (when the stop took effect, the last sample with tokens)."""
 
     def warm_since(self, ts: int) -> dict[str, int]: ...
 

@@ -65,6 +65,9 @@ class Card(Base):
     # Its last telemetry, written by the ingest that stores a newer sample: the reconcile check reads every card's
     # every tick (revision 0008). NULL: never heard from.
     last_heard_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
+    # Its last sample with tokens served, kept the same way: the reconcile check asks which stopped cards still serve
+    # from the few that served lately, not from every stop the journal holds (revision 0009). NULL: never served.
+    last_served_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
 
 
 class RecordCounts:
@@ -175,6 +178,8 @@ class Decision(Base):
     __table_args__ = (
         Index("ix_decisions_ts", "ts"),
         Index("ix_decisions_card_ts", "card_id", "ts"),
+        # Reads by kind (retired cards, set-aside actions, reconcile records): a few rows, not the journal (revision 0009).
+        Index("ix_decisions_kind_ts", "kind", "ts"),
         # The acting pass's question, answered from the few not acted on (revision 0007).
         Index("ix_decisions_unacted", "id", sqlite_where=text("acted_ts IS NULL"), postgresql_where=text("acted_ts IS NULL")),
     )

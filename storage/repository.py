@@ -322,13 +322,25 @@ class SqlRepository(TelemetryReads):
             "busy_tokens_per_s_sum = hourly_rollups.busy_tokens_per_s_sum + excluded.busy_tokens_per_s_sum",
             zip(*(g[c].tolist() for c in ["card_id", "hour_ts", "n", "tps", "busy_n", "busy", "busy_tps"])),
         )
-        # Each card's last telemetry, as the reconcile check reads it (a later sample already stored stands).
+        # Each card's last telemetry, and its last with tokens served, as the reconcile check reads them (a later
+        # sample already stored stands). A card that served in the batch has both moved in one statement.
         last = pd.Series(ts).groupby(cid, sort=False).max()
-        cur.executemany(
-            f"UPDATE cards SET last_heard_ts = {self._mark} WHERE id = {self._mark} "
-            f"AND (last_heard_ts IS NULL OR last_heard_ts < {self._mark})",
-            [(t, c, t) for c, t in zip(last.index.tolist(), last.tolist())],
-        )
+        served = pd.Series(ts[tps > 0]).groupby(cid[tps > 0], sort=False).max()
+        m = self._mark
+        heard_only = last.index.difference(served.index, sort=False)
+        if heard_only.size:
+            cur.executemany(
+                f"UPDATE cards SET last_heard_ts = {m} WHERE id = {m} AND (last_heard_ts IS NULL OR last_heard_ts < {m})",
+                [(t, c, t) for c, t in zip(heard_only.tolist(), last[heard_only].tolist())],
+            )
+        if served.size:
+            cur.executemany(
+                f"UPDATE cards SET last_heard_ts = CASE WHEN last_heard_ts IS NULL OR last_heard_ts < {m} THEN {m} "
+                f"ELSE last_heard_ts END, last_served_ts = CASE WHEN last_served_ts IS NULL OR last_served_ts < {m} "
+                f"THEN {m} ELSE last_served_ts END WHERE id = {m} AND (last_heard_ts IS NULL OR last_heard_ts < {m} "
+                f"OR last_served_ts IS NULL OR last_served_ts < {m})",
+                [(h, h, s, s, c, h, s) for c, h, s in zip(served.index.tolist(), last[served.index].tolist(), served.tolist())],
+            )
         cur.close()
 
     # -- reading --------------------------------------------------------------

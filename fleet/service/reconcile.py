@@ -246,8 +246,7 @@ class Reconciler:
         since = self.cards.warm_since(now)
         warm = set(since)
         # Serving now: a sample with tokens within the last silent_after_s, after the card was stopped.
-        stopped = {k: v for k, v in self.cards.still_serving(now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s)).items()
-                   if k not in warm}
+        stopped = self.cards.still_serving(now - STOPPED_LOOKBACK_S, now - int(self.silent_after_s), warm)
         # Every card's last telemetry: the feed's newest is the silence's measure. The hours this run decides read
         # the same (`silent`): what was heard when the run began.
         self._heard = heard = self.cards.last_heard()

@@ -4,6 +4,8 @@ runs it, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import pytest
+
 from fleet.ingest import IngestSettings, ingest_parsed, read_file
 from storage.cards import retire_card, still_serving
 from storage.service_store import ServiceStore
@@ -34,10 +36,14 @@ def test_released_evicted_and_retired_cards_that_still_serve(new_repo, tmp_path)
     ingest_parsed(repo, read_file(tmp_path / "t.csv"), IngestSettings(now_ts=T0 + 3600))
 
     got = still_serving(repo.engine, T0 - 7200, T0)
-    assert got == {"rel": (T0 + 100, T0 + 2000), "ev": (T0 + 100, T0 + 1800), "ret": (T0 + 200, T0 + 2400),
-                   "quiet": (T0 + 100, None)}  # `quiet` sent only zeros after it stopped: not serving
+    # `quiet` sent only zeros after it stopped: not serving; `warm` was never stopped.
+    assert got == {"rel": (T0 + 100, T0 + 2000), "ev": (T0 + 100, T0 + 1800), "ret": (T0 + 200, T0 + 2400)}
     # Only recent serving counts: samples older than `recent_from_ts` are not the pool running the card now.
-    assert still_serving(repo.engine, T0 - 7200, T0 + 2100)["ev"] == (T0 + 100, None)
+    assert set(still_serving(repo.engine, T0 - 7200, T0 + 2100)) == {"ret"}
+    # A card warm again (the caller's run set) is not stopped, whatever it served.
+    assert set(still_serving(repo.engine, T0 - 7200, T0, warm={"rel", "warm"})) == {"ev", "ret"}
+    # Stops before the lookback do not count.
+    assert still_serving(repo.engine, T0 + 201, T0) == {}
 
 
 def test_run_set_and_warm_starts_at_an_hour_read_from_the_open_intervals(new_repo):
@@ -66,3 +72,88 @@ def test_run_set_and_warm_starts_at_an_hour_read_from_the_open_intervals(new_rep
         # A second before the hour: what the hour before left open (an interval ending at the hour still counts).
         assert warm_since(repo.engine, t - 1) == {k: T0 + s * H for k, got in spans.items() for s, e in got
                                                   if s < h and (e is None or e >= h)}, h
+
+
+# The reads as they were before revision 0009: every stop of the lookback, and every action of the month. Kept as
+# the oracles the faster reads are held to.
+OLD_STILL_SERVING = (
+    "SELECT c.card_key, x.stopped_ts, (SELECT MAX(s.ts) FROM telemetry_samples s WHERE s.card_id = c.id "
+    "AND s.ts > x.stopped_ts AND s.ts > :recent AND s.tokens_per_s > 0) "
+    "FROM (SELECT card_id, MAX(acted_ts) AS stopped_ts FROM decisions "
+    "WHERE kind IN ('release', 'evict', 'retire') AND ts >= :lo AND acted_ts IS NOT NULL "
+    "AND card_id IS NOT NULL GROUP BY card_id) x JOIN cards c ON c.id = x.card_id")
+OLD_NOT_CARRIED = (
+    "SELECT c.card_key, d.id FROM decisions d JOIN cards c ON c.id = d.card_id "
+    "WHERE d.id IN (SELECT MAX(a.id) FROM decisions a WHERE a.kind IN ('add', 'release', 'evict') "
+    "AND a.ts >= :lo AND a.ts < :hi AND a.card_id IS NOT NULL GROUP BY a.card_id) "
+    r"AND EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN (d.decision_key || '\:act-failed', "
+    r"d.decision_key || '\:act-expired'))")
+
+
+def _random_pool(repo, tmp_path, seed: int):
+    """Eight cards through ten hours of random actions: some carried out, some set aside or expired, some retired by
+    hand, and samples with and without tokens around them."""
+    import random
+
+    from storage.records import SetAsideRecord
+
+    rng = random.Random(seed)
+    keys = [f"gpu-{i}" for i in range(8)]
+    repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
+    repo.declare_cards(dict.fromkeys(keys, "flagship"), T0 - 3600)
+    store = ServiceStore(repo.engine)
+    H = 3600
+    for h in range(10):
+        t = T0 + h * H
+        entries = [JournalEntry(f"{t}:size", t, Kind.SIZE, "", acted=True)]
+        for key in rng.sample(keys, 4):
+            kind = rng.choice([Kind.ADD, Kind.RELEASE, Kind.EVICT])
+            entries.append(JournalEntry(f"{t}:{kind}:{key}", t, kind, "random", key))
+        store.journal_hour(t, entries, {}, [], [])
+        for row in store.decisions(since_ts=t, until_ts=t + 1, kinds=[Kind.ADD, Kind.RELEASE, Kind.EVICT]):
+            fate = rng.random()
+            if fate < 0.5:
+                store.mark_acted_many([row.id], t + rng.randrange(1, 900))
+            elif fate < 0.8:
+                kind = rng.choice([Kind.ACT_FAILED, Kind.ACT_EXPIRED])
+                store.set_aside(JournalEntry(f"{row.key}:{kind}", t + 1200, kind, "random", row.card_key,
+                                             detail=SetAsideRecord(decision_key=row.key, decision_id=row.id,
+                                                                   decision_kind=row.kind, hour_ts=t).to_detail(),
+                                             acted=True))
+    for key in rng.sample(keys, 2):
+        retire_card(repo.engine, key, T0 + rng.randrange(0, 10 * H), "random", "ops")
+    rows = sorted({(rng.choice(keys), T0 + rng.randrange(0, 11 * H), rng.choice([0, 0, 4000, 5500])) for _ in range(80)})
+    (tmp_path / f"r{seed}.csv").write_text("card_id,ts,tokens_per_s\n" + "".join(f"{c},{t},{v}\n" for c, t, v in rows))
+    ingest_parsed(repo, read_file(tmp_path / f"r{seed}.csv"), IngestSettings(now_ts=T0 + 12 * H))
+    return store, keys
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_journal_reads_agree_with_the_reads_they_replace(new_repo, tmp_path, seed):
+    """On random journals and samples: the stopped cards still serving and the actions not carried out are those the
+    earlier reads (every stop of the lookback, every action of the month) found, and what the Python reading of the
+    journal finds (`fleet.service.reconcile.not_carried_out`)."""
+    import random
+
+    from sqlalchemy import text
+
+    from fleet.service.reconcile import not_carried_out
+    from storage.cards import last_actions_not_carried_out
+
+    repo = new_repo()
+    store, keys = _random_pool(repo, tmp_path, seed)
+    rng = random.Random(100 + seed)
+    H = 3600
+    for _ in range(6):
+        lo, recent = T0 + rng.randrange(-H, 6 * H), T0 + rng.randrange(0, 11 * H)
+        warm = set(rng.sample(keys, rng.randrange(0, 4)))
+        with repo.engine.connect() as conn:
+            old = conn.execute(text(OLD_STILL_SERVING), {"lo": lo, "recent": recent}).all()
+        want = {k: (int(stop), int(served)) for k, stop, served in old if served is not None and k not in warm}
+        assert still_serving(repo.engine, lo, recent, warm) == want
+        hi = lo + rng.randrange(1, 8 * H)
+        with repo.engine.connect() as conn:
+            old_ids = dict(conn.execute(text(OLD_NOT_CARRIED), {"lo": lo, "hi": hi}).all())
+        got = last_actions_not_carried_out(repo.engine, lo, hi)
+        assert {k: r.id for k, r in got.items()} == old_ids
+        assert {k: r.id for k, r in not_carried_out(store, lo, hi).items()} == old_ids

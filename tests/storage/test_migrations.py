@@ -180,3 +180,49 @@ def test_revision_0008_downgrades_with_its_rollups_and_upgrades_again(store_url)
     assert inspect(engine).get_pk_constraint("hourly_rollups")["constrained_columns"] == ["hour_ts", "card_id"]
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT last_heard_ts FROM cards").scalar() == 1700002800 + 3599
+
+
+def test_revision_0009_indexes_the_journal_by_kind_and_keeps_each_cards_last_served(store_url):
+    """Revision 0009 indexes the journal by (kind, ts) and fills each card's last sample with tokens (a card that
+    sent only zeros, or nothing, has none); ingest moves it on with a newer sample with tokens, never back, and a
+    sample without tokens moves only the card's last telemetry. Down to 0008 both are gone; up again they are back."""
+    from alembic import command
+
+    from storage.db import alembic_config
+
+    engine = make_engine(store_url)
+    upgrade(store_url, "0008", engine=engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
+        for i in (1, 2, 3):
+            conn.exec_driver_sql(f"INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES ({i}, 'gpu-{i}', 1, 1700000000)")
+        conn.exec_driver_sql("INSERT INTO ingest_runs (id, source, source_digest, started_ts, read, stored, duplicates, "
+                             "quarantined) VALUES (901, 'a.csv', 'ab', 1700000000, 3, 3, 0, 0)")
+        conn.exec_driver_sql("INSERT INTO ingest_batches (id, run_id, part, first_record, read, stored, duplicates, "
+                             "quarantined, committed_ts) VALUES (901, 901, 0, 0, 3, 3, 0, 0, 1700000001)")
+        for card, ts, tps in ((1, 1700000060, 6100.0), (1, 1700000120, 0.0), (2, 1700000060, 0.0)):
+            conn.exec_driver_sql("INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) "
+                                 f"VALUES ({card}, {ts}, {tps}, NULL, 901)")
+    upgrade(store_url, engine=engine)
+    assert "ix_decisions_kind_ts" in {ix["name"] for ix in inspect(engine).get_indexes("decisions")}
+
+    def last(card: int) -> tuple:
+        with engine.connect() as conn:
+            return tuple(conn.exec_driver_sql(f"SELECT last_heard_ts, last_served_ts FROM cards WHERE id = {card}").one())
+
+    assert [last(c)[1] for c in (1, 2, 3)] == [1700000060, None, None]
+    store = open_repository(store_url)
+    for ts, tps, want in ((1700000180, 0.0, (1700000180, 1700000060)), (1700000240, 5000.0, (1700000240, 1700000240)),
+                          (1700000200, 5000.0, (1700000240, 1700000240))):
+        run = store.begin_run(f"s{ts}.csv", f"ef{ts}", ts)
+        store.write_batch(run, 0, 0, SampleBatch(np.array(["gpu-1"], dtype=object), np.array([ts]), np.array([tps]),
+                                                 np.array([np.nan]), np.array([0])), Rejected(), {}, "s.csv", f"ef{ts}", ts)
+        assert last(1) == want, ts
+    store.engine.dispose()
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(store_url, conn), "0008")
+    insp = inspect(engine)
+    assert "last_served_ts" not in {c["name"] for c in insp.get_columns("cards")}
+    assert "ix_decisions_kind_ts" not in {ix["name"] for ix in insp.get_indexes("decisions")}
+    upgrade(store_url, engine=engine)
+    assert [last(c)[1] for c in (1, 2, 3)] == [1700000240, None, None]
