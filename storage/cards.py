@@ -20,6 +20,7 @@ from storage.values import JournalEntry, JournalRow, Kind
 from storage.records import RetireRecord
 
 RETIRE_KIND = Kind.RETIRE
+RECONCILE_KIND = Kind.RECONCILE
 
 
 class UnknownCard(KeyError):
@@ -119,13 +120,32 @@ def journal_records(engine: Engine, entries) -> int:
             card_id = None
             if e.card_key:
                 card_id = conn.execute(text("SELECT id FROM cards WHERE card_key = :k"), {"k": e.card_key}).scalar()
-            written += conn.execute(
+            new_id = conn.execute(
                 text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) "
-                     "VALUES (:t, :kind, :c, :r, :d, :key, :t) ON CONFLICT (decision_key) DO NOTHING"),
+                     "VALUES (:t, :kind, :c, :r, :d, :key, :t) ON CONFLICT (decision_key) DO NOTHING RETURNING id"),
                 {"t": int(e.ts), "kind": e.kind, "c": card_id, "r": e.reason,
                  "d": json.dumps(dict(e.detail or {}), sort_keys=True), "key": e.key},
-            ).rowcount
+            ).scalar()
+            if new_id is None:
+                continue
+            written += 1
+            if e.kind == RECONCILE_KIND and card_id is not None:
+                _keep_open(conn, int(card_id), dict(e.detail or {}), int(new_id))
     return written
+
+
+def _keep_open(conn, card_id: int, detail: dict, decision_id: int) -> None:
+    """`reconcile_open` after a reconcile record: a `seen` one opens its (card, mismatch), a `cleared` one closes it
+    (revision 0009), as the fold over every record did."""
+    mismatch = detail.get("mismatch")
+    if mismatch is None:
+        return
+    if detail.get("state") == "seen":
+        conn.execute(text("INSERT INTO reconcile_open (card_id, mismatch, decision_id) VALUES (:c, :m, :d) "
+                          "ON CONFLICT (card_id, mismatch) DO UPDATE SET decision_id = excluded.decision_id"),
+                     {"c": card_id, "m": mismatch, "d": decision_id})
+    else:
+        conn.execute(text("DELETE FROM reconcile_open WHERE card_id = :c AND mismatch = :m"), {"c": card_id, "m": mismatch})
 
 
 def records_of_kinds(engine: Engine, kinds: Iterable[str], since_ts: int | None = None) -> list[JournalRow]:

@@ -125,6 +125,9 @@ class JournalStore(Protocol):
         until_ts: int | None = None, limit: int = 10_000, newest_first: bool = False,
     ) -> list[JournalRow]: ...
 
+    def reconcile_open(self) -> list[JournalRow]:
+        """The record that saw each reconcile mismatch still open, oldest first."""
+
     def decision_total(self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None) -> int: ...
 
 

@@ -194,6 +194,21 @@ class Decision(Base):
     acted_ts: Mapped[int | None] = mapped_column(TIMESTAMP)
 
 
+class ReconcileOpen(Base):
+    """Each reconcile mismatch seen and not cleared since: its card, its kind and the record that saw it.
+
+    Kept by the one writer of reconcile records (`storage.cards.journal_records`), in the same transaction, so the
+    open mismatches are a read of these few rows, not a fold over every reconcile record the journal ever held,
+    which every tick, `/metrics` and `fleet status` did (revision 0009).
+    """
+
+    __tablename__ = "reconcile_open"
+
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
+    mismatch: Mapped[str] = mapped_column(String(40), primary_key=True)
+    decision_id: Mapped[int] = mapped_column(ForeignKey("decisions.id"))
+
+
 class ServiceHour(Base):
     """One decided and billed month hour of the service: demand, capacity, the bill's parts, idle and ideal (revision 0003)."""
 

@@ -233,6 +233,13 @@ class ServiceStore:
             rows = conn.execute(text(sql), params).all()
         return [self._row(r) for r in rows]
 
+    def reconcile_open(self) -> list[JournalRow]:
+        """The record that saw each reconcile mismatch still open (seen, not cleared since), oldest first: the few
+        rows `reconcile_open` keeps (revision 0009), not every reconcile record."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(self._ROW_SQL + " JOIN reconcile_open o ON o.decision_id = d.id ORDER BY d.id")).all()
+        return [self._row(r) for r in rows]
+
     def decision_total(self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None) -> int:
         """How many journal rows match, so a reader shown the newest few can say of how many."""
         where, params = self._decision_filter(card_key, kinds, since_ts, None)

@@ -186,8 +186,14 @@ def mismatch_entries(now_ts: int, found: list[Mismatch], open_before: Mapping[tu
 
 
 def open_mismatches(store: JournalStore) -> dict[tuple[str, str], JournalRow]:
-    """(card, kind) -> the `reconcile` record of each mismatch seen and not cleared since."""
-    rows = store.decisions(kinds=[RECONCILE_KIND], limit=1_000_000)
+    """(card, kind) -> the `reconcile` record of each mismatch seen and not cleared since: the rows the store keeps
+    open as it journals them (`JournalStore.reconcile_open`), so a read of the few open, not of every record."""
+    return fold_mismatches(store.reconcile_open())
+
+
+def fold_mismatches(rows) -> dict[tuple[str, str], JournalRow]:
+    """The open mismatches of `reconcile` records in the order written: a `seen` record opens its (card, kind), a
+    `cleared` one closes it (the rule the store's `reconcile_open` keeps as it writes them)."""
     out: dict[tuple[str, str], JournalRow] = {}
     for r in rows:  # oldest first: a later record of the same mismatch replaces an earlier one
         key = (r.card_key, r.record.mismatch)

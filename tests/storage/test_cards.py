@@ -157,3 +157,32 @@ def test_the_journal_reads_agree_with_the_reads_they_replace(new_repo, tmp_path,
         got = last_actions_not_carried_out(repo.engine, lo, hi)
         assert {k: r.id for k, r in got.items()} == old_ids
         assert {k: r.id for k, r in not_carried_out(store, lo, hi).items()} == old_ids
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_open_mismatches_kept_as_written_are_the_fold_over_every_record(new_repo, seed):
+    """After each run's reconcile records (mismatches seen and cleared at random, some runs written twice): the
+    mismatches the store keeps open are those the fold over every reconcile record finds, on SQLite and PostgreSQL."""
+    import random
+
+    from fleet.service.reconcile import RECONCILE_KIND, fold_mismatches, mismatch_entries, open_mismatches
+    from fleet.service.reconcile import Mismatch
+    from storage.cards import journal_records
+
+    rng = random.Random(seed)
+    repo = new_repo()
+    keys = [f"gpu-{i}" for i in range(6)]
+    repo.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
+    repo.declare_cards(dict.fromkeys(keys, "flagship"), T0)
+    store = ServiceStore(repo.engine)
+    for run in range(12):
+        now = T0 + 3600 * run
+        found = [Mismatch(card, kind, now - 60, "random") for card in keys for kind in ("silent", "still-serving")
+                 if rng.random() < 0.3]
+        entries = mismatch_entries(now, found, open_mismatches(store))
+        for _ in range(2 if run % 3 == 0 else 1):  # a run written again changes nothing
+            journal_records(repo.engine, entries)
+        every = fold_mismatches(store.decisions(kinds=[RECONCILE_KIND], limit=1_000_000))
+        kept = open_mismatches(store)
+        assert {k: r.id for k, r in kept.items()} == {k: r.id for k, r in every.items()}, run
+        assert set(kept) == {(m.card, m.kind) for m in found}, run

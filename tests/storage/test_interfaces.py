@@ -60,7 +60,7 @@ TELEMETRY = (
     "quarantined",  # as the service and the operator commands read the telemetry
 )
 JOURNAL = (
-    "journal_hour", "mark_acted_many", "unacted", "decisions", "decision_total", "decision_counts", "last_decided_ts", "eviction_hours",
+    "journal_hour", "mark_acted_many", "unacted", "decisions", "reconcile_open", "decision_total", "decision_counts", "last_decided_ts", "eviction_hours",
     "set_aside", "oldest_unacted_ts",  # actions closed without being carried out, and the oldest still waiting
     "run_set_at", "intervals", "retired",
     "set_aside", "oldest_unacted_ts",  # actions closed without being carried out, and the oldest still waiting

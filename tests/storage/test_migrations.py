@@ -203,8 +203,19 @@ def test_revision_0009_indexes_the_journal_by_kind_and_keeps_each_cards_last_ser
         for card, ts, tps in ((1, 1700000060, 6100.0), (1, 1700000120, 0.0), (2, 1700000060, 0.0)):
             conn.exec_driver_sql("INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) "
                                  f"VALUES ({card}, {ts}, {tps}, NULL, 901)")
+        # Reconcile records: card 1 silent seen then cleared, then still serving; card 2 silent (ids clear of the
+        # sequences).
+        for i, card, mismatch, state in ((901, 1, "silent", "seen"), (902, 1, "silent", "cleared"),
+                                         (903, 1, "still-serving", "seen"), (904, 2, "silent", "seen")):
+            conn.exec_driver_sql(
+                "INSERT INTO decisions (id, ts, kind, card_id, reason, detail_json, decision_key, acted_ts) VALUES "
+                f"({i}, {1700000000 + i}, 'reconcile', {card}, '', '{{\"mismatch\": \"{mismatch}\", \"state\": "
+                f"\"{state}\"}}', 'reconcile:{i}', {1700000000 + i})")
     upgrade(store_url, engine=engine)
     assert "ix_decisions_kind_ts" in {ix["name"] for ix in inspect(engine).get_indexes("decisions")}
+    with engine.connect() as conn:
+        kept = conn.exec_driver_sql("SELECT card_id, mismatch, decision_id FROM reconcile_open ORDER BY card_id").all()
+    assert [tuple(r) for r in kept] == [(1, "still-serving", 903), (2, "silent", 904)]
 
     def last(card: int) -> tuple:
         with engine.connect() as conn:
@@ -224,5 +235,6 @@ def test_revision_0009_indexes_the_journal_by_kind_and_keeps_each_cards_last_ser
     insp = inspect(engine)
     assert "last_served_ts" not in {c["name"] for c in insp.get_columns("cards")}
     assert "ix_decisions_kind_ts" not in {ix["name"] for ix in insp.get_indexes("decisions")}
+    assert "reconcile_open" not in insp.get_table_names()
     upgrade(store_url, engine=engine)
     assert [last(c)[1] for c in (1, 2, 3)] == [1700000240, None, None]
