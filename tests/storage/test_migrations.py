@@ -113,19 +113,25 @@ def test_scores_rekeyed_by_hour_keep_their_rows(store_url):
     assert [tuple(r) for r in rows] == [(1, 1700000000, 24, 5900.5, 5700.25), (2, 1700000000, 24, 6100.0, 5900.0)]
 
 
+def _three_cards_and_a_batch(conn, samples: int) -> None:
+    """A class, cards 1-3 and one ingest run and batch (id 901, clear of the sequences) of `samples` samples, written
+    at an old revision as its own rows."""
+    conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
+    for i in (1, 2, 3):
+        conn.exec_driver_sql(f"INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES ({i}, 'gpu-{i}', 1, 1700000000)")
+    conn.exec_driver_sql("INSERT INTO ingest_runs (id, source, source_digest, started_ts, read, stored, duplicates, "
+                         f"quarantined) VALUES (901, 'a.csv', 'ab', 1700000000, {samples}, {samples}, 0, 0)")
+    conn.exec_driver_sql("INSERT INTO ingest_batches (id, run_id, part, first_record, read, stored, duplicates, "
+                         f"quarantined, committed_ts) VALUES (901, 901, 0, 0, {samples}, {samples}, 0, 0, 1700000001)")
+
+
 def test_rollups_rekeyed_by_hour_and_last_heard_filled(store_url):
     """Revision 0008 keys `hourly_rollups` by hour first, keeps every row, indexes them by card, and fills each card's
     last telemetry: its last sample, else the end of its last rolled-up hour (samples pruned), else none."""
     engine = make_engine(store_url)
     upgrade(store_url, "0007", engine=engine)
     with engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
-        for i in (1, 2, 3):
-            conn.exec_driver_sql(f"INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES ({i}, 'gpu-{i}', 1, 1700000000)")
-        conn.exec_driver_sql("INSERT INTO ingest_runs (id, source, source_digest, started_ts, read, stored, duplicates, "
-                             "quarantined) VALUES (901, 'a.csv', 'ab', 1700000000, 1, 1, 0, 0)")
-        conn.exec_driver_sql("INSERT INTO ingest_batches (id, run_id, part, first_record, read, stored, duplicates, "
-                             "quarantined, committed_ts) VALUES (901, 901, 0, 0, 1, 1, 0, 0, 1700000001)")
+        _three_cards_and_a_batch(conn, samples=1)
         conn.exec_driver_sql("INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) "
                              "VALUES (1, 1700000060, 6100.0, NULL, 901)")  # ids clear of the sequences
         conn.exec_driver_sql("INSERT INTO hourly_rollups VALUES (1, 1699999200, 1, 6100.0, 0, 0, 0)")
@@ -193,13 +199,7 @@ def test_revision_0009_indexes_the_journal_by_kind_and_keeps_each_cards_last_ser
     engine = make_engine(store_url)
     upgrade(store_url, "0008", engine=engine)
     with engine.begin() as conn:
-        conn.exec_driver_sql("INSERT INTO card_classes (id, name, rated_tps, rent_usd_per_month) VALUES (1, 'flagship', 6000, 2690)")
-        for i in (1, 2, 3):
-            conn.exec_driver_sql(f"INSERT INTO cards (id, card_key, class_id, registered_ts) VALUES ({i}, 'gpu-{i}', 1, 1700000000)")
-        conn.exec_driver_sql("INSERT INTO ingest_runs (id, source, source_digest, started_ts, read, stored, duplicates, "
-                             "quarantined) VALUES (901, 'a.csv', 'ab', 1700000000, 3, 3, 0, 0)")
-        conn.exec_driver_sql("INSERT INTO ingest_batches (id, run_id, part, first_record, read, stored, duplicates, "
-                             "quarantined, committed_ts) VALUES (901, 901, 0, 0, 3, 3, 0, 0, 1700000001)")
+        _three_cards_and_a_batch(conn, samples=3)
         for card, ts, tps in ((1, 1700000060, 6100.0), (1, 1700000120, 0.0), (2, 1700000060, 0.0)):
             conn.exec_driver_sql("INSERT INTO telemetry_samples (card_id, ts, tokens_per_s, busy_fraction, batch_id) "
                                  f"VALUES ({card}, {ts}, {tps}, NULL, 901)")
