@@ -1,11 +1,12 @@
 """Cards by hand and by their telemetry: an operator's retirement, and when each card was last heard from.
 
-`retire_card` is the one write: the `retire` record (keyed `retire:CARD`, so a
-card is retired once), the card's `retired_ts`, and the end of its run-set
-interval, in one transaction. The reads give the reconcile check (`fleet.service.
-reconcile`) each card's last telemetry and last tokens served, each in one
-statement that probes the samples' primary key (card, ts) per card: no scan of
-the samples.
+`retire_card` writes the `retire` record (keyed `retire:CARD`, so a card is
+retired once), the card's `retired_ts`, and the end of its run-set interval, in
+one transaction; `journal_records` writes the reconcile check's records and keeps
+the open mismatches with them. The reads give the reconcile check (`fleet.service.
+reconcile`) each card's last telemetry and last tokens served from the card itself
+(kept by ingest), and the journal's few records of a kind through its (kind, ts)
+index: no scan of the samples, nor of the journal.
 """
 
 from __future__ import annotations
