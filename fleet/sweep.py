@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from contextlib import closing
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -61,6 +62,29 @@ class Engine(Protocol):
     def close(self, cancel: bool) -> None: ...
 
 
+_BUSY = [False]
+"""In a local worker: whether it is running a batch (a Ctrl-C stops a batch, and is nothing to a worker waiting)."""
+
+
+def _worker_start() -> None:
+    """A local worker's SIGINT: a terminal's Ctrl-C reaches every process of the command. In a batch it stops the
+    batch (the parent is told, as of any failure); waiting for work it is ignored, where it used to end the worker
+    with its own KeyboardInterrupt traceback. The parent stops and reports, and shuts the workers down."""
+    def on_sigint(signum, frame):
+        if _BUSY[0]:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+
+def _in_worker(fn: Callable, *args):
+    _BUSY[0] = True
+    try:
+        return fn(*args)
+    finally:
+        _BUSY[0] = False
+
+
 class LocalEngine:
     """`jobs` local processes (started at the first batch that needs them); one job, or one item, runs in-process."""
 
@@ -75,8 +99,8 @@ class LocalEngine:
                 yield i, fn(item, *extra)
             return
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.slots)
-        futures = {self._pool.submit(fn, item, *extra): i for i, item in enumerate(work)}
+            self._pool = ProcessPoolExecutor(max_workers=self.slots, initializer=_worker_start)
+        futures = {self._pool.submit(_in_worker, fn, item, *extra): i for i, item in enumerate(work)}
         for f in as_completed(futures):
             yield futures[f], f.result()
 
