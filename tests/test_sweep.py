@@ -24,8 +24,8 @@ def test_a_ctrl_c_is_nothing_to_a_worker_waiting_for_work(capfd):
             os.kill(pid, signal.SIGINT)
         time.sleep(0.5)  # let the signals land (the assertions hold however long this is)
         again = {pid for _, pid in engine.run(_pid, list(range(8)))}
-        assert again and again <= workers  # the same workers ran them: none was lost and replaced
-        assert all(os.kill(pid, 0) is None for pid in workers)  # and each is still alive
+        assert again and len(workers | again) <= 2  # the pool's own two workers ran them: none was lost and replaced
+        assert all(os.kill(pid, 0) is None for pid in workers)  # and each one signalled is still alive
     finally:
         engine.close(cancel=False)
     assert "Traceback" not in capfd.readouterr().err
