@@ -7,6 +7,7 @@ CSV and resolving a policy's plug-ins by name happen here, once, before the core
 from __future__ import annotations
 
 import copy
+import logging
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,26 +71,76 @@ def resolve_policy(scenario: Scenario):
     return policies.resolve(scenario.policy)
 
 
-def read_demand_file(path: str, hours: int, base_dir: Path | None) -> np.ndarray:
-    """Demand from a CSV with a `demand_tps` column, one row an hour."""
+def read_demand_file(path: str, hours: int, base_dir: Path | None, step_minutes: int = 60) -> np.ndarray:
+    """Demand from a CSV with a `demand_tps` column, resampled to the month's step: one row an hour as written, or
+    rows keyed by `minute` (or `hour`) from the month's start at their own even spacing (a 10-minute trace, say).
+
+    A row with no `demand_tps` is a gap: it is filled from its neighbours and the count is logged, so a trace with
+    a missing window still replays and says so. Rows that are not evenly spaced, or a negative value, are refused.
+    """
     import pandas as pd
 
     p = Path(path)
     if not p.is_absolute() and base_dir is not None:
         p = base_dir / p
+    where = f"demand file {str(p)!r}"
     try:
-        frame = pd.read_csv(p)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"demand file {str(p)!r}: {err}") from None
+        frame = pd.read_csv(p, comment="#")
+    except (OSError, ValueError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{where}: {' '.join(str(err).split())}") from None
     if "demand_tps" not in frame.columns:
-        raise ConfigError(f"demand file {str(p)!r}: no demand_tps column")
+        raise ConfigError(f"{where}: no demand_tps column")
     values = pd.to_numeric(frame["demand_tps"], errors="coerce").to_numpy(dtype=np.float64)
-    if len(values) < hours:
-        raise ConfigError(f"demand file {str(p)!r}: {len(values)} rows, the month needs {hours}")
-    values = values[:hours]
-    if not np.all(np.isfinite(values)) or np.any(values < 0):
-        raise ConfigError(f"demand file {str(p)!r}: demand_tps must be finite and non-negative")
-    return values
+    spacing = _row_minutes(frame, where)
+    if np.any(values < 0) or np.any(np.isinf(values)):
+        raise ConfigError(f"{where}: demand_tps must be finite and non-negative (row {int(np.flatnonzero(~(values >= 0) & ~np.isnan(values))[0]) + 1})")
+    gaps = np.isnan(values)
+    if gaps.all():
+        raise ConfigError(f"{where}: no row gives a demand_tps")
+    if gaps.any():
+        rows = np.arange(values.size)
+        values = np.interp(rows, rows[~gaps], values[~gaps])
+        logging.getLogger("fleet.demand").warning("%s: %d of %d rows have no demand_tps; filled from their neighbours",
+                                                  where, int(gaps.sum()), values.size)
+    return resample_to_step(values, spacing, step_minutes, hours * 60 // step_minutes, where)
+
+
+def _row_minutes(frame, where: str) -> int:
+    """The rows' spacing in minutes: from a `minute` or `hour` key (which must rise evenly from any start), or an
+    hour a row when the file has neither."""
+    import pandas as pd
+
+    key = "minute" if "minute" in frame.columns else "hour" if "hour" in frame.columns else None
+    if key is None:
+        return 60
+    raw = pd.to_numeric(frame[key], errors="coerce").to_numpy(dtype=np.float64)
+    if raw.size == 0 or not np.all(np.isfinite(raw)) or np.any(raw != np.round(raw)):
+        raise ConfigError(f"{where}: every {key} must be a whole number")
+    step = np.diff(raw)
+    if raw.size > 1 and (step[0] <= 0 or np.any(step != step[0])):
+        bad = int(np.flatnonzero(step != step[0])[0]) + 2 if step[0] > 0 else 2
+        raise ConfigError(f"{where}: rows are not evenly spaced by {key} (row {bad} breaks the spacing)")
+    spacing = int(step[0]) if raw.size > 1 else 1
+    return spacing * (60 if key == "hour" else 1)
+
+
+def resample_to_step(values: np.ndarray, spacing_minutes: int, step_minutes: int, steps: int, where: str) -> np.ndarray:
+    """Rows `spacing_minutes` apart as `steps` steps of `step_minutes`: a step's mean of the rows in it when rows are
+    finer, each row held over its steps when they are coarser."""
+    if step_minutes % spacing_minutes == 0:
+        per = step_minutes // spacing_minutes
+        if values.size < steps * per:
+            raise ConfigError(f"{where}: {values.size} rows of {spacing_minutes} minutes cover {values.size * spacing_minutes // 60} hours, "
+                              f"the month needs {steps * step_minutes // 60}")
+        return values[: steps * per].reshape(steps, per).mean(axis=1)
+    if spacing_minutes % step_minutes == 0:
+        per = spacing_minutes // step_minutes
+        need = -(-steps // per)
+        if values.size < need:
+            raise ConfigError(f"{where}: {values.size} rows of {spacing_minutes} minutes cover {values.size * spacing_minutes // 60} hours, "
+                              f"the month needs {steps * step_minutes // 60}")
+        return np.repeat(values[:need], per)[:steps]
+    raise ConfigError(f"{where}: rows {spacing_minutes} minutes apart do not fit the month's {step_minutes}-minute step")
 
 
 def demand_file_tps(scenario: Scenario, base_dir: Path | None = None) -> np.ndarray | None:
