@@ -49,6 +49,7 @@ def classes_cmd(
     preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")] = None,
     pool: Annotated[Optional[str], typer.Option("--pool", help="A pool file (as `fleet ingest --pool` takes).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the classes as a JSON list.")] = False,
+    curve: Annotated[bool, typer.Option("--curve", help="Each class's throughput-latency curve: batch, step ms, per-user and aggregate tok/s, and the batch its memory allows (classes with a serving table).")] = False,
 ) -> None:
     """Each card class on the market with its rated rate, rent, and tokens per dollar at the rated rate. A class may give its rated rate as a number (rated_tps) or from serving arithmetic (a serving table under the class: memory_bandwidth_tb_s, weight_gb, batch)."""
     from fleet.cli.output import UsageError, console
@@ -66,6 +67,9 @@ def classes_cmd(
 
         classes, month_hours, where = load_pool(pool).classes, MONTH_HOURS, f"pool file {pool}"
     rows = class_rows(classes, month_hours)
+    if curve:
+        _print_curves(classes, where, as_json)
+        return
     if as_json:
         typer.echo(json.dumps(cents(rows), indent=2))
         return
@@ -81,6 +85,41 @@ def classes_cmd(
     console.print(t)
     console.print(f"  {where}: rent per hour is the monthly rent over {month_hours} hours; tokens per $ = rated tok/s × 3600 / rent per hour",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def curve_table(classes) -> list[dict]:
+    """Each class with a serving table, its curve at a ladder of batches (`fleet.core.serving.curve_rows`)."""
+    from fleet.core.serving import UNLIMITED_BATCH, curve_rows
+
+    out = []
+    for c in classes:
+        if c.serving is None:
+            continue
+        s = c.serving
+        out.append({"class": c.name, "rated_batch": s.batch, "max_batch": None if s.max_batch >= UNLIMITED_BATCH else s.max_batch,
+                    "knee_batch": s.curve.knee_batch(), "curve": curve_rows(s.curve)})
+    return out
+
+
+def _print_curves(classes, where: str, as_json: bool) -> None:
+    from fleet.cli.output import UsageError, console
+
+    table = curve_table(classes)
+    if not table:
+        raise UsageError(f"{where}: no class gives a [classes.serving] table, so no class has a curve (a rated_tps is one point)")
+    if as_json:
+        typer.echo(json.dumps(table, indent=2))
+        return
+    from rich.table import Table
+
+    for c in table:
+        memory = f"its memory allows a batch of {c['max_batch']:,}" if c["max_batch"] is not None else "no memory limit given"
+        console.print(f"{c['class']}: rated at batch {c['rated_batch']:,}; {memory}; the knee near batch {c['knee_batch']:,}",
+                      highlight=False, markup=False)
+        t = Table("batch", "step ms", "per-user tok/s", "aggregate tok/s", box=None, padding=(0, 1))
+        for r in c["curve"]:
+            t.add_row(f"{r['batch']:,}", f"{r['step_ms']:,.2f}", f"{r['stream_tps']:,.1f}", f"{r['aggregate_tps']:,.0f}")
+        console.print(t)
 
 
 def register(app: typer.Typer) -> None:

@@ -165,3 +165,28 @@ def test_classes_of_a_pool_file_from_serving_arithmetic(tmp_path):
 def test_classes_needs_one_source():
     p = fleet("classes")
     assert p.returncode == 2 and p.stderr.strip() == "fleet: error: give one of --preset NAME or --pool FILE"
+
+
+# -- fleet classes --curve -------------------------------------------------------------------------------------------
+
+def test_classes_curve_prints_each_serving_class_and_its_knee(tmp_path):
+    pool = tmp_path / "pool.toml"
+    pool.write_text('[[classes]]\nname = "h100-70b"\nrent_usd_per_month = 2690\n'
+                    '[classes.serving]\nmemory_bandwidth_tb_s = 3.35\nweight_gb = 70\nkv_cache_gb_per_stream = 0.76\n'
+                    'memory_gb = 160\nbatch = 64\n\n'
+                    '[[classes]]\nname = "plain"\nrated_tps = 1000\nrent_usd_per_month = 100\n')
+    got = fleet("classes", "--pool", str(pool), "--curve", "--json")
+    assert got.returncode == 0, got.stderr
+    (h100,) = json.loads(got.stdout)  # the class with a rated_tps alone has no curve
+    assert h100["class"] == "h100-70b" and h100["max_batch"] == 118  # (160 - 70) // 0.76
+    assert h100["curve"][0]["batch"] == 1 and round(h100["curve"][0]["stream_tps"]) == 47
+    assert h100["curve"][-1]["batch"] == 118
+    text = fleet("classes", "--pool", str(pool), "--curve")
+    assert text.returncode == 0 and "its memory allows a batch of 118" in text.stdout
+
+
+def test_classes_curve_without_a_serving_class_is_a_usage_error():
+    got = fleet("classes", "-p", "noise-evictor", "--curve")
+    assert got.returncode == 2
+    assert first_line(got.stderr) == ("fleet: error: preset noise-evictor: no class gives a [classes.serving] table, "
+                                      "so no class has a curve (a rated_tps is one point)")

@@ -49,7 +49,15 @@ def test_a_preset_class_may_give_serving_and_replays_with_it():
     [
         ({"name": "h", "rated_tps": 766, "rent_usd_per_month": 1, "serving": H100_70B}, "give rated_tps or a [classes.serving] table, not both"),
         ({"name": "h", "rent_usd_per_month": 1, "serving": {**H100_70B, "batch": 0}}, "serving.batch"),
-        ({"name": "h", "rent_usd_per_month": 1, "serving": {"weight_gb": 70}}, "serving.memory_bandwidth_tb_s"),
+        ({"name": "h", "rent_usd_per_month": 1, "serving": {"weight_gb": 70}},
+         "serving: give the step as memory_bandwidth_tb_s and weight_gb, or as a measured alpha_ms and beta_ms"),
+        ({"name": "h", "rent_usd_per_month": 1, "serving": {**H100_70B, "alpha_ms": 20, "beta_ms": 0.2}}, "one of the two"),
+        ({"name": "h", "rent_usd_per_month": 1, "serving": {**H100_70B, "batch": 16, "kv_cache_gb_per_stream": 1,
+                                                             "memory_gb": 80}},
+         "batch 16 needs 86 GB of weights and cache; the card's memory_gb 80 holds a batch of 10"),
+        ({"name": "h", "rent_usd_per_month": 1, "serving": {"alpha_ms": 20, "beta_ms": 0.2, "memory_gb": 80}},
+         "give weight_gb"),
+        ({"name": "h", "rent_usd_per_month": 1, "serving": {**H100_70B, "params_b": 70}}, "needs both params_b and effective_tflops"),
         ({"name": "h", "rent_usd_per_month": 1, "serving": {**H100_70B, "bandwidth": 3}}, "serving.bandwidth: unknown key"),
     ],
 )

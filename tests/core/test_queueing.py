@@ -1,0 +1,45 @@
+"""The first-token wait's queueing model (`fleet.core.queueing`) held to a discrete-event simulation of the same slots."""
+
+import numpy as np
+import pytest
+
+from fleet.core.queueing import erlang_c, simulated_waits_s, slots_for_wait, wait_at_percentile_s
+
+SLOTS_PER_CARD = 8
+SERVICE_S = 10.0  # a decode of 200 tokens at 20 tok/s
+
+
+@pytest.mark.parametrize("cards", [4, 40, 400])
+@pytest.mark.parametrize("utilisation", [0.5, 0.8, 0.95])
+def test_the_p99_wait_is_within_10_percent_of_a_simulation(cards, utilisation):
+    slots = cards * SLOTS_PER_CARD
+    rate = utilisation * slots / SERVICE_S
+    rng = np.random.default_rng(cards * 1000 + int(utilisation * 100))
+    # A near-full small pool's queue relaxes slowly: it takes millions of requests to pin its p99 down.
+    requests = 4_000_000 if utilisation > 0.9 and cards < 40 else 400_000
+    waits = simulated_waits_s(slots, rate, SERVICE_S, requests, rng)[requests // 20:]  # the first 5% warm the queue up
+    simulated = float(np.quantile(waits, 0.99))
+    model = wait_at_percentile_s(slots, rate, SERVICE_S, 0.99)
+    # Within 10% of the larger, or within 2% of a decode where both are about zero (fewer than 1% wait at all).
+    assert abs(model - simulated) <= 0.10 * max(model, simulated) + 0.02 * SERVICE_S, (model, simulated)
+
+
+def test_erlang_c_at_known_values():
+    assert erlang_c(1, 0.5) == pytest.approx(0.5)  # M/M/1: the chance to wait is the utilisation
+    assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
+    assert erlang_c(10, 10.0) == 1.0 and erlang_c(10, 0.0) == 0.0
+    assert 0.0 < erlang_c(50_000, 49_500.0) < 1.0  # no overflow at tens of thousands of slots
+
+
+def test_a_small_pool_needs_proportionally_more_spare_slots():
+    spare = []
+    for load in (8.0, 80.0, 800.0, 8000.0):  # the same utilisation asked of pools 10 times apart
+        slots = slots_for_wait(load / SERVICE_S, SERVICE_S, wait_s=0.5, percentile=0.99)
+        assert wait_at_percentile_s(slots, load / SERVICE_S, SERVICE_S) <= 0.5 < wait_at_percentile_s(slots - 1, load / SERVICE_S, SERVICE_S)
+        spare.append((slots - load) / slots)
+    assert spare == sorted(spare, reverse=True) and spare[0] > 3 * spare[-1]
+
+
+def test_a_load_the_slots_cannot_carry_waits_forever():
+    assert wait_at_percentile_s(10, 1.0, 10.0) == float("inf")
+    assert slots_for_wait(0.0, 10.0, 1.0) == 0
