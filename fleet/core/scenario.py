@@ -19,91 +19,10 @@ from typing import Any, Literal, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet.core.errors import ConfigError
+from fleet.core.serving import Serving  # noqa: F401 - a class's serving table, part of the schema
+from fleet.core.tables import Strict
 
 __all__ = ["ConfigError"]
-
-
-class Strict(BaseModel):
-    """The one base of every config table: unknown keys are errors, values are frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-
-class Serving(Strict):
-    """A card's decode step and the batch it is rated at, for a class that gives `[classes.serving]` instead of
-    `rated_tps` (`fleet.core.serving` turns it into the class's throughput–latency curve).
-
-    Decode is bandwidth-bound: every step reads the model's weights from card memory once, whatever the batch, and
-    each stream in the batch its own KV cache, then emits one token per stream. So a step takes
-    (weight_gb + batch × kv_cache_gb_per_stream) / memory bandwidth: one stream gets bandwidth / weight bytes tokens
-    a second, and a batch multiplies the aggregate until its cache reads crowd the step (with no cache given, the
-    weights alone: 3.35 TB/s over 70 GB is about 48 tokens/s, and a batch of 16 about 766 tokens/s in aggregate).
-    A step measured on the card (`alpha_ms + beta_ms × batch`, as serving stacks fit it) may stand in for the bytes.
-    `memory_gb` bounds the batch: the weights and every stream's cache must fit. `params_b` and `effective_tflops`
-    give the prefill (2 × parameters × prompt tokens over the FLOPS) a first token waits for.
-    """
-
-    memory_bandwidth_tb_s: float | None = Field(default=None, gt=0, le=1000)  # decimal TB (1,000 GB) a second
-    weight_gb: float | None = Field(default=None, gt=0)  # the model's weights as stored on the card, decimal GB
-    batch: int = Field(default=1, ge=1, le=1_000_000)  # streams decoded together in each step: the rated rate's batch
-    kv_cache_gb_per_stream: float = Field(default=0.0, ge=0)  # KV cache each stream's step reads (0: weights alone)
-    alpha_ms: float | None = Field(default=None, gt=0, le=60_000)  # a measured step at batch zero
-    beta_ms: float | None = Field(default=None, ge=0, le=60_000)  # what each stream adds to a measured step
-    memory_gb: float | None = Field(default=None, gt=0)  # the card's memory: weights + batch × cache must fit
-    params_b: float | None = Field(default=None, gt=0)  # the model's parameters, billions (for the prefill)
-    effective_tflops: float | None = Field(default=None, gt=0)  # the card's effective dense TFLOPS (for the prefill)
-
-    @model_validator(mode="after")
-    def _one_form(self) -> "Serving":
-        bytes_form = self.memory_bandwidth_tb_s is not None and self.weight_gb is not None
-        measured = self.alpha_ms is not None and self.beta_ms is not None
-        if bytes_form == measured:
-            raise ValueError("give the step as memory_bandwidth_tb_s and weight_gb, or as a measured alpha_ms and "
-                             "beta_ms, one of the two")
-        if self.memory_gb is not None:
-            if self.weight_gb is None:
-                raise ValueError("memory_gb bounds the batch by weight_gb + batch × kv_cache_gb_per_stream: give weight_gb")
-            if self.weight_gb > self.memory_gb:
-                raise ValueError(f"weight_gb {self.weight_gb:g} does not fit in memory_gb {self.memory_gb:g}")
-            if self.batch > self.max_batch:
-                need = self.weight_gb + self.batch * self.kv_cache_gb_per_stream
-                raise ValueError(f"batch {self.batch} needs {need:g} GB of weights and cache; the card's memory_gb "
-                                 f"{self.memory_gb:g} holds a batch of {self.max_batch}")
-        if (self.params_b is None) != (self.effective_tflops is None):
-            raise ValueError("the prefill needs both params_b and effective_tflops")
-        return self
-
-    @property
-    def max_batch(self) -> int:
-        """The streams the card's memory holds beside the weights (no limit without `memory_gb`)."""
-        from fleet.core.serving import UNLIMITED_BATCH
-
-        if self.memory_gb is None or self.weight_gb is None or not self.kv_cache_gb_per_stream:
-            return UNLIMITED_BATCH
-        return int(min(UNLIMITED_BATCH, (self.memory_gb - self.weight_gb) // self.kv_cache_gb_per_stream))
-
-    @property
-    def curve(self):
-        """The class's throughput–latency curve (`fleet.core.serving.StepCurve`)."""
-        from fleet.core.serving import step_curve
-
-        return step_curve(self)
-
-    @property
-    def step_s(self) -> float:
-        """Seconds of one decode step at the rated batch: the bytes it reads over the bandwidth, or as measured."""
-        return float(self.curve.step_s(self.batch))
-
-    @property
-    def stream_tps(self) -> float:
-        """Tokens a second one user sees at the rated batch: one token a step."""
-        return 1.0 / self.step_s
-
-    @property
-    def aggregate_tps(self) -> float:
-        """Tokens a second the card emits: one a step for every stream of the batch (the class's rated rate)."""
-        return self.batch / self.step_s
 
 
 class CardClass(Strict):
