@@ -14,11 +14,12 @@ import copy
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fleet.core.errors import ConfigError
+from fleet.core.latency import Slo, check_promise
 from fleet.core.serving import Serving  # noqa: F401 - a class's serving table, part of the schema
 from fleet.core.tables import Strict
 
@@ -135,6 +136,8 @@ class Demand(Strict):
     burst_mult: float = Field(default=2.0, ge=1, le=100)  # a burst multiplies demand by this
     burst_hours: int = Field(default=3, ge=1, le=24 * 31)  # a burst lasts this many hours
     file: str | None = None
+    output_tokens_per_request: float | None = Field(default=None, gt=0, le=10_000_000)  # demand as requests: their mean output
+    prompt_tokens_per_request: float | None = Field(default=None, ge=0, le=10_000_000)  # and their mean prompt
 
     @property
     def structured(self) -> bool:
@@ -251,11 +254,12 @@ class Policy(Strict):
 
 
 class Checks(Strict):
-    """Pass marks of the three checks."""
+    """Pass marks of the checks (the fourth, latency, only under a promise)."""
 
     max_unmet_share: float = Field(default=0.005, ge=0, le=1)
     min_convergence: float = Field(default=0.90, ge=0)
     max_wrong_evictions: int = Field(default=0, ge=0)
+    latency_share: float = Field(default=0.99, ge=0, le=1)  # under a promise: delivered tokens within it
 
 
 class Scenario(Strict):
@@ -274,6 +278,7 @@ class Scenario(Strict):
     demand: Demand = Demand()
     policy: Policy
     checks: Checks = Checks()
+    slo: Slo | None = None  # a promise to the users on stream speed and first token; none: the fluid model
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
@@ -284,6 +289,8 @@ class Scenario(Strict):
             raise ValueError(f"a card class may not be named {ANY_CLASS!r}: policy.card_class = {ANY_CLASS!r} means every class")
         if self.policy.unknown_classes(names):
             raise ValueError(f"policy.card_class {self.policy.card_class!r} is not one of the classes {names} (or 'any')")
+        if self.slo is not None:
+            check_promise(self.slo, [self.card_class(c) for c in self.policy.run_classes(names)], self.demand)
         return self
 
     def card_class(self, name: str) -> MarketClass:
@@ -395,6 +402,9 @@ def _template() -> dict:
         out: dict = {}
         for name, f in model.model_fields.items():
             ann = f.annotation
+            inner = [a for a in get_args(ann) if a is not type(None)]
+            if len(inner) == 1 and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
+                ann = inner[0]  # an optional table (`[slo]`): its keys settable as the table's own
             if ann == dict[str, Any]:
                 out[name] = _ANY_KEYS
             else:

@@ -76,12 +76,16 @@ def month_totals(
 
 
 def checks(figs: dict, marks) -> dict:
-    """Pass or fail of capacity, convergence and eviction, each with its mark and the figure it read."""
-    return {
+    """Pass or fail of capacity, convergence and eviction, each with its mark and the figure it read; under a
+    promise, capacity reads the demand not served within it, and a fourth check, latency, the share of delivered
+    tokens that kept it."""
+    promised = "goodput_share" in figs
+    unmet = figs["unmet_goodput_share"] if promised else figs["unmet_share"]
+    out = {
         "capacity": {
-            "pass": bool(figs["unmet_share"] <= marks.max_unmet_share + 1e-12),
-            "value": figs["unmet_share"],
-            "mark": f"unmet demand <= {marks.max_unmet_share:.1%} of demand",
+            "pass": bool(unmet <= marks.max_unmet_share + 1e-12),
+            "value": unmet,
+            "mark": f"unmet demand <= {marks.max_unmet_share:.1%} of demand" + (" (served within the promise)" if promised else ""),
         },
         "convergence": {
             "pass": bool(figs["convergence"] >= marks.min_convergence - 1e-12),
@@ -94,6 +98,13 @@ def checks(figs: dict, marks) -> dict:
             "mark": f"wrong evictions <= {marks.max_wrong_evictions}",
         },
     }
+    if promised:
+        out["latency"] = {
+            "pass": bool(figs["goodput_share"] >= marks.latency_share - 1e-12),
+            "value": figs["goodput_share"],
+            "mark": f"tokens within the promise >= {marks.latency_share:.1%} of delivered",
+        }
+    return out
 
 
 def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_eviction: np.ndarray, eviction_budget: int) -> dict:
@@ -141,6 +152,10 @@ def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_
         "wrong_evictions": wrong,
         "wrong_eviction_share": wrong / n_evicted if n_evicted else 0.0,
     }
+    if s.slo is not None:
+        from fleet.core.latency import month_promise, promise_month_figures
+
+        figs.update(promise_month_figures(s, month_promise(s, month, warm, b.delivered_tps, b.demand_tps), b.delivered_tps, b.demand_tps))
     figs["checks"] = checks(figs, s.checks)
     return figs
 

@@ -1,0 +1,199 @@
+"""A promise to the users (`[slo]`): a stream-speed floor and a first-token wait at a percentile, and how much of what
+a run set delivered kept it (goodput).
+
+Throughput is the operator's number and latency the user's. A card serves a fluid of tokens at its rated batch,
+but a user sees one token a step, and the step grows with the batch (`fleet.core.serving`). Under a promise each
+card of the run set can carry only the batch whose streams keep the floor: its rate at the promise. An hour's
+tokens are within the promise when
+
+- its stream speed held: the run set's rate at the promise carries them (a router that keeps every card at its
+  promised batch serves what is beyond it at a larger batch, slower than the floor: delivered, not good);
+- and its first tokens came in time: with the run set's slots at the promise (each card's promised batch) as one
+  queue (`fleet.core.queueing`), the share of requests whose slot wait plus prefill exceeds `ttft_ms` is lost
+  to the promise.
+
+So an hour's goodput is `min(delivered, rate at the promise) × P(first token within ttft_ms)`. With no `[slo]`
+nothing here runs and every figure is the fluid model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import Field
+
+from fleet.core.queueing import erlang_c, wait_at_percentile_s
+from fleet.core.serving import StepCurve, prefill_s
+from fleet.core.tables import Strict
+
+
+class Slo(Strict):
+    """The promise: every stream at least `stream_tps` (a TPOT ceiling of 1 / stream_tps), and the first token within
+    `ttft_ms` for `percentile` of requests. Either may be left out."""
+
+    stream_tps: float | None = Field(default=None, gt=0, le=100_000)
+    ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
+    percentile: float = Field(default=0.99, gt=0, lt=1)
+
+
+@dataclass(frozen=True)
+class ClassServing:
+    """What the promise needs of one card class: its curve, its rated rate (to read a card's speed from its rate),
+    and its prefill for the mean prompt."""
+
+    curve: StepCurve
+    rated_tps: float
+    rated_batch: int
+    prefill_s: float
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """Demand as requests: the mean output and prompt tokens of one."""
+
+    output_tokens: float
+    prompt_tokens: float = 0.0
+
+
+@dataclass(frozen=True)
+class PromiseFigures:
+    """An hour-by-hour reading of the promise over a run of hours."""
+
+    goodput_tps: np.ndarray  # (hours,) tokens/s served within the promise
+    rate_at_promise_tps: np.ndarray  # (hours,) the run set's true rate at the promise
+    slots: np.ndarray  # (hours,) streams the run set decodes at the promise
+    ttft_s: np.ndarray  # (hours,) the first-token wait at the percentile (inf: the slots cannot carry the requests)
+    ttft_ok_share: np.ndarray  # (hours,) share of requests whose first token came within ttft_ms
+
+
+def class_servings(classes, shape: RequestShape | None) -> list[ClassServing | None]:
+    """Each market class's serving, in the market's order (None for a class with no `[classes.serving]`)."""
+    out: list[ClassServing | None] = []
+    for c in classes:
+        s = c.serving
+        if s is None:
+            out.append(None)
+            continue
+        prefill = prefill_s(s.params_b, shape.prompt_tokens, s.effective_tflops) if (
+            shape is not None and s.params_b is not None) else 0.0
+        out.append(ClassServing(s.curve, float(c.rated_tps), int(s.batch), prefill))
+    return out
+
+
+def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
+                          stream_floor_tps: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each card's rate at the promise and its slots, (cards, hours) each, from its true rate (its speed is its rate
+    over its class's rated rate: the lottery and the dips scale the step). No floor: the rated batch's rate and
+    batch."""
+    rate = np.asarray(true_rate_tps, dtype=np.float64)
+    out_rate = np.zeros(rate.shape)
+    out_slots = np.zeros(rate.shape)
+    for k, sv in enumerate(servings):
+        rows = np.flatnonzero(card_class == k)
+        if sv is None or rows.size == 0:
+            continue
+        speed = rate[rows] / sv.rated_tps
+        if stream_floor_tps is None:
+            out_rate[rows] = rate[rows]
+            out_slots[rows] = sv.rated_batch
+            continue
+        out_rate[rows] = sv.curve.rate_at_floor_tps(stream_floor_tps, speed)
+        out_slots[rows] = sv.curve.batch_at_floor(stream_floor_tps, speed)
+    return out_rate, out_slots
+
+
+def promise_figures(warm: np.ndarray, rate_at_promise: np.ndarray, slots: np.ndarray, delivered_tps: np.ndarray,
+                    demand_tps: np.ndarray, slo: Slo, shape: RequestShape | None, prefill: float) -> PromiseFigures:
+    """The promise read hour by hour over a run set (`warm`, (cards, hours) bool) from its cards' rates and slots at
+    the promise: goodput, the first-token wait at the percentile and the share of requests within it."""
+    warm = np.asarray(warm, dtype=bool)
+    rate_h = (rate_at_promise * warm).sum(axis=0)
+    slots_h = (slots * warm).sum(axis=0)
+    delivered = np.asarray(delivered_tps, dtype=np.float64)
+    stream_ok = np.minimum(delivered, rate_h) if slo.stream_tps is not None else delivered
+    hours = warm.shape[1]
+    ttft = np.zeros(hours)
+    ok = np.ones(hours)
+    if slo.ttft_ms is not None and shape is not None:
+        demand = np.asarray(demand_tps, dtype=np.float64)
+        for h in range(hours):
+            if demand[h] <= 0:
+                ttft[h] = prefill
+                continue
+            if slots_h[h] < 1 or rate_h[h] <= 0:
+                ttft[h], ok[h] = np.inf, 0.0
+                continue
+            # A slot holds a request for its output at the stream speed the promised batch gives (the run set's
+            # rate at the promise over its slots), so the slots' load is the share of that rate the demand asks.
+            service_s = shape.output_tokens * slots_h[h] / rate_h[h]
+            arrival = demand[h] / shape.output_tokens
+            c = int(slots_h[h])
+            ttft[h] = wait_at_percentile_s(c, arrival, service_s, slo.percentile) + prefill
+            ok[h] = _share_within(c, arrival, service_s, slo.ttft_ms / 1000.0 - prefill)
+    return PromiseFigures(stream_ok * ok, rate_h, slots_h, ttft, ok)
+
+
+def _share_within(slots: int, arrival_rate: float, service_s: float, wait_s: float) -> float:
+    """The share of requests whose slot wait is at most `wait_s` (0 when the prefill alone misses the promise)."""
+    if wait_s < 0:
+        return 0.0
+    load = arrival_rate * service_s
+    if load >= slots:
+        return 0.0
+    return 1.0 - erlang_c(slots, load) * float(np.exp(-(slots - load) * wait_s / service_s))
+
+
+def request_shape(demand) -> RequestShape | None:
+    """The scenario's demand as requests, when its `[demand]` gives their sizes."""
+    if demand.output_tokens_per_request is None:
+        return None
+    return RequestShape(float(demand.output_tokens_per_request), float(demand.prompt_tokens_per_request or 0.0))
+
+
+def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> PromiseFigures:
+    """The promise read over a replayed month: each warm card at its true rate (lottery and dips) on its class's
+    curve. The prefill is the slowest rented class's, so a mixed run set is not flattered."""
+    shape = request_shape(s.demand)
+    servings = class_servings(s.classes, shape)
+    rented = [month.class_names.index(c) for c in s.policy.run_classes(month.class_names)]
+    prefill = max((servings[k].prefill_s for k in rented if servings[k] is not None), default=0.0)
+    W = month.warmup_hours
+    rate, slots = card_rates_at_promise(np.asarray(month.true_rate_tps)[:, W:W + warm.shape[1]], month.card_class,
+                                        servings, s.slo.stream_tps)
+    return promise_figures(warm, rate, slots, delivered_tps, demand_tps, s.slo, shape, prefill)
+
+
+def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
+    """The verdict's figures of the promise: goodput beside delivered, the share within the promise, and the
+    first-token wait at the percentile."""
+    hours = max(1, p.goodput_tps.size)
+    good, delivered, demand = float(p.goodput_tps.sum()), float(np.sum(delivered_tps)), float(np.sum(demand_tps))
+    finite = p.ttft_s[np.isfinite(p.ttft_s)]
+    return {
+        "slo_stream_tps": s.slo.stream_tps,
+        "slo_ttft_ms": s.slo.ttft_ms,
+        "slo_percentile": s.slo.percentile,
+        "goodput_avg_tps": good / hours,
+        "goodput_share": good / delivered if delivered > 0 else 1.0,
+        "unmet_goodput_share": (demand - good) / demand if demand > 0 else 0.0,
+        "rate_at_promise_avg_tps": float(p.rate_at_promise_tps.mean()) if p.rate_at_promise_tps.size else 0.0,
+        "ttft_worst_s": float(p.ttft_s.max()) if p.ttft_s.size else 0.0,
+        "ttft_median_s": float(np.median(finite)) if finite.size else float("inf"),
+        "ttft_missed_hours": int((p.ttft_ok_share < s.slo.percentile - 1e-12).sum()) if s.slo.ttft_ms is not None else 0,
+        "slow_hours": int((p.goodput_tps < np.asarray(delivered_tps) * (1 - 1e-9) - 1e-6).sum()),
+    }
+
+
+def check_promise(slo: Slo, rented_classes, demand) -> None:
+    """A promise the pool can be judged by: every rented class has a curve, one stream of each meets the floor, and
+    a first-token promise knows its requests' size. Raises ValueError (the schema's one-line error) otherwise."""
+    for c in rented_classes:
+        if c.serving is None:
+            raise ValueError(f"slo: class {c.name!r} gives rated_tps alone; a promise needs its [classes.serving] curve")
+        if slo.stream_tps is not None and int(c.serving.curve.batch_at_floor(slo.stream_tps)) < 1:
+            one = float(c.serving.curve.stream_tps(1))
+            raise ValueError(f"slo.stream_tps {slo.stream_tps:g}: no card of class {c.name!r} meets it even at batch 1 "
+                             f"({one:.1f} tok/s a stream)")
+    if slo.ttft_ms is not None and demand.output_tokens_per_request is None:
+        raise ValueError("slo.ttft_ms: the first-token wait needs demand.output_tokens_per_request (demand as requests)")

@@ -1,0 +1,84 @@
+"""A promise to the users (`[slo]`): goodput, the fourth check, and a promise that cannot be judged refused."""
+
+import numpy as np
+import pytest
+
+from fleet.core.errors import ConfigError
+from fleet.core.latency import RequestShape, Slo, card_rates_at_promise, class_servings, promise_figures
+from fleet.core.queueing import erlang_c
+from fleet.core.scenario import CardClass, build_scenario
+
+CHAT_CLASS = {"name": "h100-70b", "rent_usd_per_month": 2690,
+              "serving": {"alpha_ms": 20.9, "beta_ms": 0.227, "batch": 128, "params_b": 70, "effective_tflops": 400}}
+
+
+def scenario(**over):
+    raw = {"classes": [{**CHAT_CLASS, "pool_cards": 8}], "policy": {"card_class": "h100-70b"},
+           "demand": {"output_tokens_per_request": 250, "prompt_tokens_per_request": 600}}
+    for k, v in over.items():
+        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
+    return build_scenario(raw, "preset file 'x.toml'")
+
+
+def test_a_card_at_the_promise_keeps_its_batch_and_a_slow_card_a_smaller_one():
+    servings = class_servings([CardClass.model_validate(CHAT_CLASS)], RequestShape(250, 600))
+    rated = servings[0].rated_tps
+    true = np.array([[rated], [0.8 * rated]])
+    rate, slots = card_rates_at_promise(true, np.array([0, 0]), servings, 30.0)
+    assert slots[0, 0] == 54 and slots[1, 0] < 54
+    assert rate[0, 0] == pytest.approx(54 / (0.0209 + 54 * 0.000227))
+    rate_none, slots_none = card_rates_at_promise(true, np.array([0, 0]), servings, None)
+    np.testing.assert_allclose(rate_none, true)
+    assert (slots_none == 128).all()
+
+
+def test_goodput_is_what_the_rate_at_the_promise_carries():
+    warm = np.ones((2, 3), dtype=bool)
+    rate = np.full((2, 3), 1000.0)
+    slots = np.full((2, 3), 40.0)
+    delivered = np.array([1500.0, 2500.0, 0.0])
+    p = promise_figures(warm, rate, slots, delivered, delivered, Slo(stream_tps=25), None, 0.0)
+    np.testing.assert_allclose(p.goodput_tps, [1500.0, 2000.0, 0.0])
+
+
+def test_the_first_token_share_is_erlang_c():
+    warm = np.ones((1, 1), dtype=bool)
+    rate, slots = np.array([[2000.0]]), np.array([[50.0]])
+    demand = np.array([1800.0])
+    shape = RequestShape(output_tokens=200)
+    p = promise_figures(warm, rate, slots, demand, demand, Slo(stream_tps=25, ttft_ms=1500), shape, prefill=0.5)
+    service_s = 200 * 50 / 2000.0  # a slot's request at the promised batch's stream speed
+    load = 1800 / 200 * service_s
+    want = 1 - erlang_c(50, load) * np.exp(-(50 - load) * 1.0 / service_s)
+    assert p.ttft_ok_share[0] == pytest.approx(want)
+    assert p.goodput_tps[0] == pytest.approx(1800 * want)
+
+
+def test_a_throughput_sized_chat_pool_fails_latency_and_without_a_promise_has_three_checks():
+    from fleet.presets import replay_scenario
+
+    promised = replay_scenario(scenario(slo={"stream_tps": 30}, demand={"avg_tps": 8000}, policy={"card_class": "h100-70b", "headroom": 1.02}))
+    f = promised.figures
+    assert set(f["checks"]) == {"capacity", "convergence", "eviction", "latency"}
+    assert not f["checks"]["latency"]["pass"] and f["goodput_share"] < 0.9
+    plain = replay_scenario(scenario(demand={"avg_tps": 8000}, policy={"card_class": "h100-70b", "headroom": 1.02}))
+    assert set(plain.figures["checks"]) == {"capacity", "convergence", "eviction"} and "goodput_share" not in plain.figures
+    assert plain.figures["bill_usd"] == f["bill_usd"]  # the promise judges the month; it does not change the policy's run
+
+
+@pytest.mark.parametrize(("over", "reason"), [
+    ({"slo": {"stream_tps": 60}}, "slo.stream_tps 60: no card of class 'h100-70b' meets it even at batch 1 (47.3 tok/s a stream)"),
+    ({"slo": {"ttft_ms": 500}, "demand": {"output_tokens_per_request": None}}, "needs demand.output_tokens_per_request"),
+    ({"demand": {"output_tokens_per_request": -5}}, "demand.output_tokens_per_request"),
+])
+def test_a_promise_that_cannot_be_judged_is_one_error(over, reason):
+    with pytest.raises(ConfigError) as err:
+        scenario(**over)
+    assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_promise_on_a_class_without_a_curve_is_refused():
+    raw = {"classes": [{"name": "f", "rated_tps": 6000, "rent_usd_per_month": 1, "pool_cards": 2}],
+           "policy": {"card_class": "f"}, "slo": {"stream_tps": 20}}
+    with pytest.raises(ConfigError, match="class 'f' gives rated_tps alone; a promise needs its"):
+        build_scenario(raw, "preset file 'x.toml'")
