@@ -83,18 +83,23 @@ def export_month(r, folder: Path) -> None:
     iv = run_set_intervals(r.warm, {e.card: e.hour for e in r.evictions})
     iv["card_id"] = ids[iv["card_id"].to_numpy()]
     iv.to_csv(folder / "intervals.csv", index=False)
-    pd.DataFrame(
-        {
-            "hour": np.arange(m.hours),
-            "demand_tps": r.bill.demand_tps,
-            "capacity_tps": r.bill.capacity_tps,
-            "delivered_tps": r.bill.delivered_tps,
-            "cards_warm": r.bill.cards_warm,
-            "warm_usd": r.bill.warm_usd,
-            "idle_usd": r.bill.idle_usd,
-            "ideal_usd": r.bill.ideal_usd,
-        }
-    ).to_csv(folder / "hours.csv", index=False)
+    hours = {
+        "hour": np.arange(m.hours),
+        "demand_tps": r.bill.demand_tps,
+        "capacity_tps": r.bill.capacity_tps,
+        "delivered_tps": r.bill.delivered_tps,
+        "cards_warm": r.bill.cards_warm,
+        "warm_usd": r.bill.warm_usd,
+        "idle_usd": r.bill.idle_usd,
+        "ideal_usd": r.bill.ideal_usd,
+    }
+    if r.scenario.slo is not None:  # the promise hour by hour: goodput and what it was read from
+        from fleet.core.latency import month_promise
+
+        p = month_promise(r.scenario, m, r.warm, r.bill.delivered_tps, r.bill.demand_tps)
+        hours.update({"rate_at_promise_tps": p.rate_at_promise_tps, "slots": p.slots, "ttft_s": p.ttft_s,
+                      "ttft_ok_share": p.ttft_ok_share, "goodput_tps": p.goodput_tps})
+    pd.DataFrame(hours).to_csv(folder / "hours.csv", index=False)
     rows = []
     k = 0  # r.wrong and r.median_ticket_tps follow the evictions in order
     for p in r.passes:

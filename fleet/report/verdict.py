@@ -56,6 +56,16 @@ def demand_line(f: dict) -> str:
     return f"demand: forecast by {f.get('forecast', '?')} from the hours before each hour{margin}{shown}"
 
 
+def promise_words(f: dict) -> str:
+    """The promise as the verdict states it: its stream floor and its first-token wait at the percentile."""
+    parts = []
+    if f.get("slo_stream_tps") is not None:
+        parts.append(f"streams >= {f['slo_stream_tps']:g} tok/s")
+    if f.get("slo_ttft_ms") is not None:
+        parts.append(f"first token <= {f['slo_ttft_ms']:,.0f} ms at p{f['slo_percentile'] * 100:g}")
+    return ", ".join(parts)
+
+
 def headline(preset, fix: bool, r, overrides=(), source: str | None = None) -> str:
     """The verdict's first line. The preset's story tells of its own month and policy, so it heads the verdict only
     when that is what was replayed (another seed is the same story); after a `--set` that changes the scenario, or on
@@ -95,6 +105,9 @@ def render_verdict(console: Console, preset, fix: bool, r, overrides=(), span=No
     t.add_row("idle cost", _usd(f["idle_usd"]), f"{f['idle_share']:.1%} of the bill bought capacity that moved no tokens")
     t.add_row("demand", f"{f['demand_avg_tps']:,.0f} tok/s", f"average; peak {f['demand_peak_tps']:,.0f} tok/s")
     t.add_row("delivered", f"{f['delivered_avg_tps']:,.0f} tok/s", f"unmet {f['unmet_avg_tps']:,.0f} tok/s ({f['unmet_share']:.2%}), short in {f['short_hours']} of {f['hours']} hours")
+    if "goodput_share" in f:
+        t.add_row("goodput", f"{f['goodput_avg_tps']:,.0f} tok/s", f"{f['goodput_share']:.1%} of delivered within the promise ({promise_words(f)}); "
+                  f"outside it in {f['slow_hours']} of {f['hours']} hours")
     t.add_row("run set", f"{f['cards_warm_avg']:.2f} cards", f"average warm; max {f['cards_warm_max']}; {f['cards_used']} cards used")
     t.add_row("evictions", f"{f['evictions']} of {f['pool_cards']}", f"{f['wrong_evictions']} wrong ({f['wrong_eviction_share']:.0%})")
     t.add_row("ideal bill", _usd(f["ideal_bill_usd"]), f"convergence {f['convergence']:.1%}")

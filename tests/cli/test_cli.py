@@ -151,3 +151,26 @@ def test_replay_of_a_telemetry_file_makes_the_presets_decisions(tmp_path):
 def test_replay_of_a_missing_telemetry_file_is_one_line(tmp_path):
     p = fleet("replay", "-p", "noise-evictor", "--telemetry", str(tmp_path / "nope.csv"), check=False)
     assert p.returncode == 2 and "nope.csv" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_export_under_a_promise_adds_goodput_hour_by_hour(tmp_path):
+    pool = tmp_path / "chat.toml"
+    pool.write_text(
+        'name = "chat"\nseed = 3\nhours = 96\nwarmup_hours = 48\n'
+        '[[classes]]\nname = "h100"\nrent_usd_per_month = 2690\npool_cards = 12\n'
+        '[classes.serving]\nalpha_ms = 20.9\nbeta_ms = 0.227\nbatch = 128\nparams_b = 70\neffective_tflops = 400\n'
+        '[demand]\nshape = "diurnal"\navg_tps = 9000\noutput_tokens_per_request = 250\nprompt_tokens_per_request = 600\n'
+        '[policy]\ncard_class = "h100"\nheadroom = 1.5\nforecast = "seasonal"\n'
+        '[slo]\nstream_tps = 25\nttft_ms = 1500\n')
+    out = tmp_path / "out"
+    got = subprocess.run([sys.executable, "-m", "fleet.cli.app", "replay", "-p", str(pool), "--export", str(out)],
+                         capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    hours = pd.read_csv(out / "hours.csv")
+    assert hours.goodput_tps.mean() == pytest.approx(summary["goodput_avg_tps"])
+    assert (hours.goodput_tps <= np.minimum(hours.delivered_tps, hours.rate_at_promise_tps) + 1e-6).all()
+    assert hours.goodput_tps.sum() / hours.delivered_tps.sum() == pytest.approx(summary["goodput_share"])
+    demand = hours.demand_tps.sum()
+    assert (demand - hours.goodput_tps.sum()) / demand == pytest.approx(summary["checks"]["capacity"]["value"])
+    assert summary["checks"]["latency"]["value"] == pytest.approx(summary["goodput_share"])
