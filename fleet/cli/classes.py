@@ -49,6 +49,8 @@ def classes_cmd(
     preset: Annotated[Optional[str], typer.Option("--preset", "-p", help="Preset name or path to a preset TOML file.")] = None,
     pool: Annotated[Optional[str], typer.Option("--pool", help="A pool file (as `fleet ingest --pool` takes).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the classes as a JSON list.")] = False,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="With --curve: draw each class's curve to FILE (.png, .svg or .pdf; one class, or CLASS- prefixed files for several).")] = None,
+    stream_tps: Annotated[Optional[float], typer.Option("--stream-tps", help="With --curve: a stream-speed promise to mark on the curve and the plot.")] = None,
     curve: Annotated[bool, typer.Option("--curve", help="Each class's throughput-latency curve: batch, step ms, per-user and aggregate tok/s, and the batch its memory allows (classes with a serving table).")] = False,
 ) -> None:
     """Each card class on the market with its rated rate, rent, and tokens per dollar at the rated rate. A class may give its rated rate as a number (rated_tps) or from serving arithmetic (a serving table under the class: memory_bandwidth_tb_s, weight_gb, batch)."""
@@ -67,8 +69,12 @@ def classes_cmd(
 
         classes, month_hours, where = load_pool(pool).classes, MONTH_HOURS, f"pool file {pool}"
     rows = class_rows(classes, month_hours)
+    if (plot is not None or stream_tps is not None) and not curve:
+        raise UsageError("--plot and --stream-tps go with --curve")
     if curve:
-        _print_curves(classes, where, as_json)
+        _print_curves(classes, where, as_json, stream_tps)
+        if plot is not None:
+            _plot_curves(classes, plot, stream_tps)
         return
     if as_json:
         typer.echo(json.dumps(cents(rows), indent=2))
@@ -87,7 +93,7 @@ def classes_cmd(
                   highlight=False, markup=False, soft_wrap=True)
 
 
-def curve_table(classes) -> list[dict]:
+def curve_table(classes, stream_tps: float | None = None) -> list[dict]:
     """Each class with a serving table, its curve at a ladder of batches (`fleet.core.serving.curve_rows`)."""
     from fleet.core.serving import UNLIMITED_BATCH, curve_rows
 
@@ -96,15 +102,38 @@ def curve_table(classes) -> list[dict]:
         if c.serving is None:
             continue
         s = c.serving
-        out.append({"class": c.name, "rated_batch": s.batch, "max_batch": None if s.max_batch >= UNLIMITED_BATCH else s.max_batch,
-                    "knee_batch": s.curve.knee_batch(), "curve": curve_rows(s.curve)})
+        row = {"class": c.name, "rated_batch": s.batch, "max_batch": None if s.max_batch >= UNLIMITED_BATCH else s.max_batch,
+               "knee_batch": s.curve.knee_batch(), "curve": curve_rows(s.curve)}
+        if stream_tps is not None:
+            b = int(s.curve.batch_at_floor(stream_tps))
+            row["promise"] = {"stream_tps": stream_tps, "batch": b, "rate_tps": float(s.curve.rate_at_floor_tps(stream_tps)),
+                              "share_of_rated": s.curve.share_at_floor(stream_tps, s.batch)}
+        out.append(row)
     return out
 
 
-def _print_curves(classes, where: str, as_json: bool) -> None:
+def _plot_curves(classes, plot: str, stream_tps: float | None) -> None:
+    from pathlib import Path
+
+    from fleet.cli.output import UsageError
+    from fleet.report.curve_plot import plot_curve
+    from fleet.report.plot import PLOT_SUFFIXES
+
+    path = Path(plot)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise UsageError(f"--plot {plot!r}: the file must end in one of {', '.join(PLOT_SUFFIXES)}")
+    if not path.resolve().parent.is_dir():
+        raise UsageError(f"--plot {plot!r}: no folder {str(path.parent)!r}")
+    served = [c for c in classes if c.serving is not None]
+    for c in served:
+        to = path if len(served) == 1 else path.with_name(f"{c.name}-{path.name}")
+        plot_curve(c.serving.curve, c.name, c.serving.batch, to, stream_tps)
+
+
+def _print_curves(classes, where: str, as_json: bool, stream_tps: float | None = None) -> None:
     from fleet.cli.output import UsageError, console
 
-    table = curve_table(classes)
+    table = curve_table(classes, stream_tps)
     if not table:
         raise UsageError(f"{where}: no class gives a [classes.serving] table, so no class has a curve (a rated_tps is one point)")
     if as_json:
@@ -120,6 +149,12 @@ def _print_curves(classes, where: str, as_json: bool) -> None:
         for r in c["curve"]:
             t.add_row(f"{r['batch']:,}", f"{r['step_ms']:,.2f}", f"{r['stream_tps']:,.1f}", f"{r['aggregate_tps']:,.0f}")
         console.print(t)
+        p = c.get("promise")
+        if p is not None:
+            line = (f"  at {p['stream_tps']:g} tok/s a user: batch {p['batch']:,}, {p['rate_tps']:,.0f} tok/s, "
+                    f"{p['share_of_rated']:.0%} of the rated rate" if p["batch"] else
+                    f"  at {p['stream_tps']:g} tok/s a user: not even one stream keeps up")
+            console.print(line, highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:

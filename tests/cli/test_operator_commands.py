@@ -190,3 +190,18 @@ def test_classes_curve_without_a_serving_class_is_a_usage_error():
     assert got.returncode == 2
     assert first_line(got.stderr) == ("fleet: error: preset noise-evictor: no class gives a [classes.serving] table, "
                                       "so no class has a curve (a rated_tps is one point)")
+
+
+def test_classes_curve_marks_a_promise_and_draws_the_curve(tmp_path):
+    pool = tmp_path / "pool.toml"
+    pool.write_text('[[classes]]\nname = "h100-70b"\nrent_usd_per_month = 2690\n'
+                    '[classes.serving]\nalpha_ms = 20.9\nbeta_ms = 0.227\nbatch = 128\n')
+    got = fleet("classes", "--pool", str(pool), "--curve", "--stream-tps", "30", "--json")
+    (row,) = json.loads(got.stdout)
+    assert row["promise"]["batch"] == 54 and round(row["promise"]["share_of_rated"], 2) == 0.64
+    png = tmp_path / "curve.png"
+    drawn = fleet("classes", "--pool", str(pool), "--curve", "--stream-tps", "30", "--plot", str(png))
+    assert drawn.returncode == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "at 30 tok/s a user: batch 54, 1,629 tok/s, 64% of the rated rate" in drawn.stdout
+    bad = fleet("classes", "--pool", str(pool), "--plot", str(png))
+    assert bad.returncode == 2 and first_line(bad.stderr) == "fleet: error: --plot and --stream-tps go with --curve"
