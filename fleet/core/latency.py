@@ -197,3 +197,37 @@ def check_promise(slo: Slo, rented_classes, demand) -> None:
                              f"({one:.1f} tok/s a stream)")
     if slo.ttft_ms is not None and demand.output_tokens_per_request is None:
         raise ValueError("slo.ttft_ms: the first-token wait needs demand.output_tokens_per_request (demand as requests)")
+
+
+def slot_speed_tps(servings: list[ClassServing | None], rented: list[int], stream_floor_tps: float | None) -> float:
+    """The stream speed one slot gives at the promise, the slowest rented class's (at its class's own speed): what a
+    request's decode takes at the promised batch, for the slots a first-token percentile needs."""
+    speeds = []
+    for k in rented:
+        sv = servings[k]
+        if sv is None:
+            continue
+        b = int(sv.curve.batch_at_floor(stream_floor_tps)) if stream_floor_tps is not None else sv.rated_batch
+        speeds.append(float(sv.curve.stream_tps(max(b, 1))))
+    return min(speeds) if speeds else 0.0
+
+
+def target_for_first_token_tps(sizing_tps: np.ndarray, slo: Slo, shape: RequestShape | None, slot_tps: float,
+                               prefill: float) -> np.ndarray:
+    """What each hour must be sized for so its first tokens keep the promise: enough slots that the wait at the
+    percentile plus the prefill fits `ttft_ms` (`slots_for_wait`), as tokens/s at one slot's speed; never less than
+    the demand sized for. A promise with no first-token part, or no request size, asks nothing more."""
+    from fleet.core.queueing import slots_for_wait
+
+    sizing = np.asarray(sizing_tps, dtype=np.float64)
+    if slo.ttft_ms is None or shape is None or slot_tps <= 0:
+        return sizing
+    wait_s = slo.ttft_ms / 1000.0 - prefill
+    if wait_s < 0:
+        return np.full(sizing.shape, np.inf)  # the prefill alone misses the promise: no run set keeps it
+    service_s = shape.output_tokens / slot_tps
+    out = sizing.copy()
+    for i, d in enumerate(sizing.tolist()):
+        if np.isfinite(d) and d > 0:
+            out[i] = max(d, slots_for_wait(d / shape.output_tokens, service_s, wait_s, slo.percentile) * slot_tps)
+    return out

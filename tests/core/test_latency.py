@@ -82,3 +82,23 @@ def test_a_promise_on_a_class_without_a_curve_is_refused():
            "policy": {"card_class": "f"}, "slo": {"stream_tps": 20}}
     with pytest.raises(ConfigError, match="class 'f' gives rated_tps alone; a promise needs its"):
         build_scenario(raw, "preset file 'x.toml'")
+
+
+def test_the_first_token_asks_for_spare_slots_and_a_small_pool_more_of_them():
+    from fleet.core.latency import target_for_first_token_tps
+    from fleet.core.queueing import wait_at_percentile_s
+
+    slo = Slo(stream_tps=30, ttft_ms=1000)
+    shape = RequestShape(output_tokens=250)
+    slot_tps = 30.2
+    demand = np.array([3_000.0, 30_000.0, 300_000.0, 0.0])
+    target = target_for_first_token_tps(demand, slo, shape, slot_tps, prefill=0.2)
+    assert (target[:3] > demand[:3]).all() and target[3] == 0.0
+    spare = target[:3] / demand[:3] - 1
+    assert spare[0] > spare[1] > spare[2]  # the square-root law: a small pool needs proportionally more
+    service_s = 250 / slot_tps
+    for d, t in zip(demand[:3], target[:3]):  # each target's slots keep the wait within the promise, one fewer does not
+        slots = round(t / slot_tps)
+        assert wait_at_percentile_s(slots, d / 250, service_s) <= 0.8 < wait_at_percentile_s(slots - 1, d / 250, service_s)
+    no_ttft = target_for_first_token_tps(demand, Slo(stream_tps=30), shape, slot_tps, 0.2)
+    np.testing.assert_array_equal(no_ttft, demand)
