@@ -154,14 +154,11 @@ def request_shape(demand) -> RequestShape | None:
 def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> PromiseFigures:
     """The promise read over a replayed month: each warm card at its true rate (lottery and dips) on its class's
     curve. The prefill is the slowest rented class's, so a mixed run set is not flattered."""
-    shape = request_shape(s.demand)
-    servings = class_servings(s.classes, shape)
-    rented = [month.class_names.index(c) for c in s.policy.run_classes(month.class_names)]
-    prefill = max((servings[k].prefill_s for k in rented if servings[k] is not None), default=0.0)
+    view = promise_view(s, month.class_names, month.card_class)
     W = month.warmup_hours
     rate, slots = card_rates_at_promise(np.asarray(month.true_rate_tps)[:, W:W + warm.shape[1]], month.card_class,
-                                        servings, s.slo.stream_tps)
-    return promise_figures(warm, rate, slots, delivered_tps, demand_tps, s.slo, shape, prefill)
+                                        list(view.servings), s.slo.stream_tps)
+    return promise_figures(warm, rate, slots, delivered_tps, demand_tps, s.slo, view.shape, view.prefill_s)
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
@@ -231,3 +228,38 @@ def target_for_first_token_tps(sizing_tps: np.ndarray, slo: Slo, shape: RequestS
         if np.isfinite(d) and d > 0:
             out[i] = max(d, slots_for_wait(d / shape.output_tokens, service_s, wait_s, slo.percentile) * slot_tps)
     return out
+
+
+@dataclass(frozen=True)
+class PromiseView:
+    """A pool's promise as sizing reads it: each card's rate at the promise from its score or its true rate, and the
+    target each hour's first tokens ask for. Built once a month (`promise_view`); replay, the service and the ideal
+    operator read the same one."""
+
+    slo: Slo
+    servings: tuple[ClassServing | None, ...]
+    card_class: np.ndarray  # (cards,) class index in the market's order
+    shape: RequestShape | None
+    slot_tps: float
+    prefill_s: float
+
+    def rates_tps(self, rate_tps: np.ndarray) -> np.ndarray:
+        """Cards' rates (scores or true rates, (cards, hours)) at the promise: what each can carry keeping it."""
+        return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps)[0].astype(
+            np.asarray(rate_tps).dtype, copy=False)
+
+    def target_tps(self, sizing_tps: np.ndarray) -> np.ndarray:
+        """Each hour's demand to size for, lifted to the slots its first tokens need."""
+        return target_for_first_token_tps(sizing_tps, self.slo, self.shape, self.slot_tps, self.prefill_s)
+
+
+def promise_view(s, class_names, card_class: np.ndarray) -> PromiseView | None:
+    """The scenario's promise as sizing reads it (None without `[slo]`)."""
+    if s.slo is None:
+        return None
+    shape = request_shape(s.demand)
+    servings = class_servings(s.classes, shape)
+    rented = [list(class_names).index(c) for c in s.policy.run_classes(class_names)]
+    prefill = max((servings[k].prefill_s for k in rented if servings[k] is not None), default=0.0)
+    return PromiseView(s.slo, tuple(servings), np.asarray(card_class), shape,
+                       slot_speed_tps(servings, rented, s.slo.stream_tps), prefill)
