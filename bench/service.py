@@ -143,11 +143,11 @@ class BenchService:
         self.svc.decide_job()
 
     def decided_through(self) -> int | None:
-        last = self.svc.store.last_decided_ts(MONTH_START_TS, MONTH_START_TS + 720 * HOUR_S)
+        last = self.svc.journal_store.last_decided_ts(MONTH_START_TS, MONTH_START_TS + 720 * HOUR_S)
         return None if last is None else (last - MONTH_START_TS) // HOUR_S
 
     def close(self) -> None:
-        self.svc.repo.engine.dispose()
+        self.svc.telemetry.engine.dispose()
 
 
 def base_store(tmp: Path, cards: int, fill_hours: int, through_hour: int) -> tuple[Path, object]:

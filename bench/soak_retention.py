@@ -184,7 +184,7 @@ def _soak(cards: int, days: int, samples_per_hour: int, prune_after_days: float 
         hour_ts = MONTH_START_TS + hour * HOUR_S
         clock.t = hour_ts + HOUR_S + svc.cfg.schedule.settle_s  # the hour has ended and settled
         t0 = time.perf_counter()
-        report = ingest_parsed(svc.repo, feed.hour(hour_ts), svc.ingest.settings())
+        report = ingest_parsed(svc.telemetry, feed.hour(hour_ts), svc.ingest.settings())
         ingests.append(time.perf_counter() - t0)
         if report.stored != cards * samples_per_hour:
             raise SystemExit(f"soak: hour {hour} stored {report.stored} of {cards * samples_per_hour} samples ({report.reasons})")
@@ -199,7 +199,7 @@ def _soak(cards: int, days: int, samples_per_hour: int, prune_after_days: float 
         day_done = (hour + 1) % 24 == 0
         if day_done and prune_after_days is not None:
             t0 = time.perf_counter()
-            svc.repo.prune_raw(int(clock.t - prune_after_days * DAY_S))
+            svc.telemetry.prune_raw(int(clock.t - prune_after_days * DAY_S))
             prune_s = time.perf_counter() - t0
         day = (hour + 1) // 24
         if day_done and (day % week_days == 0 or day == days):
@@ -210,7 +210,7 @@ def _soak(cards: int, days: int, samples_per_hour: int, prune_after_days: float 
             result.weeks.append(week)
             out(line(week))
             ticks, ingests, bills = [], [], []
-    svc.repo.engine.dispose()
+    svc.telemetry.engine.dispose()
     return result
 
 

@@ -67,9 +67,10 @@ def configured_busy_timeout_ms() -> int:
     return int(round(seconds * 1000))
 
 
-def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -> Engine:
+def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, read_only: bool = False) -> Engine:
     """An engine for `url`, with the SQLite pragmas above and explicit BEGIN (pysqlite's own is unreliable).
-    The busy timeout is `busy_timeout_ms`, else `FLEET_DB_BUSY_TIMEOUT`, else 30 s."""
+    The busy timeout is `busy_timeout_ms`, else `FLEET_DB_BUSY_TIMEOUT`, else 30 s. `read_only`: the database
+    refuses every write of this engine's connections (SQLite's `query_only`, PostgreSQL's read-only transactions)."""
     if busy_timeout_ms is None:
         busy_timeout_ms = configured_busy_timeout_ms()
     try:
@@ -84,6 +85,8 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
             raise StoreError(f"database {shown_url(url)!r}: no folder {str(folder)!r} to hold it (nothing was created)")
     if memory:
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+    if read_only and parsed.get_backend_name() == "postgresql":
+        kwargs["connect_args"] = {**kwargs.get("connect_args", {}), "options": "-c default_transaction_read_only=on"}
     try:
         engine = create_engine(url, **kwargs)
     except ImportError as err:
@@ -92,11 +95,11 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None) -
     except (ArgumentError, SQLAlchemyError) as err:
         raise StoreError(f"database URL {shown_url(url)!r}: {_one_line(err)}") from None
     if engine.dialect.name == "sqlite":
-        _sqlite_events(engine, busy_timeout_ms, wal=not memory)
+        _sqlite_events(engine, busy_timeout_ms, wal=not memory, read_only=read_only)
     return engine
 
 
-def _sqlite_events(engine: Engine, busy_timeout_ms: int, wal: bool) -> None:
+def _sqlite_events(engine: Engine, busy_timeout_ms: int, wal: bool, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record):  # noqa: ANN001
         dbapi_connection.isolation_level = None  # transactions begin where SQLAlchemy says, below
@@ -110,6 +113,8 @@ def _sqlite_events(engine: Engine, busy_timeout_ms: int, wal: bool) -> None:
         # A 64 MB page cache (default 2 MB): a batch inserts at every card's place in the sample key,
         # and keeping those pages cached cut the insert's CPU time by 10-20% at a million samples.
         cur.execute("PRAGMA cache_size = -65536")
+        if read_only:
+            cur.execute("PRAGMA query_only = ON")
         cur.close()
 
     @event.listens_for(engine, "begin")

@@ -84,7 +84,7 @@ def existing_revision(url: str) -> str:
     return revision
 
 
-def open_existing(url: str) -> Engine:
+def open_existing(url: str, read_only: bool = False) -> Engine:
     """An engine on the fleet store at `url`, at this fleet's schema, for reading.
 
     A store that is not there, holds no fleet schema, or holds an older one is a
@@ -96,7 +96,7 @@ def open_existing(url: str) -> Engine:
         shown = shown_url(url)
         raise StoreError(f"database {shown!r} is at schema revision {revision}, this fleet needs {head}: "
                          f"run `fleet db upgrade --db {shown}`")
-    return make_engine(url)
+    return make_engine(url, read_only=read_only)
 
 
 def existing_repository(url: str):

@@ -11,7 +11,9 @@ engine. How the database is opened is said once, by two choices:
   older one is refused (`storage.existing`), nothing created: a reader's way in,
   where a mistyped path must not become an empty store;
 - `any_revision`: the schema is left as found, for `fleet db upgrade` and `fleet db
-  current`, whose business an older schema is.
+  current`, whose business an older schema is;
+- `read_only`: the database refuses every write (`fleet plan`, which must leave the
+  store as it found it).
 """
 
 from __future__ import annotations
@@ -50,18 +52,20 @@ class SqlStore:
         self._engine.dispose()
 
 
-def open_store(url: str = DEFAULT_URL, *, create: bool = False, any_revision: bool = False) -> Store:
+def open_store(url: str = DEFAULT_URL, *, create: bool = False, any_revision: bool = False, read_only: bool = False) -> Store:
     """The store at `url` in every role. A database that cannot be used as asked is a `StoreError` naming the URL
     (password masked): without `create`, one that is not a fleet store; without `any_revision`, one at another
     schema than this fleet's. With both, the database is only opened (a SQLite file is made when first written)."""
     from storage.db import ensure_schema, make_engine
     from storage.existing import existing_revision, open_existing
 
+    if read_only and create:
+        raise ValueError("a store opened read only is not created")
     if not create:
         if any_revision:
             existing_revision(url)  # refused, nothing created, if no store is there
-            return SqlStore(make_engine(url))
-        return SqlStore(open_existing(url))
+            return SqlStore(make_engine(url, read_only=read_only))
+        return SqlStore(open_existing(url, read_only=read_only))
     engine = make_engine(url)
     if not any_revision:
         ensure_schema(engine, url)

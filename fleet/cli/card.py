@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from fleet.cli.plan import DbOption, _iso, shown_url
+from fleet.cli.words import DbOption, iso_minute, shown_url
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore, ReconcileStore
@@ -60,9 +60,9 @@ def retire_cmd(
     if not done:
         raise UsageError(f"card {card!r}: retired already (`fleet explain {card}` says when and why)")
     if as_json:
-        typer.echo(json.dumps({"card": card, "retired": _iso(now), "by": by, "reason": reason.strip()}))
+        typer.echo(json.dumps({"card": card, "retired": iso_minute(now), "by": by, "reason": reason.strip()}))
         return
-    typer.echo(f"{card}: retired at {_iso(now)} by {by} ({reason.strip()}); it leaves the run set and is never added back")
+    typer.echo(f"{card}: retired at {iso_minute(now)} by {by} ({reason.strip()}); it leaves the run set and is never added back")
 
 
 def retired_lines(store: JournalStore, card: str | None = None, checks: ReconcileStore | None = None
@@ -74,7 +74,7 @@ def retired_lines(store: JournalStore, card: str | None = None, checks: Reconcil
     rows = retired_by_hand(store, None if checks is None else lambda kinds, since: checks.records_of_kinds(kinds, since))
     if card is not None:
         rows = {k: v for k, v in rows.items() if k == card}
-    out = [{"card": k, "time": _iso(r.ts), "by": r.record.by, "reason": r.record.reason}
+    out = [{"card": k, "time": iso_minute(r.ts), "by": r.record.by, "reason": r.record.reason}
            for k, r in sorted(rows.items(), key=lambda kv: kv[1].ts)]
     lines = [f"{o['card']} was retired by hand at {o['time']} by {o['by']}: {o['reason']}" for o in out]
     return out, lines
@@ -85,7 +85,7 @@ def mismatch_lines(store) -> tuple[list[dict], list[str]]:
     from fleet.service.reconcile import open_mismatches
 
     found = open_mismatches(store)
-    out = [{"card": c, "kind": k, "since": _iso(r.ts), "reason": r.reason} for (c, k), r in sorted(found.items())]
+    out = [{"card": c, "kind": k, "since": iso_minute(r.ts), "reason": r.reason} for (c, k), r in sorted(found.items())]
     lines = [f"  {o['card']}: {o['reason']} (flagged {o['since']})" for o in out]
     if lines:
         lines.insert(0, f"journal and pool disagree ({len(out)}): `fleet journal --kind reconcile` for the history")

@@ -149,7 +149,7 @@ def _print_events(console, events: list[dict], matched: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from fleet.cli.plan import grouped
+    from fleet.cli.words import grouped
 
     def acted(e: dict) -> str:
         if e["kind"] in SET_ASIDE_KINDS + RECORD_KINDS:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from fleet.cli.plan import DbOption, _iso, percent, shown_url, times
+from fleet.cli.words import DbOption, iso_minute, percent, shown_url, times
 from fleet.core.units import HOUR_S
 
 
@@ -34,7 +34,7 @@ def serve_cmd(
     metrics = {k: v for k, v in (("host", metrics_host), ("port", metrics_port)) if v is not None}
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}, "metrics": metrics})
     if check:
-        from fleet.cli.plan import check_service
+        from fleet.cli.serve_check import check_service
 
         raise typer.Exit(check_service(cfg, config, simulate, seed))
     cfg, sim = _month_of(cfg, config, simulate, seed)
@@ -43,11 +43,11 @@ def serve_cmd(
     try:
         got = _serve(service, cfg, sim, exit_when_done)
     finally:
-        service.db.close()
+        service.store.close()
     s = service.snapshot
     t = s.totals
     print(
-        f"fleet serve: stopped; {s.hours_billed} hours of the month from {_iso(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
+        f"fleet serve: stopped; {s.hours_billed} hours of the month from {iso_minute(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
         f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
     )
     if got and got[0] == signal.SIGINT:
@@ -181,7 +181,7 @@ def _show_progress(service, sim, every_s: float = 0.5) -> None:
         while shown_day * 24 < hours:
             threading.Event().wait(every_s)
             try:
-                last = service.store.last_billed_ts(sim.start_ts)
+                last = service.journal_store.last_billed_ts(sim.start_ts)
             except Exception:  # the store is the service's to report on; a progress line never fails a run
                 continue
             billed = 0 if last is None else (last - sim.start_ts) // HOUR_S + 1

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from fleet.cli.demand import forecast_beside_measured
-from fleet.cli.plan import DbOption, _iso, grouped, percent, shown_url, times
+from fleet.cli.words import DbOption, grouped, iso_minute, percent, shown_url, times
 
 
 def _open_store(db: str | None, config: str | None):
@@ -50,7 +50,7 @@ def status_cmd(
             if as_json:
                 typer.echo(json.dumps(out))
             else:
-                _print(con, [f"-- status at {_iso(time.time())} (every {interval:g} s; Ctrl-C stops)", *shown])
+                _print(con, [f"-- status at {iso_minute(time.time())} (every {interval:g} s; Ctrl-C stops)", *shown])
             sys.stdout.flush()
             time.sleep(interval)
     from rich.live import Live
@@ -58,7 +58,7 @@ def status_cmd(
     with Live(console=con, auto_refresh=False, screen=False) as live:
         while True:
             _out, shown = _status(cfg, repo, store)
-            live.update(Group(f"status at {_iso(time.time())}, every {interval:g} s; Ctrl-C stops", *shown), refresh=True)
+            live.update(Group(f"status at {iso_minute(time.time())}, every {interval:g} s; Ctrl-C stops", *shown), refresh=True)
             time.sleep(interval)
 
 
@@ -103,16 +103,16 @@ def _month_json(view, marks) -> dict:
 
     size, billed, totals = view.size, view.billed_size, view.totals
     return json_safe({
-        "month_start": _iso(view.month_start_ts), "hours_billed": len(view.hours), "hour_decided": _iso(view.last_decided_ts),
+        "month_start": iso_minute(view.month_start_ts), "hours_billed": len(view.hours), "hour_decided": iso_minute(view.last_decided_ts),
         "run_set": view.run_set, "run_set_cards": len(view.run_set), "demand_tps": size and size.demand_tps,
         "target_tps": size and size.target_tps, "scored_capacity_tps": size and size.scored_capacity_tps,
         "budget_left": size and size.budget_left, "evictions": int(totals["evictions"]),
-        "evicted": {k: _iso(ts) for k, ts in view.evicted.items()},
+        "evicted": {k: iso_minute(ts) for k, ts in view.evicted.items()},
         "bill_by_part_usd": view.bill_by_part(),
         **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         "scores": {score_key_label(w): s for w, s in view.scores_by_window.items()}, "checks": view.checks(marks),
         "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
-        "last_billed": {"hour": _iso(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
+        "last_billed": {"hour": iso_minute(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
                         "demand_measured_tps": view.hours[-1].demand_measured_tps},
     })
 
@@ -145,19 +145,19 @@ def _set_aside(view, out: dict) -> list:
 
     aside = view.set_aside
     waiting = view.store.oldest_unacted_ts()
-    out["set_aside"] = [{"time": _iso(r.ts), "kind": r.kind, "card": r.card_key, "decision": rec.decision_key,
+    out["set_aside"] = [{"time": iso_minute(r.ts), "kind": r.kind, "card": r.card_key, "decision": rec.decision_key,
                          "tries": rec.tries, "reason": r.reason} for r, rec in aside]
-    out["oldest_unacted_hour"] = None if waiting is None else _iso(waiting)
+    out["oldest_unacted_hour"] = None if waiting is None else iso_minute(waiting)
     shown: list = []
     if aside:
         shown.append(f"set aside this month ({len(aside)}): actions not carried out (`fleet journal --kind act-failed "
                      "--kind act-expired` for all)")
         t = Table("time", "kind", "card", "decision", "tries", box=None)
         for r, rec in aside[-10:]:
-            t.add_row(_iso(r.ts), r.kind, r.card_key or "-", str(rec.decision_key or ""), str("-" if rec.tries is None else rec.tries))
+            t.add_row(iso_minute(r.ts), r.kind, r.card_key or "-", str(rec.decision_key or ""), str("-" if rec.tries is None else rec.tries))
         shown.append(t)
     if waiting is not None:
-        shown.append(f"actions waiting: the oldest is of {_iso(waiting)}")
+        shown.append(f"actions waiting: the oldest is of {iso_minute(waiting)}")
     return shown
 
 
@@ -190,7 +190,7 @@ def _card_tables(view, repo, retired: set[str]) -> list:
     if evicted:
         gone = Table("card", "class", "evicted at", *heads, box=None)
         for k in sorted(evicted, key=lambda k: evicted[k]):
-            gone.add_row(k, classes.get(k, ""), _iso(evicted[k]), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows])
+            gone.add_row(k, classes.get(k, ""), iso_minute(evicted[k]), *[f"{scores[w].get(k, float('nan')):,.0f}" for w in windows])
         shown.append(f"evicted this month ({len(evicted)}): out of the pool until the month ends")
         shown.append(gone)
     return shown
@@ -245,13 +245,13 @@ def _explained(view, retired_said: list[str]) -> tuple[list[str], dict | None]:
     card, evicted, judged = view.card, view.evictions, view.judged
     if evicted:
         e = evicted[-1]
-        lines = [f"{card} ({view.card_class}) was evicted at {_iso(e.ts)} (hour {e.record.hour}): {grouped(e.reason)}"]
+        lines = [f"{card} ({view.card_class}) was evicted at {iso_minute(e.ts)} (hour {e.record.hour}): {grouped(e.reason)}"]
     else:
         lines = [f"{card} ({view.card_class}) was not evicted"
                  + (f"; judged in {times(len(judged), 'eviction pass', 'eviction passes')}" if judged else
                     "; no eviction pass judged it (it was never in the run set at one)")]
     for j in judged:
-        lines.append(f"  {_iso(j.ts)} hour {j.hour}: scored {j.score_tps:,.0f} tok/s through the {j.window} window, "
+        lines.append(f"  {iso_minute(j.ts)} hour {j.hour}: scored {j.score_tps:,.0f} tok/s through the {j.window} window, "
                      f"threshold {j.threshold_tps:,.0f} (median {j.median_score_tps:,.0f}): {j.verdict}")
     lines.extend(retired_said)
     left = times(view.times_moved(Kind.RELEASE) + len(evicted)) + (f" ({len(evicted)} by eviction)" if evicted else "")
@@ -259,7 +259,7 @@ def _explained(view, retired_said: list[str]) -> tuple[list[str], dict | None]:
                  f"{times(view.times_moved(Kind.ADD))} and left it {left}")
     latest = _latest(view, lines)
     for r in view.warm_changes[-5:]:
-        lines.append(f"  {_iso(r.ts)} {r.kind}: {grouped(r.reason)}")
+        lines.append(f"  {iso_minute(r.ts)} {r.kind}: {grouped(r.reason)}")
     if view.unacted:
         lines.append(f"  {len(view.unacted)} of its decisions are journaled and not yet acted on")
     return lines, latest
@@ -270,7 +270,7 @@ def _latest(view, lines: list[str]) -> dict | None:
     best scores) and the demand of that hour, as JSON; its lines go onto `lines`."""
     from fleet.cli.demand import KNEW_LINE
 
-    size, rank, at = view.size, view.rank, _iso(view.last_decided_ts)
+    size, rank, at = view.size, view.rank, iso_minute(view.last_decided_ts)
     if size is None:
         return None
     latest = {}

@@ -1,10 +1,10 @@
 """Replay a month under a policy: size the run set, run the eviction policy, bill it, judge it.
 
 The replay is a pure function of a scenario, its resolved policy and its month
-(drawn or stored). It walks the month through the hour-step (`fleet.core.step`):
-an eviction pass at each decision hour, and the hours between two decisions sized
-in one stretch by the same sizing step the service's tick calls one hour at a time,
-the two carrying the same `Carry` from one to the next.
+(drawn or stored). It walks the month through the step (`fleet.core.step.step`)
+the service takes one hour at a time: one step from each decision hour to the
+next (its eviction pass, then its hours sized in one stretch), each handing the
+next its `Carry`.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from fleet.core.billing import HoursBill, bill_hours
 from fleet.core.forecast import DemandView, demand_view
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.month import Month, draw_month
-from fleet.core.plugins import PolicyParts, Scored, SizingInput
+from fleet.core.carry import Carry, run_class_mask
+from fleet.core.plugins import PolicyParts, Scored
 from fleet.core.scenario import Scenario, budget_cards
 from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean, window_scores_many
-from fleet.core.step import CardDecision, Carry, EvictionPass, eviction_pass, is_decision_hour, size_stretch
+from fleet.core.step import CardDecision, EvictionPass, StepInput, is_decision_hour, step
 from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
 
 
@@ -55,10 +56,9 @@ class MonthResult:
         return self.bill.cards_warm
 
 
-def run_class_mask(month: Month, policy) -> np.ndarray:
-    """The cards of the classes the policy rents."""
-    wanted = [month.class_names.index(c) for c in policy.run_classes(month.class_names)]
-    return np.isin(month.card_class, wanted)
+def month_class_mask(month: Month, policy) -> np.ndarray:
+    """The month's cards of the classes the policy rents."""
+    return run_class_mask(month.card_class, month.class_names, policy)
 
 
 def dip_allowance(scored: Scored, hours_ahead: float) -> np.ndarray | None:
@@ -67,6 +67,22 @@ def dip_allowance(scored: Scored, hours_ahead: float) -> np.ndarray | None:
     if not hours_ahead or scored.dip_rate is None or scored.dip_depth is None:
         return None
     return np.asarray(scored.dip_rate) * np.asarray(scored.dip_depth) * float(hours_ahead)
+
+
+def estimate_scores(hourly_tps: np.ndarray, rows: np.ndarray, history_hours: int, hours: int, parts: PolicyParts
+                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(score, in dip, dip allowance) of `hours` hours through the policy's estimator, from (cards, history_hours +
+    hours) hourly means (NaN: no telemetry), of the cards in `rows` (the run classes'; others score zero): the one
+    call replay's month and the service's score job make."""
+    scored: list[Scored] = []
+
+    def estimate(rows_tps: np.ndarray) -> list:
+        got = parts.score.score(rows_tps, history_hours, hours, parts.size_window_hours)
+        scored.append(got)
+        return [got.score_tps, got.in_dip]
+
+    score, in_dip = of_rows(hourly_tps, rows, hours, estimate)
+    return score, in_dip, dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None
 
 
 @dataclass(frozen=True)
@@ -97,16 +113,8 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
     if reads_mean and parts.score.is_window_mean and size_key not in cache and mean_key not in cache:
         _window_means_together(month, parts, cache, size_key, mean_key, at)
     if size_key not in cache:
-        idx = np.flatnonzero(run_class_mask(month, parts.policy))
-        scored = []
-
-        def estimate(rows_tps: np.ndarray) -> list:
-            got = parts.score.score(rows_tps, W, H, size_w, ())
-            scored.append(got)
-            return [got.score_tps, got.in_dip]
-
-        score, in_dip = of_rows(month.measured_tps, idx, H, estimate)
-        cache[size_key] = (unscored_as_zero(score), in_dip, dip_allowance(scored[0], parts.policy.dip_allowance_hours) if scored else None)
+        score, in_dip, allowance = estimate_scores(month.measured_tps, np.flatnonzero(month_class_mask(month, parts.policy)), W, H, parts)
+        cache[size_key] = (unscored_as_zero(score), in_dip, allowance)
     score, in_dip, allowance = cache[size_key]
     evict = score
     # The eviction rule reads the plain mean of its own window, unless the sizing score is that very mean.
@@ -119,7 +127,7 @@ def score_month(month: Month, parts: PolicyParts, cache: dict | None = None) -> 
 
 def _mean_at(month: Month, parts: PolicyParts, window_hours: int):
     """The run classes' plain mean of a window at given month hours, (cards, len(hours)); other cards zero."""
-    idx = np.flatnonzero(run_class_mask(month, parts.policy))
+    idx = np.flatnonzero(month_class_mask(month, parts.policy))
     W, H = month.warmup_hours, month.hours
     return lambda hours: unscored_as_zero(of_rows(
         month.measured_tps, idx, hours.size, lambda rows: [window_mean(rows, W, H, window_hours, hours)])[0])
@@ -134,7 +142,7 @@ def _window_means_together(month: Month, parts: PolicyParts, cache: dict, size_k
     card is unscored; the pass's running sums tell, `finite_only`); a month with gaps is scored the usual way, one
     window at a time.
     """
-    idx = np.flatnonzero(run_class_mask(month, parts.policy))
+    idx = np.flatnonzero(month_class_mask(month, parts.policy))
     if idx.size == 0:
         return
     W, H = month.warmup_hours, month.hours
@@ -188,7 +196,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     n = month.n_cards
     rent_h = month.rent_usd_per_hour
 
-    in_class = run_class_mask(month, policy)
+    in_class = month_class_mask(month, policy)
     idx = np.flatnonzero(in_class)
     ms = scores if scores is not None else score_month(month, parts)
     score, evict_score, in_dip, allowance = ms.score_tps, ms.evict_score_tps, ms.in_dip, ms.allowance
@@ -205,35 +213,33 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     carry = Carry.month_start(in_class, budget)
     a = 0
     for b in [*decision_hours, H]:
-        if a > 0:
-            p = eviction_pass(a, evict_score[:, a], carry.run_set, rent_h, carry.budget_left, carry.eviction_hours, int(idx.size),
-                              parts, month.card_class)
-            passes.append(p)
-            carry = carry.evicted(p)
-        if carry.budget_left == 0 or b == H:
-            b = H  # budget spent: the rest of the month is one stretch
-        # A stretch is sized a piece of hours at a time (sizing reads nothing but the hour before, as the
-        # service's tick does), so the mode's and the hysteresis' arrays are a piece's, not the month's.
-        for c in range(a, b, piece):
+        if b <= a:
+            continue  # the budget was spent before this decision hour
+        # One step from a decision hour to the next, a piece of hours at a time (sizing reads nothing but the hour
+        # before), so the mode's and the hysteresis' arrays are a piece's, not the month's.
+        c = a
+        while c < b:
             d = min(b, c + piece)
-            inp = SizingInput(
+            stepped = step(carry, StepInput(
                 hours=np.arange(c, d),
                 score_tps=score[:, c:d],
                 rent_usd_per_hour=rent_h,
-                eligible=np.asarray(carry.eligible),
                 demand_tps=view.sizing_tps[c:d],
                 peak_demand_tps=view.peak_tps[c:d],
-                headroom=policy.headroom,
-                previous=None if carry.run_set is None else np.asarray(carry.run_set),
-                allowance=None if allowance is None else allowance[c:d],
+                pool_cards=int(idx.size),
+                evict_score_tps=evict_score[:, c] if c == a > 0 else None,  # a stretch's first hour: a decision hour
+                groups=month.card_class,
                 peak_before_tps=float(view.peak_tps[c - 1]) if c > 0 else float("nan"),
-            )
-            sized = size_stretch(inp, carry.out_hours, parts)
-            copy_in_tiles(warm_hm[c:d], np.asarray(sized.warm, dtype=bool).T, axis=1)  # the greedy's: a plain copy
-            carry = carry.sized(warm_hm[d - 1], sized.out_hours)
-            del sized, inp
-        if b == H:
-            break
+                allowance=None if allowance is None else allowance[c:d],
+            ), parts)
+            if stepped.eviction is not None:
+                passes.append(stepped.eviction)
+            copy_in_tiles(warm_hm[c:d], np.asarray(stepped.warm, dtype=bool).T, axis=1)  # the greedy's: a plain copy
+            carry = stepped.next
+            del stepped
+            if carry.budget_left == 0:
+                b = H  # budget spent: the rest of the month is one stretch
+            c = d
         a = b
 
     del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place

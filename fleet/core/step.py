@@ -1,40 +1,45 @@
-"""The hour-step: the eviction pass and the sizing step, pure, called by replay and by the service's tick.
+"""The step both clocks take: an eviction pass, then the sizing, over a stretch of hours, pure.
 
-- `eviction_pass`: at a decision hour (the rule's cadence, while budget is left) the
-  rule judges the previous hour's run set through its window, the admission lets
-  through what the breaker, the disruption budget and the month's budget allow, and
-  each eviction is recorded as a `CardDecision` with its reason.
-- `size_stretch`: the sizing mode's run set for a stretch of hours with no eviction
-  in between, then the hysteresis. Replay sizes the hours between two decisions in
-  one vectorised stretch; the service sizes one hour at a time. Same functions.
-- `tick`: one service hour, both steps, and the cards added and released, as frozen
-  `Decisions` that the journal, `explain`, `plan` and export read.
+`step(carry, inputs, parts)` decides a stretch of hours with no eviction after its
+first: at a decision hour (the rule's cadence, while budget is left) the rule judges
+the run set the hour before left through its window, the admission lets through
+what the breaker, the disruption budget and the month's budget allow
+(`eviction_pass`); then the sizing mode chooses each hour's run set and the
+hysteresis holds what it carries on (`size_stretch`), vectorised over the stretch.
+It returns `Decisions` with `next`, the `Carry` the step after takes. Replay steps
+over the month's stretches; the service steps one hour at a time; the journal,
+`explain`, `plan` and export read the decisions, each with its reason.
 
-No clock, no I/O: the hour and every input are arguments; policies arrive resolved.
+No clock, no I/O: the hours and every input are arguments; policies arrive resolved.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+from typing import Mapping, Protocol
 
 import numpy as np
 
+from fleet.core.carry import Carry
 from fleet.core.greedy import tokens_per_dollar
 from fleet.core.plugins import PolicyParts, SizingInput
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, copy=True)
-    a.setflags(write=False)
-    return a
+class CardAction(StrEnum):
+    """What a decision does to its card. The values are the journal's kinds of the same actions."""
+
+    EVICT = "evict"  # out of the run set and the pool for the month
+    ADD = "add"  # into the run set
+    RELEASE = "release"  # out of the run set
 
 
 @dataclass(frozen=True)
 class CardDecision:
-    """One card's decision: `evict`, `add` (to the run set) or `release` (from it), with the score it read and why."""
+    """One card's decision, with the score it read and why."""
 
-    kind: str
+    kind: CardAction
     hour: int  # the month hour it was decided at
     card: int
     score_tps: float
@@ -152,7 +157,7 @@ def eviction_pass(
         own = why.get(int(c))
         evictions.append(
             CardDecision(
-                "evict",
+                CardAction.EVICT,
                 int(hour),
                 int(c),
                 score,
@@ -209,111 +214,115 @@ def size_stretch(inp: SizingInput, out_hours: np.ndarray | None, parts: PolicyPa
 
 
 @dataclass(frozen=True)
-class Carry:
-    """What one hour hands the next: the run set, the cards that may still run, the month's eviction budget and
-    hours, and the hysteresis' count. `tick` hands it on as `Decisions.next`; replay moves it with `evicted` and
-    `sized` over a stretch of hours; the decide job resumes it from the store once. Nobody rebuilds it by hand.
-    """
+class StepInput:
+    """What a step reads beside the carry: a stretch of consecutive hours, with no eviction after its first."""
 
-    eligible: np.ndarray  # (cards,) bool: the policy's class, not evicted
-    budget_left: int  # evictions the month's budget still allows
-    run_set: np.ndarray | None = None  # (cards,) bool: warm in the previous hour; None at month start
-    eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
-    out_hours: np.ndarray | None = None  # (cards,) hours the sizing mode has left each card out; None: warm cards were chosen
+    hours: np.ndarray  # (k,) month hours
+    score_tps: np.ndarray  # (cards, k) the sizing window's (or estimator's) score each hour
+    rent_usd_per_hour: np.ndarray  # (cards,)
+    demand_tps: np.ndarray  # (k,) the demand each hour is sized for: its forecast × the forecast-error margin
+    peak_demand_tps: np.ndarray  # (k,) the peak held mode sizes for: seen or forecast so far (the month's, when known)
+    pool_cards: int  # cards of the policy's class in the pool (the disruption budget's base)
+    evict_score_tps: np.ndarray | None = None  # (cards,) the eviction window's score at the first hour: read at a decision hour
+    groups: np.ndarray | None = None  # (cards,) class index: eviction judges each card against its own class
+    peak_before_tps: float = float("nan")  # held mode's peak at the hour before the stretch (a rise adds the best spares)
+    allowance: np.ndarray | None = None  # (k,) share of capacity held for dips to come; None: none
+    in_dip: np.ndarray | None = None  # (cards, k) bool: the estimator scored the card on its recent level (a dip)
+    unavailable: np.ndarray | None = None  # (cards,) bool: may not be chosen in the stretch (silent, retired by hand)
 
-    @classmethod
-    def month_start(cls, eligible: np.ndarray, budget_left: int) -> Carry:
-        return cls(_frozen(np.asarray(eligible, dtype=bool)), int(budget_left))
 
-    @classmethod
-    def resumed(cls, eligible: np.ndarray, budget_left: int, run_set: np.ndarray | None, evictions: Sequence[tuple[int, int | None]],
-                held_out_hours: Mapping[int, int] | None, release_after_hours: int) -> Carry:
-        """The carry at an hour's start, from a record of the month so far (the service's journal): the cards that
-        may run (`eligible`, before this month's evictions), the budget left, the run set the pool is known to run,
-        the month's evictions as (month hour, card; None for a card no longer in the pool), and the hysteresis'
-        held-out hours by card. The same rules as
-        `evicted` and `sized` move it, so an hour resumed from the record is the hour the record left."""
-        eligible = np.array(eligible, dtype=bool)
-        gone = [int(c) for _, c in evictions if c is not None]
-        if gone:
-            eligible[gone] = False
-        c = cls(_frozen(eligible), int(budget_left), None if run_set is None else _frozen(np.asarray(run_set, dtype=bool)),
-                tuple(int(h) for h, _ in evictions))
-        return c.held_out(held_out_hours, release_after_hours) if release_after_hours > 1 and held_out_hours is not None else c
-
-    def evicted(self, p: EvictionPass) -> Carry:
-        """After an eviction pass: its cards leave the pool for the month and spend the budget."""
-        if not p.evicted:
-            return replace(self, budget_left=p.budget_left_after)
-        eligible = np.array(self.eligible, dtype=bool)
-        eligible[list(p.evicted)] = False
-        return replace(self, eligible=_frozen(eligible), budget_left=p.budget_left_after,
-                       eviction_hours=self.eviction_hours + (p.hour,) * len(p.evicted))
-
-    def sized(self, run_set: np.ndarray, out_hours: np.ndarray | None) -> Carry:
-        """After a sized hour (or the last hour of a stretch): its run set and the hysteresis' count."""
-        return replace(self, run_set=_frozen(np.asarray(run_set, dtype=bool)),
-                       out_hours=None if out_hours is None else _frozen(out_hours))
-
-    def held_out(self, hours_by_card: Mapping[int, int], release_after_hours: int) -> Carry:
-        """The hysteresis' count resumed from a record of it: warm cards were chosen unless the record says they are
-        held, cards out of the run set are out for good."""
-        out = self.out_hours_before(release_after_hours)
-        if out is None:
-            return self
-        out = np.array(out, dtype=np.int64)
-        for c, v in hours_by_card.items():
-            out[int(c)] = int(v)
-        return replace(self, out_hours=_frozen(out))
-
-    def out_hours_before(self, release_after_hours: int) -> np.ndarray | None:
-        """The hours each card has been left out, as the hysteresis reads them before an hour (None at month start)."""
-        if self.run_set is None:
-            return None
-        if self.out_hours is not None:
-            return np.asarray(self.out_hours)
-        return np.where(np.asarray(self.run_set, dtype=bool), 0, release_after_hours)
+class CardChanges(Protocol):
+    adds: tuple[CardDecision, ...]
+    releases: tuple[CardDecision, ...]
 
 
 @dataclass(frozen=True)
-class PoolState:
-    """What the service knows at the start of month hour `hour`, before deciding it: the carry of the hours before
-    and this hour's own inputs (its scores, rent and demand)."""
+class Listed:
+    """Cards added and released, given as they are."""
 
-    hour: int
-    score_tps: np.ndarray  # (cards,) the sizing window's score at this hour
-    evict_score_tps: np.ndarray  # (cards,) the eviction window's score at this hour
-    rent_usd_per_hour: np.ndarray  # (cards,)
-    eligible: np.ndarray  # (cards,) bool: the policy's class, not evicted
-    run_set: np.ndarray | None  # (cards,) bool: warm in the previous hour; None at month start
-    demand_tps: float  # the demand this hour is sized for: its forecast × the forecast-error margin
-    peak_demand_tps: float  # the peak held mode sizes for: seen or forecast so far (the month's, when known)
-    pool_cards: int  # cards of the policy's class at month start (the budget's base)
-    budget_left: int  # evictions the month's budget still allows
-    eviction_hours: tuple[int, ...] = ()  # month hours of this month's evictions so far
-    out_hours: np.ndarray | None = None  # (cards,) hours the sizing mode has left each card out; None: warm cards were chosen
-    groups: np.ndarray | None = None  # (cards,) class index: eviction judges each card against its own class
-    in_dip: np.ndarray | None = None  # (cards,) bool: the score estimator scored the card on its recent level (a dip)
-    allowance: float = 0.0  # share of capacity held for dips to come
-    peak_before_tps: float = float("nan")  # held mode's peak at the hour before (a rise adds the best spares)
-    demand_forecast_tps: float = float("nan")  # the forecast alone, before the margin
-    knew_demand: bool = False  # the forecast is the hour's own demand (the seed's clairvoyant view)
+    adds: tuple[CardDecision, ...] = ()
+    releases: tuple[CardDecision, ...] = ()
 
-    @classmethod
-    def of(cls, carry: Carry, **hour_inputs) -> PoolState:
-        """The state of an hour: what the hours before carried, and the hour's own inputs."""
-        return cls(eligible=carry.eligible, run_set=carry.run_set, budget_left=carry.budget_left,
-                   eviction_hours=carry.eviction_hours, out_hours=carry.out_hours, **hour_inputs)
+
+def sizing_reason(parts: PolicyParts, target_tps: float, capacity_tps: float, allowance: float, held_warm: int) -> str:
+    """Why an hour's run set is what it is, in the sizing's words."""
+    policy = parts.policy
+    why = (f"{policy.mode} mode through the {parts.score.describe(policy.window)}: target {target_tps:.0f} tok/s, "
+           f"scored capacity {capacity_tps:.0f} tok/s")
+    if allowance:
+        why += f" (holding {allowance:.1%} for dips to come)"
+    r = parts.hysteresis.release_after_hours
+    if r > 1:
+        why += f"; {held_warm} cards held warm until left out {r} hours"
+    return why
+
+
+@dataclass(frozen=True, eq=False)
+class StretchChanges:
+    """The cards a stretch added to the run set and released from it, hour by hour, each with its hour's reason:
+    worked out when first read, so a stretch whose changes nobody reads (replay's) pays nothing for them."""
+
+    inp: StepInput
+    parts: PolicyParts = field(repr=False)
+    before: np.ndarray | None  # (cards,) the run set the hour before the stretch; None at month start
+    warm: np.ndarray  # (cards, k)
+    chosen: np.ndarray  # (cards, k) the mode's own choice, before the hysteresis
+    evicted: tuple[int, ...]  # evicted at the stretch's first hour: they leave, and are not released
+    targets_tps: np.ndarray  # (k,)
+
+    @cached_property
+    def _both(self) -> tuple[tuple[CardDecision, ...], tuple[CardDecision, ...]]:
+        warm = np.asarray(self.warm, dtype=bool)
+        n, k = warm.shape
+        adds: list[CardDecision] = []
+        releases: list[CardDecision] = []
+        was = np.zeros(n, dtype=bool) if self.before is None else np.asarray(self.before, dtype=bool)
+        gone = np.zeros(n, dtype=bool)
+        gone[list(self.evicted)] = True
+        for j in range(k):
+            now = warm[:, j]
+            added = np.flatnonzero(now & ~was)
+            released = np.flatnonzero(was & ~now & ~gone)
+            if added.size or released.size:
+                self._hour(j, added, released, adds, releases)
+            was, gone = now, np.zeros(n, dtype=bool)
+        return tuple(adds), tuple(releases)
+
+    def _hour(self, j: int, added: np.ndarray, released: np.ndarray, adds: list, releases: list) -> None:
+        inp = self.inp
+        hour = int(inp.hours[j])
+        score = np.asarray(inp.score_tps[:, j])
+        now = np.asarray(self.warm[:, j], dtype=bool)
+        capacity = float(np.asarray(score, dtype=np.float64)[now].sum())
+        held = int((now & ~np.asarray(self.chosen[:, j], dtype=bool)).sum())
+        allowance = float(inp.allowance[j]) if inp.allowance is not None else 0.0
+        why = sizing_reason(self.parts, float(self.targets_tps[j]), capacity, allowance, held)
+        tpd = tokens_per_dollar(score, inp.rent_usd_per_hour)
+        dip = None if inp.in_dip is None else np.asarray(inp.in_dip[:, j], dtype=bool)
+        note = lambda c: "; scored on its recent hours: it looks in a dip" if dip is not None and dip[c] else ""  # noqa: E731
+        adds.extend(CardDecision(CardAction.ADD, hour, int(c), float(score[c]), float(tpd[c]),
+                                 f"added: among the best tokens per dollar to cover the target; {why}{note(c)}") for c in added)
+        releases.extend(CardDecision(CardAction.RELEASE, hour, int(c), float(score[c]), float(tpd[c]),
+                                     f"released: not needed to cover the target; {why}{note(c)}") for c in released)
 
     @property
-    def carry(self) -> Carry:
-        return Carry(np.asarray(self.eligible, dtype=bool), int(self.budget_left), self.run_set, tuple(self.eviction_hours),
-                     self.out_hours)
+    def adds(self) -> tuple[CardDecision, ...]:
+        return self._both[0]
+
+    @property
+    def releases(self) -> tuple[CardDecision, ...]:
+        return self._both[1]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Decisions:
-    """Everything one hour decided, and `next`: the carry it leaves for the next hour (read-only arrays)."""
+    """What a step decided, and `next`: the carry it leaves for the step after (read-only arrays).
+
+    `hour` and the figures (`target_tps`, `scored_capacity_tps`, `held_warm`, `reason`) are the stretch's last
+    hour's: the service's step is one hour. `warm` is the run set of each hour of the stretch; `eviction` the
+    pass at its first hour, if it was a decision hour; `adds` and `releases` the cards each hour added and
+    released, read through `changes`.
+    """
 
     hour: int
     mode: str
@@ -322,10 +331,18 @@ class Decisions:
     scored_capacity_tps: float
     next: Carry
     eviction: EvictionPass | None = None
-    adds: tuple[CardDecision, ...] = ()
-    releases: tuple[CardDecision, ...] = ()
     held_warm: int = 0  # warm cards the mode left out, kept by the hysteresis
     reason: str = ""
+    changes: CardChanges = Listed()
+    warm: np.ndarray | None = None  # (cards, k); None: the one hour of `next.run_set`
+
+    @property
+    def adds(self) -> tuple[CardDecision, ...]:
+        return self.changes.adds
+
+    @property
+    def releases(self) -> tuple[CardDecision, ...]:
+        return self.changes.releases
 
     @property
     def evictions(self) -> tuple[CardDecision, ...]:
@@ -348,73 +365,47 @@ class Decisions:
         return self.next.out_hours
 
 
-def tick(state: PoolState, parts: PolicyParts) -> Decisions:
-    """Decide one hour: evictions at a decision hour, then the run set."""
+def step(carry: Carry, inp: StepInput, parts: PolicyParts) -> Decisions:
+    """Decide a stretch of hours: the eviction pass at its first hour when that is a decision hour, then each
+    hour's run set; the same for a month's stretch in replay and for one hour of the service."""
     policy = parts.policy
-    rent = np.asarray(state.rent_usd_per_hour, dtype=np.float64)
-    score = np.asarray(state.score_tps)
-    carry = state.carry
-
+    hours = np.asarray(inp.hours)
+    first = int(hours[0])
+    rent = inp.rent_usd_per_hour
     passed = None
-    if carry.run_set is not None and is_decision_hour(state.hour, parts, carry.budget_left):
-        passed = eviction_pass(state.hour, np.asarray(state.evict_score_tps), carry.run_set, rent, carry.budget_left,
-                               carry.eviction_hours, state.pool_cards, parts, state.groups)
-        carry = carry.evicted(passed)
-    eligible = np.asarray(carry.eligible, dtype=bool)
-
-    before = None if carry.run_set is None else np.asarray(carry.run_set, dtype=bool)
-    inp = SizingInput(
-        hours=np.array([state.hour]),
-        score_tps=score[:, None],
-        rent_usd_per_hour=rent,
-        eligible=eligible,
-        demand_tps=np.array([state.demand_tps], dtype=np.float64),
-        peak_demand_tps=float(state.peak_demand_tps),
-        headroom=policy.headroom,
-        previous=before,
-        allowance=np.array([state.allowance]) if state.allowance else None,
-        peak_before_tps=float(state.peak_before_tps),
-    )
-    out_before = carry.out_hours_before(parts.hysteresis.release_after_hours)
-    sized = size_stretch(inp, out_before, parts)
-    warm, chosen, out_after = sized.warm[:, 0], sized.chosen[:, :1], sized.out_hours
-    target = float(inp.target_tps(parts.mode)[0])
-    capacity = float(np.asarray(score, dtype=np.float64)[warm].sum())
-    was = np.zeros_like(warm) if before is None else before
-    evicted = np.zeros_like(warm)
-    if passed is not None:
-        evicted[list(passed.evicted)] = True
-    added = np.flatnonzero(warm & ~was)
-    released = np.flatnonzero(was & ~warm & ~evicted)
-    held = int((warm & ~chosen[:, 0]).sum())
-    tpd_all = tokens_per_dollar(score, rent)
-    why = f"{policy.mode} mode through the {parts.score.describe(policy.window)}: target {target:.0f} tok/s, scored capacity {capacity:.0f} tok/s"
-    if state.allowance:
-        why += f" (holding {state.allowance:.1%} for dips to come)"
-    if parts.hysteresis.release_after_hours > 1:
-        why += f"; {held} cards held warm until left out {parts.hysteresis.release_after_hours} hours"
-    dip = np.zeros(warm.shape, dtype=bool) if state.in_dip is None else np.asarray(state.in_dip, dtype=bool)
-    note = lambda c: "; scored on its recent hours: it looks in a dip" if dip[c] else ""  # noqa: E731
-    adds = tuple(
-        CardDecision("add", state.hour, int(c), float(score[c]), float(tpd_all[c]),
-                     f"added: among the best tokens per dollar to cover the target; {why}{note(c)}")
-        for c in added
-    )
-    releases = tuple(
-        CardDecision("release", state.hour, int(c), float(score[c]), float(tpd_all[c]),
-                     f"released: not needed to cover the target; {why}{note(c)}")
-        for c in released
-    )
+    after = carry
+    if carry.run_set is not None and is_decision_hour(first, parts, carry.budget_left):
+        if inp.evict_score_tps is None:
+            raise ValueError(f"month hour {first} is a decision hour: its step needs the eviction window's scores")
+        passed = eviction_pass(first, np.asarray(inp.evict_score_tps), carry.run_set, rent, carry.budget_left,
+                               carry.eviction_hours, inp.pool_cards, parts, inp.groups)
+        after = carry.evicted(passed)
+    eligible = np.asarray(after.eligible, dtype=bool)
+    if inp.unavailable is not None:
+        eligible = eligible & ~np.asarray(inp.unavailable, dtype=bool)
+    before = None if after.run_set is None else np.asarray(after.run_set, dtype=bool)
+    sizing = SizingInput(hours=hours, score_tps=inp.score_tps, rent_usd_per_hour=rent, eligible=eligible,
+                         demand_tps=inp.demand_tps, peak_demand_tps=inp.peak_demand_tps, headroom=policy.headroom,
+                         previous=before, allowance=inp.allowance, peak_before_tps=float(inp.peak_before_tps))
+    sized = size_stretch(sizing, after.out_hours_before(parts.hysteresis.release_after_hours), parts)
+    warm, chosen = sized.warm, sized.chosen
+    last = warm[:, -1]
+    targets = np.asarray(sizing.target_tps(parts.mode), dtype=np.float64).reshape(-1)
+    targets = np.broadcast_to(targets, hours.shape) if targets.size == 1 else targets
+    capacity = float(np.asarray(inp.score_tps[:, -1], dtype=np.float64)[last].sum())
+    held = int((last & ~chosen[:, -1]).sum())
+    allowance = float(inp.allowance[-1]) if inp.allowance is not None else 0.0
+    changes = StretchChanges(inp, parts, before, warm, chosen, () if passed is None else passed.evicted, targets)
     return Decisions(
-        hour=state.hour,
+        hour=int(hours[-1]),
         mode=policy.mode,
         window=policy.window,
-        target_tps=target,
+        target_tps=float(targets[-1]),
         scored_capacity_tps=capacity,
-        next=carry.sized(warm, out_after),
+        next=after.sized(last, sized.out_hours),
         eviction=passed,
-        adds=adds,
-        releases=releases,
         held_warm=held,
-        reason=why,
+        reason=sizing_reason(parts, float(targets[-1]), capacity, allowance, held),
+        changes=changes,
+        warm=warm,
     )

@@ -1,34 +1,52 @@
-"""The decide job: the core's `tick` on the store's state, for every scored hour, journaled before it is acted on.
+"""The decide job: the core's step, one hour at a time, on what the pool is known to run, journaled before it is
+acted on.
 
-`state_at` reads the pool's state at the start of an hour from the store (or
-from what the hour before left, `HourLeft`); `tick` decides it; the pure
-`hour_entries` turns the `Decisions` into the journal's rows, each detail its
-kind's record (`storage.records`: the read model, `fleet.service.readmodel`,
-reads them back for `fleet status`, `explain`, `plan` and the snapshot);
-the journal writes them with the run-set changes in one transaction, and only
-then does the actuator see them, under the epoch of the service's lease. What
-one leader journaled and did not act on, the next acts on first.
+Each hour goes sync, step, journal:
+
+- **the carry**: what the hour before left (`Decisions.next`), kept by the job from
+  hour to hour. It is the decided state: the run set the journal has open, the
+  month's evictions and budget, the hysteresis' count. The store holds the same,
+  keyed by card (the run-set intervals, the `evict` rows, the `size` record's
+  held-out hours), and the carry is resumed from it (`Carry.resumed`) only when
+  nothing carried it: when the service starts, or takes the lease (another leader
+  may have written since). A month starts from `Carry.month_start`; a pool rebuilt
+  (a card registered) takes the carry over card by card.
+- **sync**: what the pool is known to run (`fleet.service.reconcile`) is the hour's
+  input, never a reason to rebuild the carry: the decided run set less adds not
+  carried out and cards retired by hand or silent, plus releases not carried out,
+  with the budget counted on the cards the pool has now (`Carry.synced`). A silent
+  or retired card may not be chosen this hour (`StepInput.unavailable`), and stays
+  eligible in the carry: a silent card heard again may be chosen the hour after.
+- **step**: `fleet.core.step.step` on the synced carry and the hour's scores and demand.
+- **journal**: the pure `hour_entries` turns the hour into the journal's rows, each
+  detail its kind's record (`storage.records`: the read model, `fleet.service.
+  readmodel`, reads them back for `fleet status`, `explain`, `plan` and the
+  snapshot); the journal writes them with the run-set changes in one transaction,
+  and only then does the actuator see them, under the epoch of the service's lease.
+  What one leader journaled and did not act on, the next acts on first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Protocol
 
 import numpy as np
 
+from fleet.core.carry import Carry
+from fleet.core.forecast import DemandView
 from fleet.core.greedy import tokens_per_dollar
-from fleet.core.plugins import PolicyParts
 from fleet.core.scenario import budget_left
-from fleet.core.step import Carry, Decisions, PoolState, tick
-from fleet.service.calendar import HOUR_S, Calendar
-from fleet.service.pool import PoolIndex, PoolWatch
-from fleet.service.reconcile import KnownRunSet, known_run_set, not_carried_out, retired_by_hand
+from fleet.core.step import Decisions, StepInput, step
+from fleet.service.calendar import HOUR_S
+from fleet.service.frame import Frame, Lead
+from fleet.service.pool import PoolIndex
+from fleet.service.reconcile import KnownRunSet, Reconciler
 from storage.records import AddRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, SizeRecord
 from storage.values import JournalEntry, Kind
 
 if TYPE_CHECKING:
-    from fleet.service.journal import Journal
+    from fleet.service.scoring import ScoreJob
     from storage.interfaces import JournalStore
 
 
@@ -60,52 +78,44 @@ def held_out_hours(decisions: Decisions, index: PoolIndex) -> dict[str, int]:
     return {index.keys[i]: int(d.out_hours[i]) for i in np.flatnonzero(d.run_set & (d.out_hours > 0))}
 
 
-def hour_entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex, change: RunSetChange,
-                 known: KnownRunSet | None = None) -> list[JournalEntry]:
+@dataclass(frozen=True)
+class DecidedHour:
+    """One hour as the decide job decided it: the carry synced to what the pool is known to run, the step's inputs,
+    the demand the policy believed, and the decisions."""
+
+    hour_ts: int
+    carry: Carry
+    inp: StepInput
+    demand: DemandView
+    decisions: Decisions
+    known: KnownRunSet = field(default_factory=lambda: KnownRunSet(frozenset()))
+
+
+def hour_entries(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> list[JournalEntry]:
     """The journal rows of one decided hour: `size`, the `eviction-pass` if there was one, then each `evict`,
     `release` and `add`, in the order they are acted on, each detail its kind's record (`storage.records`).
 
-    `state` is what the hour was decided on and `change` the run set's change from what the store had open before
-    it (`run_set_change`): a card the store has open that the decisions did not release (the month's first hour)
-    is released with that said.
+    `change` is the run set's change from what the store had open before the hour (`run_set_change`): a card the
+    store has open that the decisions did not release (the month's first hour) is released with that said.
     """
+    hour_ts, d, inp, known = hour.hour_ts, hour.decisions, hour.inp, hour.known
     keys, pos = index.keys, index.pos
-    left_out = dict(known.left_out) if known is not None else {}
-    put_back = dict(known.put_back) if known is not None else {}
+    score = np.asarray(inp.score_tps)[:, 0]
+    allowance = float(inp.allowance[0]) if inp.allowance is not None else 0.0
+    left_out, put_back = dict(known.left_out), dict(known.put_back)
     by_card = {keys[c.card]: c for c in d.adds + d.releases}
+    forecast = float(hour.demand.forecast_tps[0])
     size = SizeRecord(
         hour=d.hour, mode=d.mode, window=d.window, target_tps=d.target_tps, scored_capacity_tps=d.scored_capacity_tps,
-        demand_tps=state.demand_tps,
-        demand_forecast_tps=state.demand_forecast_tps if np.isfinite(state.demand_forecast_tps) else None,
-        knew_demand=bool(state.knew_demand), run_set_cards=len(change.run_set), budget_left=d.budget_left,
+        demand_tps=float(inp.demand_tps[0]), demand_forecast_tps=forecast if np.isfinite(forecast) else None,
+        knew_demand=bool(hour.demand.knew_demand), run_set_cards=len(change.run_set), budget_left=d.budget_left,
         held_out_hours=held_out_hours(d, index),
-        in_dip=None if state.in_dip is None else [keys[i] for i in np.flatnonzero(state.in_dip)],
-        dip_allowance=state.allowance or 0.0, not_counted=left_out, counted_running=put_back,
+        in_dip=None if inp.in_dip is None else [keys[i] for i in np.flatnonzero(inp.in_dip[:, 0])],
+        dip_allowance=allowance, not_counted=left_out, counted_running=put_back,
     )
     entries = [JournalEntry(f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason, detail=size.to_detail(), acted=True)]
     if d.eviction is not None:
-        p = d.eviction
-        judged = np.flatnonzero(state.run_set) if state.run_set is not None else np.zeros(0, dtype=np.int64)
-        judged_keys = [keys[c] for c in judged.tolist()]
-        passed = EvictionPassRecord(
-            hour=d.hour, rule=p.rule, window=p.window, judged=p.judged,
-            candidates=[keys[c] for c in p.candidates], evicted=[keys[c] for c in p.evicted],
-            median_score_tps=p.median_score_tps, threshold_tps=p.threshold_tps,
-            blocked_by_budget=p.blocked_by_budget, blocked_by_disruption=p.blocked_by_disruption,
-            breaker_open=p.breaker_open, draining=p.draining, allowed_now=p.allowed_now,
-            budget_left_before=p.budget_left_before, budget_left_after=p.budget_left_after,
-            scores=dict(zip(judged_keys, np.asarray(state.evict_score_tps)[judged].tolist())),
-            thresholds=dict(zip(judged_keys, p.thresholds_of(judged).tolist())),
-            class_median_score_tps=None if state.groups is None else _class_medians(state, index, judged),
-        )
-        entries.append(JournalEntry(f"{hour_ts}:eviction-pass", hour_ts, Kind.EVICTION_PASS, p.reason,
-                                    detail=passed.to_detail(), acted=True))
-        for n, e in enumerate(d.evictions, start=1):
-            evict = EvictRecord(hour=d.hour, score_tps=e.score_tps, tokens_per_usd=e.tokens_per_usd, window=p.window,
-                                threshold_tps=p.threshold_of(e.card), median_score_tps=p.median_score_tps,
-                                budget_left=p.budget_left_before - n)  # after this card, as its reason says
-            entries.append(JournalEntry(f"{hour_ts}:evict:{keys[e.card]}", hour_ts, Kind.EVICT, e.reason, keys[e.card],
-                                        detail=evict.to_detail()))
+        entries += _eviction_entries(hour, index)
     evicted = set(change.evicted)
     for k in change.closed:
         if k in evicted:
@@ -113,182 +123,190 @@ def hour_entries(hour_ts: int, d: Decisions, state: PoolState, index: PoolIndex,
         c = by_card.get(k)
         why = (c.reason if c is not None else f"released: {left_out[k]}" if k in left_out
                else "released: not in the run set the month starts with")
-        release = ReleaseRecord(hour=d.hour, score_tps=float(state.score_tps[pos[k]]), window=d.window)
+        release = ReleaseRecord(hour=d.hour, score_tps=float(score[pos[k]]), window=d.window)
         entries.append(JournalEntry(f"{hour_ts}:release:{k}", hour_ts, Kind.RELEASE, why, k, detail=release.to_detail()))
     for k in change.opened:
         c = by_card.get(k)
         why = c.reason if c is not None else f"added; {d.reason}"
         i = pos[k]
-        add = AddRecord(hour=d.hour, score_tps=float(state.score_tps[i]), window=d.window,
-                        tokens_per_usd=float(tokens_per_dollar(state.score_tps[i:i + 1], index.rent_usd_per_hour[i:i + 1])[0]))
+        add = AddRecord(hour=d.hour, score_tps=float(score[i]), window=d.window,
+                        tokens_per_usd=float(tokens_per_dollar(score[i:i + 1], index.rent_usd_per_hour[i:i + 1])[0]))
         entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, Kind.ADD, why, k, detail=add.to_detail()))
     return entries
 
 
-def _class_medians(state: PoolState, index: PoolIndex, judged) -> dict[str, float]:
+def _eviction_entries(hour: DecidedHour, index: PoolIndex) -> list[JournalEntry]:
+    """The `eviction-pass` record and each `evict` of a decision hour: the run set judged is the synced carry's."""
+    hour_ts, d, p = hour.hour_ts, hour.decisions, hour.decisions.eviction
+    keys = index.keys
+    evict_score = np.asarray(hour.inp.evict_score_tps)
+    judged = np.flatnonzero(hour.carry.run_set) if hour.carry.run_set is not None else np.zeros(0, dtype=np.int64)
+    judged_keys = [keys[c] for c in judged.tolist()]
+    passed = EvictionPassRecord(
+        hour=p.hour, rule=p.rule, window=p.window, judged=p.judged,
+        candidates=[keys[c] for c in p.candidates], evicted=[keys[c] for c in p.evicted],
+        median_score_tps=p.median_score_tps, threshold_tps=p.threshold_tps,
+        blocked_by_budget=p.blocked_by_budget, blocked_by_disruption=p.blocked_by_disruption,
+        breaker_open=p.breaker_open, draining=p.draining, allowed_now=p.allowed_now,
+        budget_left_before=p.budget_left_before, budget_left_after=p.budget_left_after,
+        scores=dict(zip(judged_keys, evict_score[judged].tolist())),
+        thresholds=dict(zip(judged_keys, p.thresholds_of(judged).tolist())),
+        class_median_score_tps=None if hour.inp.groups is None else _class_medians(evict_score, index, judged),
+    )
+    entries = [JournalEntry(f"{hour_ts}:eviction-pass", hour_ts, Kind.EVICTION_PASS, p.reason, detail=passed.to_detail(),
+                            acted=True)]
+    for n, e in enumerate(d.evictions, start=1):
+        evict = EvictRecord(hour=p.hour, score_tps=e.score_tps, tokens_per_usd=e.tokens_per_usd, window=p.window,
+                            threshold_tps=p.threshold_of(e.card), median_score_tps=p.median_score_tps,
+                            budget_left=p.budget_left_before - n)  # after this card, as its reason says
+        entries.append(JournalEntry(f"{hour_ts}:evict:{keys[e.card]}", hour_ts, Kind.EVICT, e.reason, keys[e.card],
+                                    detail=evict.to_detail()))
+    return entries
+
+
+def _class_medians(evict_score_tps: np.ndarray, index: PoolIndex, judged) -> dict[str, float]:
     """Each class's median score among the run set judged: the line its own cards were held to."""
     judged = np.asarray(judged, dtype=np.int64)
     names = index.class_names[judged] if judged.size else np.zeros(0, dtype=object)
-    return {str(c): float(np.median(np.asarray(state.evict_score_tps)[judged[names == c]])) for c in dict.fromkeys(names.tolist())}
+    return {str(c): float(np.median(evict_score_tps[judged[names == c]])) for c in dict.fromkeys(names.tolist())}
 
 
 @dataclass(frozen=True)
-class HourLeft:
-    """What a decided hour leaves for the next, so the next hour need not read it back from the store."""
+class Carried:
+    """The carry the last decided hour left, with what it is read against: the hour, the lease's epoch it was
+    decided under, the pool index its arrays are in, and its run set by card (the journal's after that hour)."""
 
     hour_ts: int
-    month_start_ts: int
+    epoch: int | None
+    index: PoolIndex
+    carry: Carry
     run_set: frozenset[str]
-    held_out_hours: Mapping[str, int]
-    evictions: tuple[tuple[int, str], ...]  # (hour ts, card key) of the month's evictions so far
-
-    def follows(self, hour_ts: int, month_start_ts: int) -> bool:
-        return self.hour_ts == hour_ts - HOUR_S and self.month_start_ts == month_start_ts
 
 
-@dataclass
+class HourJournal(Protocol):
+    """Where an hour's rows go: the service's `Journal` (written, then acted on), or a plan's kept in memory."""
+
+    def write(self, hour_ts: int, entries: list[JournalEntry], open_cards: dict[str, str], close_cards: list[str],
+              retire_cards: list[str]) -> None: ...
+
+    def act_soon(self, stopping, epoch: int | None = None) -> object: ...
+
+
 class DecideJob:
     """Act on anything journaled and not acted, then decide, journal and act on every scored hour."""
 
-    store: JournalStore
-    journal: Journal
-    pool: PoolWatch
-    calendar: Calendar
-    clock: object
-    parts: PolicyParts
-    scored_through_ts: Callable[[], int | None]
-    kept_scores: Callable[[int, PoolIndex], Mapping[int, np.ndarray]]
-    demand: object
-    stopping: Callable[[], bool] = lambda: False
-    policy_scores: Callable[[int, PoolIndex], tuple | None] = lambda hour_ts, index: None  # the estimator's, if not a mean
-    epoch: Callable[[], int | None] = lambda: None  # the lease the service leads under, carried by every action
-    # Warm cards silent at an hour's start (card -> why), from the reconcile check; none without one.
-    silent: Callable[[int, AbstractSet[str]], Mapping[str, str]] = lambda hour_ts, warm: {}
-    reconcile: Callable[[], object] = lambda: 0  # the check against the pool's telemetry, once a run (every tick)
-    records: Callable | None = None  # journal rows by kind, read plainly (`storage.cards.records_of_kinds`)
-    # Card -> its last action, set aside or expired (`storage.cards.last_actions_not_carried_out` on a SQL store).
-    not_carried: Callable[[int, int], Mapping[str, object]] | None = None
-    # What the last hour this job decided left (and the lease's epoch it was decided under): the next run's first hour
-    # follows on from it instead of reading it back (the run set alone is a read of every open interval).
-    _left: tuple[int | None, HourLeft] | None = field(default=None, init=False, repr=False)
+    def __init__(self, journal_store: JournalStore, journal: HourJournal, frame: Frame, scores: ScoreJob, known: Reconciler,
+                 lead: Lead = Lead()):
+        self.journal_store, self.journal, self.frame = journal_store, journal, frame
+        self.scores = scores  # the score job: each hour's scores, kept from its pass or read back from the store
+        self.known = known  # what the pool is known to run, and the check against its telemetry
+        self.lead = lead
+        self.carried: Carried | None = None  # what the last hour this job decided left, under the lease it led
 
     def _act(self) -> None:
         # `stopping` turns true as soon as the lease is lost: no action starts after that. A failed action is
         # retried or set aside by the acting pass, never raised here, so deciding goes on whatever the actuator does.
-        self.journal.act_soon(self.stopping, epoch=self.epoch())
+        self.journal.act_soon(self.lead.stopping, epoch=self.lead.epoch())
 
     def run(self) -> int:
         """Returns the hours decided."""
         self._act()
-        if not self.stopping():
-            self.reconcile()
+        if not self.lead.stopping():
+            self.known.run()
         done = 0
-        index = self.pool.current()
-        cal = self.calendar
-        # Under another epoch another leader may have written since: read the hour's state back from the store.
-        left = self._left[1] if self._left is not None and self._left[0] == self.epoch() else None
-        while not self.stopping():
-            now = self.clock.now()
-            nxt = cal.next_hour(self.store.last_decided_ts(cal.start_ts, 2**62), now)
+        f = self.frame
+        index = f.pool.current()
+        cal = f.calendar
+        while not self.lead.stopping():
+            now = f.clock.now()
+            nxt = cal.next_hour(self.journal_store.last_decided_ts(cal.start_ts, 2**62), now)
             if nxt > now or nxt > cal.last_hour_ts:
                 break
-            scored = self.scored_through_ts()
+            scored = self.scores.scored_through_ts()
             if scored is None or scored < nxt:
                 break
-            left = self.decide_hour(nxt, index, left)
-            self._left = (self.epoch(), left)
+            self.decide_hour(nxt, index)
             done += 1
             self._act()
         return done
 
-    def _scores(self, hour_ts: int, index: PoolIndex, window_hours: int, in_class: np.ndarray) -> np.ndarray:
-        kept = self.kept_scores(hour_ts, index)
-        if window_hours in kept:
-            return np.where(in_class, kept[window_hours], np.float32(0))
-        arr = np.zeros(len(index), dtype=np.float32)
+    def carry_at(self, hour_ts: int, index: PoolIndex, in_class: np.ndarray) -> tuple[Carry, frozenset[str]]:
+        """(the carry at the start of `hour_ts`, the journal's run set by card): what the hour before left when this
+        job decided it under the same lease, else resumed from the store; a month's first hour starts afresh."""
+        m0, h = self.frame.calendar.month_of(hour_ts)
+        kept = self.carried
+        follows = kept is not None and kept.hour_ts == hour_ts - HOUR_S and kept.epoch == self.lead.epoch()
+        journal_open = kept.run_set if follows else frozenset(self.journal_store.run_set_at(hour_ts - HOUR_S))
+        parts = self.frame.parts
+        if h == 0:
+            return Carry.month_start(in_class, 0), journal_open  # its budget is the hour's (`synced`)
+        if follows:
+            if kept.index is index:
+                return kept.carry, journal_open
+            old = np.array([kept.index.pos.get(k, -1) for k in index.keys], dtype=np.int64)
+            return kept.carry.reindexed(old, in_class, parts.hysteresis.release_after_hours), journal_open
+        # Nothing carried the hour before: the service started, or took the lease (another leader may have written).
+        evictions = self.journal_store.eviction_hours(m0, hour_ts)
+        last = self.journal_store.decisions(kinds=[Kind.SIZE], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
+        held = last[0].record.held_out_hours if last else {}
         pos = index.pos
-        for k, v in self.store.scores_at(hour_ts, window_hours).items():
-            if k in pos:
-                arr[pos[k]] = v
-        return np.where(in_class, arr, np.float32(0))
+        carry = Carry.resumed(in_class, budget_left(parts.policy.eviction.share, int(in_class.sum()), len(evictions)),
+                              index.mask(journal_open), [((ts - m0) // HOUR_S, pos.get(k)) for ts, k in evictions],
+                              {pos[k]: v for k, v in held.items() if k in pos}, parts.hysteresis.release_after_hours)
+        return carry, journal_open
 
-    def state_at(self, hour_ts: int, index: PoolIndex, previous: AbstractSet[str] | None = None,
-                 evictions: Sequence[tuple[int, str]] | None = None, ineligible: AbstractSet[str] = frozenset(),
-                 retired: AbstractSet[str] = frozenset(), held_out_hours: Mapping[str, int] | None = None) -> PoolState:
-        """The pool as the store has it at the start of `hour_ts`, in the tick's terms: the core's `Carry` resumed
-        from the journal (the run set the pool is known to run, the month's evictions, the hysteresis' held-out
-        hours), and the hour's scores and demand. `ineligible` cards may not be chosen this hour (silent, or retired
-        by hand); `retired` ones have left the pool and count in it no more."""
-        policy, parts = self.parts.policy, self.parts
-        m0, h = self.calendar.month_of(hour_ts)
-        in_class = index.run_class_mask(policy)
-        if evictions is None:
-            evictions = self.store.eviction_hours(m0, hour_ts)
-        if previous is None and h > 0:
-            previous = self.store.run_set_at(hour_ts - HOUR_S)
-        pool_cards = int((in_class & ~index.mask(retired)).sum()) if retired else int(in_class.sum())
-        pos = index.pos
-        # A card leaves the pool for the month when it is evicted (its retirement is journaled with the eviction).
-        carry = Carry.resumed(
-            in_class & ~index.mask(ineligible) if ineligible else in_class,
-            budget_left(policy.eviction.share, pool_cards, len(evictions)),
-            None if h == 0 else index.mask(previous),
-            [((ts - m0) // HOUR_S, pos.get(k)) for ts, k in evictions],
-            None if held_out_hours is None else {pos[k]: v for k, v in held_out_hours.items() if k in pos},
-            parts.hysteresis.release_after_hours,
-        )
-        view = self.demand.view(m0, h, parts)
-        estimated = self.policy_scores(hour_ts, index)
+    def hour_input(self, hour_ts: int, index: PoolIndex, in_class: np.ndarray, pool_cards: int, known: KnownRunSet
+                   ) -> tuple[StepInput, DemandView]:
+        """The step's inputs for `hour_ts` (its scores, rent and demand; the cards the pool cannot run this hour),
+        and the demand the policy believes of it."""
+        f = self.frame
+        parts = f.parts
+        m0, h = f.calendar.month_of(hour_ts)
+        view = f.demand.view(m0, h, parts)
+        estimated = self.scores.policy_scores(hour_ts, index)
         if estimated is None:
-            score, in_dip, allowance = self._scores(hour_ts, index, parts.size_window_hours, in_class), None, 0.0
+            score, in_dip, allowance = self.scores.window_scores_at(hour_ts, index, parts.size_window_hours, in_class), None, 0.0
         else:
             score, in_dip, allowance = estimated
             score, in_dip = np.where(in_class, score, np.float32(0)), in_dip & in_class
-        return PoolState.of(
-            carry,
-            hour=h,
-            score_tps=score,
-            evict_score_tps=self._scores(hour_ts, index, parts.evict_window_hours, in_class),
+        inp = StepInput(
+            hours=np.array([h]),
+            score_tps=score[:, None],
             rent_usd_per_hour=index.rent_usd_per_hour,
-            demand_tps=float(view.sizing_tps[0]),
-            peak_demand_tps=float(view.peak_tps[0]),
-            peak_before_tps=view.peak_before_tps,
-            demand_forecast_tps=float(view.forecast_tps[0]),
-            knew_demand=view.knew_demand,
+            demand_tps=np.array([view.sizing_tps[0]], dtype=np.float64),
+            peak_demand_tps=np.array([view.peak_tps[0]], dtype=np.float64),
             pool_cards=pool_cards,
+            evict_score_tps=self.scores.window_scores_at(hour_ts, index, parts.evict_window_hours, in_class),
             groups=index.groups,
-            in_dip=in_dip,
-            allowance=float(allowance or 0.0),
+            peak_before_tps=float(view.peak_before_tps),
+            allowance=np.array([float(allowance)]) if allowance else None,
+            in_dip=None if in_dip is None else in_dip[:, None],
+            unavailable=index.mask(known.ineligible) if known.ineligible else None,
         )
+        return inp, view
 
-    def known_run_set(self, hour_ts: int, month_start_ts: int, journal_open: AbstractSet[str],
-                      evictions: Sequence[tuple[int, str]]) -> KnownRunSet:
-        """The run set the pool is known to run at `hour_ts` (`fleet.service.reconcile`): the journal's, less adds
-        not carried out, retired and silent cards, plus releases not carried out."""
-        not_carried = (self.not_carried(month_start_ts, hour_ts) if self.not_carried is not None
-                       else not_carried_out(self.store, month_start_ts, hour_ts, self.records))
-        return known_run_set(journal_open, not_carried,
-                             retired_by_hand(self.store, self.records), self.silent(hour_ts, journal_open),
-                             {k for _, k in evictions})
-
-    def decide_hour(self, hour_ts: int, index: PoolIndex | None = None, left: HourLeft | None = None) -> HourLeft:
-        """Decide one hour and journal it with the state it leaves (acting comes after, from the journal)."""
-        index = self.pool.current() if index is None else index
-        m0 = self.calendar.month_of(hour_ts)[0]
-        if left is not None and left.follows(hour_ts, m0):
-            open_now, month_evictions, held = left.run_set, list(left.evictions), left.held_out_hours
-        else:
-            open_now, month_evictions = self.store.run_set_at(hour_ts - HOUR_S), self.store.eviction_hours(m0, hour_ts)
-            last = self.store.decisions(kinds=[Kind.SIZE], since_ts=hour_ts - HOUR_S, until_ts=hour_ts, limit=1)
-            held = last[0].record.held_out_hours if last else {}
-        known = self.known_run_set(hour_ts, m0, open_now, month_evictions)
-        state = self.state_at(hour_ts, index, known.cards, month_evictions, known.ineligible, known.retired, held)
-        d = tick(state, self.parts)
+    def decide_hour(self, hour_ts: int, index: PoolIndex | None = None) -> DecidedHour:
+        """Decide one hour and journal it (acting comes after, from the journal); the carry it leaves is kept."""
+        f = self.frame
+        index = f.pool.current() if index is None else index
+        policy = f.parts.policy
+        m0, h = f.calendar.month_of(hour_ts)
+        in_class = index.run_class_mask(policy)
+        carry, journal_open = self.carry_at(hour_ts, index, in_class)
+        evicted = frozenset(index.keys[i] for i in np.flatnonzero(in_class & ~np.asarray(carry.eligible)))
+        known = self.known.known_run_set(hour_ts, m0, journal_open, evicted)
+        pool_cards = int((in_class & ~index.mask(known.retired)).sum()) if known.retired else int(in_class.sum())
+        carry = carry.synced(None if h == 0 else index.mask(known.cards),
+                             budget_left(policy.eviction.share, pool_cards, len(carry.eviction_hours)),
+                             f.parts.hysteresis.release_after_hours)
+        inp, view = self.hour_input(hour_ts, index, in_class, pool_cards, known)
+        d = step(carry, inp, f.parts)
+        hour = DecidedHour(hour_ts, carry, inp, view, d, known)
         # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
         # the store's run-set intervals from what the journal had open.
         change = run_set_change(d, index, known.cards | known.silent)
-        entries = hour_entries(hour_ts, d, state, index, change, known)
-        opened, closed = sorted(change.run_set - open_now), sorted(open_now - change.run_set)
+        entries = hour_entries(hour, index, change)
+        opened, closed = sorted(change.run_set - journal_open), sorted(journal_open - change.run_set)
         self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, closed, list(change.evicted))
-        return HourLeft(hour_ts, m0, change.run_set, held_out_hours(d, index),
-                        tuple(month_evictions) + tuple((hour_ts, k) for k in change.evicted))
+        self.carried = Carried(hour_ts, self.lead.epoch(), index, d.next, change.run_set)
+        return hour

@@ -5,7 +5,8 @@ things part them, and each is read here, once, for the decide job, `fleet
 status` and the metrics:
 
 - an action set aside or expired (`acting.py`) never happened: a card whose last
-  add was set aside is not running, one whose last release was set aside still is;
+  add was set aside is not running, one whose last release was set aside still is
+  (the store finds them: `ReconcileStore.last_actions_not_carried_out`);
 - a card an operator retired by hand (`fleet card retire`) is gone for good;
 - the telemetry: a warm card silent for `[reconcile] silent_after_s` is not
   serving, and a card released or evicted that still serves tokens was not
@@ -22,7 +23,7 @@ import getpass
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
-from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, Kind
+from storage.values import JournalEntry, Kind
 from storage.records import ReconcileRecord
 
 if TYPE_CHECKING:
@@ -55,22 +56,6 @@ Records = Callable[[Sequence[str], "int | None"], "list[JournalRow]"]
 
 def _records(store: JournalStore, records: Records | None) -> Records:
     return records or (lambda kinds, since: store.decisions(kinds=kinds, since_ts=since, limit=1_000_000))
-
-
-def not_carried_out(store: JournalStore, month_start_ts: int, hour_ts: int, records: Records | None = None
-                    ) -> dict[str, JournalRow]:
-    """Card -> its last run-set decision before `hour_ts`, for each card whose last one was set aside or expired."""
-    closed: dict[str, set[str]] = {}
-    for rec in _records(store, records)(SET_ASIDE_KINDS, month_start_ts):
-        if rec.card_key and rec.record.decision_kind in ACTION_KINDS:
-            closed.setdefault(rec.card_key, set()).add(rec.record.decision_key)
-    if not closed:
-        return {}
-    last: dict[str, JournalRow] = {}
-    for row in _records(store, records)(ACTION_KINDS, month_start_ts):  # oldest first: the last one stays
-        if row.ts < hour_ts and row.card_key in closed:
-            last[row.card_key] = row
-    return {card: row for card, row in last.items() if row.key in closed[card]}
 
 
 def retired_by_hand(store: JournalStore, records: Records | None = None) -> dict[str, JournalRow]:
@@ -218,8 +203,9 @@ STOPPED_LOOKBACK_S = 40 * 86400
 
 
 class Reconciler:
-    """The check against the pool's telemetry, on the service's clock. For a real pool only: a simulation's feed
-    reports every card's rate whether it is warm or not, so it says nothing of what the pool runs."""
+    """What the pool is known to run, and the check against its telemetry, on the service's clock. The check is a
+    real pool's only (`enabled`): a simulation's feed reports every card's rate whether it is warm or not, so it
+    says nothing of what the pool runs."""
 
     def __init__(self, store: JournalStore, cards: ReconcileStore, clock, silent_after_s: float, enabled: bool = True):
         self.store, self.cards, self.clock = store, cards, clock
@@ -231,6 +217,14 @@ class Reconciler:
         """Every card's last telemetry as this decide run's check read it (one read of every card a run: at
         100,000 cards it is a second's work), or read now before any run."""
         return self._heard if self._heard is not None else self.cards.last_heard()
+
+    def known_run_set(self, hour_ts: int, month_start_ts: int, journal_open: AbstractSet[str],
+                      evicted: AbstractSet[str] = frozenset()) -> KnownRunSet:
+        """The run set the pool is known to run at `hour_ts`: the journal's (`journal_open`), less adds not carried
+        out, cards retired by hand and silent ones, plus releases not carried out (of cards not `evicted` this
+        month). Actions not carried out and retirements count in a simulation too; silence only beside a real pool."""
+        return known_run_set(journal_open, self.cards.last_actions_not_carried_out(month_start_ts, hour_ts),
+                             retired_by_hand(self.store, self.cards.records_of_kinds), self.silent(hour_ts, journal_open), evicted)
 
     def silent(self, hour_ts: int, warm: AbstractSet[str]) -> dict[str, str]:
         """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""

@@ -21,8 +21,9 @@ import numpy as np
 
 from fleet.core.greedy import tokens_per_dollar
 from fleet.core.scores import windowed_scores
-from fleet.service.calendar import HOUR_S, Calendar
-from fleet.service.pool import PoolIndex, PoolWatch
+from fleet.service.calendar import HOUR_S
+from fleet.service.frame import Frame, Lead
+from fleet.service.pool import PoolIndex
 from storage.busy import BUSY_FRACTION_FLOOR
 from storage.values import ScoreColumn, ScoreKey
 
@@ -98,23 +99,27 @@ class ScoredHours:
 
 
 class ScoreJob:
-    """Score every settled hour through each window; the last window's scores mark an hour scored."""
+    """Score every settled hour through each window; the last window's scores mark an hour scored.
 
-    def __init__(self, store: JournalStore, pool: PoolWatch, calendar: Calendar, clock, windows: Mapping[str, int],
-                 watermark_ts: Callable[[float], int], stopping: Callable[[], bool] = lambda: False, parts=None,
-                 busy_floor: float = BUSY_FRACTION_FLOOR):
+    `writes` false (`fleet plan`): the scores a pass works out are kept in memory for the decide job that follows,
+    never written, and the store is only read."""
+
+    def __init__(self, journal_store: JournalStore, frame: Frame, windows: Mapping[str, int], watermark_ts: Callable[[float], int],
+                 lead: Lead = Lead(), busy_floor: float = BUSY_FRACTION_FLOOR, writes: bool = True):
         if not windows:
             raise ValueError("the score job needs at least one window")
+        parts = frame.parts
         self.parts = parts  # the policy, resolved: its estimator scores beside the window means unless it is one
         self.estimates = parts is not None and not parts.score.is_window_mean
-        self.store = store
-        self.pool = pool
-        self.calendar = calendar
-        self.clock = clock
+        self.store = journal_store
+        self.pool = frame.pool
+        self.calendar = frame.calendar
+        self.clock = frame.clock
         self.windows = dict(windows)  # window name -> hours, in the order they are written
         self.watermark_ts = watermark_ts
-        self.stopping = stopping
+        self.stopping = lead.stopping
         self.busy_floor = busy_floor  # the least busy fraction an hour's tokens are divided by
+        self.writes = writes
         self._marker_hours = list(self.windows.values())[-1]
         self._longest_hours = max(self.windows.values())
         if self.estimates:
@@ -173,27 +178,17 @@ class ScoreJob:
                 have = np.flatnonzero(np.isfinite(score) & ((score > 0) if w == IN_DIP_KEY else True))
                 batch.append((ts, w, ScoreColumn(keys, index.card_ids, have, score, tpd)))
                 scored.setdefault(ts, {})[w] = np.where(np.isfinite(score), score, np.float32(0))
-        self.store.record_scores(batch)
+        if self.writes:
+            self.store.record_scores(batch)
         self._scored = ScoredHours(index, scored, allowance)
 
     def _estimate(self, mat: np.ndarray, history_hours: int, k: int, index: PoolIndex):
         """The policy's estimator over the run classes' cards (others score zero), as the replay scores a month."""
-        from fleet.core.replay import MonthScores, dip_allowance
-        from fleet.core.scores import of_rows
+        from fleet.core.replay import MonthScores, estimate_scores
 
-        parts = self.parts
-        rows = np.flatnonzero(index.run_class_mask(parts.policy))
-        found = []
-
-        def estimate(rows_tps: np.ndarray) -> list:
-            got = parts.score.score(rows_tps, history_hours, k, parts.size_window_hours)
-            found.append(got)
-            return [got.score_tps, got.in_dip]
-
-        score, in_dip = of_rows(mat, rows, k, estimate)
-        allowance = dip_allowance(found[0], parts.policy.dip_allowance_hours) if found else None
-        in_dip = np.zeros(score.shape, dtype=bool) if in_dip is None else in_dip
-        return MonthScores(score, score, in_dip, allowance)
+        score, in_dip, allowance = estimate_scores(mat, np.flatnonzero(index.run_class_mask(self.parts.policy)), history_hours, k,
+                                                   self.parts)
+        return MonthScores(score, score, np.zeros(score.shape, dtype=bool) if in_dip is None else in_dip, allowance)
 
     def policy_scores(self, hour_ts: int, index: PoolIndex) -> tuple[np.ndarray, np.ndarray, float] | None:
         """(score, in dip, allowance) the policy's estimator gives the hour, kept from the last pass or worked out
@@ -216,6 +211,19 @@ class ScoreJob:
         if s is None or s.index is not index:
             return {}
         return s.hours.get(hour_ts, {})
+
+    def window_scores_at(self, hour_ts: int, index: PoolIndex, window_hours: int, in_class: np.ndarray) -> np.ndarray:
+        """Every card's score through a window at `hour_ts` (zero: none, or not of the run classes): kept from the last
+        pass, or read back from the store."""
+        kept = self.kept(hour_ts, index)
+        if window_hours in kept:
+            return np.where(in_class, kept[window_hours], np.float32(0))
+        arr = np.zeros(len(index), dtype=np.float32)
+        pos = index.pos
+        for k, v in self.store.scores_at(hour_ts, window_hours).items():
+            if k in pos:
+                arr[pos[k]] = v
+        return np.where(in_class, arr, np.float32(0))
 
     def hourly_means(self, since_ts: int, until_ts: int, index: PoolIndex) -> np.ndarray:
         """(cards, hours) mean measured rate of every hour in [since_ts, until_ts); NaN where a card has no telemetry.

@@ -38,19 +38,16 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from fleet.core.errors import ConfigError
 from fleet.core.retry import RetryRules
 from fleet.service.billing import BillJob, Hindsight, SimulatedTruth
-from fleet.service.calendar import HOUR_S, Calendar
+from fleet.service.calendar import HOUR_S
 from fleet.service.config import ServiceConfig
-from fleet.service.decide import DecideJob
-from fleet.service.demand import month_demand
+from fleet.service.frame import Lead
 from fleet.service.journal import Actuator, Journal
 from fleet.ingest.pool import declare_pool
-from fleet.service.pool import PoolWatch
+from fleet.service.pipeline import decide_pipeline, make_frame, policy_windows
 from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
-from fleet.service.scoring import ScoreJob
 from fleet.service.simulation import Clock, Simulation
 from fleet.service.snapshot import Snapshot, build_snapshot
 from fleet.service.telemetry import IngestJob
-from fleet.service.reconcile import Reconciler
 from storage.identity import StoreIdentity
 from storage.open import as_store
 
@@ -66,12 +63,6 @@ def make_actuator(cfg: ServiceConfig) -> Actuator:
     from fleet.service.actuators import make_actuator as from_table
 
     return from_table(cfg.actuator)
-
-
-def make_calendar(cfg: ServiceConfig, sim: Simulation | None = None) -> Calendar:
-    if sim is None:
-        return Calendar(cfg.month.start_ts, cfg.month.hours, cfg.schedule.settle_s)
-    return Calendar(cfg.month.start_ts, cfg.month.hours, cfg.schedule.settle_s, sim.start_ts, sim.end_ts, sim.first_ts)
 
 
 def store_identity(sim: Simulation | None) -> StoreIdentity:
@@ -97,18 +88,13 @@ def check_identity(store: Store, wanted: StoreIdentity) -> StoreIdentity:
     return held
 
 
-def policy_windows(parts) -> dict[str, int]:
-    """The windows the policy reads (name -> hours): sizing first, eviction last."""
-    p = parts.policy
-    return {p.window: parts.size_window_hours, p.eviction_window: parts.evict_window_hours}
-
-
 class Service:
     """The autoscaler beside a pool: its jobs over the store, wired to one clock, calendar and pool.
 
     `store` is the store the service keeps (`storage.open_store`; the telemetry
     store of one database is taken too, its other roles opened over the same
-    database). `score_windows` (name -> hours) chooses the windows scored each
+    database): `self.store` in every role, `self.journal_store` its journal and
+    `self.telemetry` its telemetry. `score_windows` (name -> hours) chooses the windows scored each
     hour; it must hold the policy's own, and the last one's scores mark an hour
     scored. By default it is the policy's: sizing, then eviction. `lease` (a
     `LeaseKeeper`) makes the service lead only while it holds the store's lease.
@@ -135,15 +121,14 @@ class Service:
         for name, hours in policy_windows(self.parts).items():
             if windows.get(name) != hours:
                 raise ValueError(f"the scored windows must hold the policy's {name!r} window ({hours} hours)")
-        self.db = db = as_store(store)
-        self.identity = check_identity(db, store_identity(simulation))  # before anything is written
-        self.repo = repo = db.telemetry
-        self.store = db.journal
+        self.store = as_store(store)
+        self.identity = check_identity(self.store, store_identity(simulation))  # before anything is written
+        self.telemetry = telemetry = self.store.telemetry
+        self.journal_store = self.store.journal
         self.clock = clock
         self.sim = simulation
-        self.calendar = make_calendar(cfg, simulation)
         a = cfg.actuator
-        self.journal = Journal(self.store, actuator or make_actuator(cfg), clock.now,
+        self.journal = Journal(self.journal_store, actuator or make_actuator(cfg), clock.now,
                                RetryRules(max_retry_s=a.max_retry_s, expire_after_s=a.expire_after_s),
                                wall_seconds=clock.wall_seconds)
         self.runner = JobRunner(clock.now)
@@ -158,26 +143,19 @@ class Service:
         cards = {c.card_id: c.card_class for c in cfg.pool.cards}
         if simulation is not None:
             cards.update(simulation.cards())
-        declare_pool(repo, cfg.pool.classes, cards, clock.now())
-        self.pool = PoolWatch(repo, self.store, cfg.month.hours)
+        declare_pool(telemetry, cfg.pool.classes, cards, clock.now())
         if simulation is None and self.parts.knows_demand:
             raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster "
                               "(e.g. \"seasonal\")")
-        demand = month_demand(repo, cfg.month.hours, simulation)
-        stopping = self.stopping
-        self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
-        self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,
-                                lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), stopping, self.parts,
-                                busy_floor=cfg.ingest.busy_floor)
-        # The journal against the pool's telemetry: a real pool's only (a simulation's feed reports every card).
-        self.reconciler = Reconciler(self.store, db.reconcile, clock, cfg.reconcile.silent_after_s, enabled=simulation is None)
-        self.decide = DecideJob(self.store, self.journal, self.pool, self.calendar, clock, self.parts,
-                                self.scoring.scored_through_ts, self.scoring.kept, demand, stopping,
-                                policy_scores=self.scoring.policy_scores, epoch=self.epoch,
-                                silent=self.reconciler.silent, reconcile=self.reconciler.run,
-                                records=db.reconcile.records_of_kinds, not_carried=db.reconcile.last_actions_not_carried_out)
-        truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(repo, self.calendar)
-        self.billing = BillJob(self.store, self.pool, self.calendar, clock, demand, truth, stopping)
+        self.frame = frame = make_frame(cfg, self.parts, self.store, telemetry, clock, simulation)
+        self.calendar, self.pool = frame.calendar, frame.pool
+        lead = Lead(self.stopping, self.epoch)
+        self.ingest = IngestJob(cfg, telemetry, self.journal_store, clock, simulation)
+        pipeline = decide_pipeline(cfg, frame, self.store, self.journal, windows,
+                                   lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), lead)
+        self.scoring, self.reconciler, self.decide = pipeline.scoring, pipeline.reconciler, pipeline.decide
+        truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(telemetry, self.calendar)
+        self.billing = BillJob(self.journal_store, self.pool, self.calendar, clock, frame.demand, truth, self.stopping)
 
     # -- leading -------------------------------------------------------------------------------
     def leading(self) -> bool:
@@ -205,10 +183,10 @@ class Service:
         """Just became leader: pick up where the store is (another leader may have moved it on), then run the
         writing jobs at once rather than at their next interval."""
         if self.sim is not None:
-            last = self.store.last_decided_ts(self.sim.start_ts, self.sim.end_ts)
+            last = self.journal_store.last_decided_ts(self.sim.start_ts, self.sim.end_ts)
             if last is not None and hasattr(self.clock, "advance_to"):
                 self.clock.advance_to(last + HOUR_S)  # a simulation resumes where the journal ends, as a restart does
-            rolled = self.repo.last_rollup_ts()
+            rolled = self.telemetry.last_rollup_ts()
             if rolled is not None and (self.ingest.fed_through_ts is None or rolled > self.ingest.fed_through_ts):
                 self.ingest.fed_through_ts = rolled
         if self._scheduler is not None:
@@ -238,11 +216,11 @@ class Service:
         days = self.cfg.storage.prune_raw_after_days
         if not days > 0 or not self.leading():
             return 0
-        return self.repo.prune_raw(int(self.clock.now() - days * DAY_S)).samples
+        return self.telemetry.prune_raw(int(self.clock.now() - days * DAY_S)).samples
 
     def metrics_job(self) -> Snapshot:
-        self.snapshot = build_snapshot(self.store, self.repo, self.pool.current(), self.calendar, self.policy, self.scoring.windows,
-                                       self.cfg.checks, self.clock.now())
+        self.snapshot = build_snapshot(self.journal_store, self.telemetry, self.pool.current(), self.calendar, self.policy,
+                                       self.scoring.windows, self.cfg.checks, self.clock.now())
         return self.snapshot
 
     def jobs(self) -> dict[str, Callable[[], object]]:
@@ -257,7 +235,8 @@ class Service:
         """The simulated month is billed to its last hour, and every action is done, set aside or expired."""
         if self.sim is None:
             return False
-        return self.store.last_billed_ts(self.sim.start_ts) == self.sim.end_ts - HOUR_S and self.store.oldest_unacted_ts() is None
+        return (self.journal_store.last_billed_ts(self.sim.start_ts) == self.sim.end_ts - HOUR_S
+                and self.journal_store.oldest_unacted_ts() is None)
 
     # -- running -------------------------------------------------------------------------------
     def intervals(self) -> dict[str, float]:
@@ -280,7 +259,7 @@ class Service:
     def catch_up_line(self) -> str | None:
         """What start-up says of a real pool's store that is behind the clock by more than acting allows, or None."""
         now = self.clock.now()
-        behind, late = self.calendar.catch_up(self.store.last_decided_ts(0, 2**62), now, self.cfg.actuator.expire_after_s)
+        behind, late = self.calendar.catch_up(self.journal_store.last_decided_ts(0, 2**62), now, self.cfg.actuator.expire_after_s)
         if not late:
             return None
         return (f"{behind} hours ended and not decided: they are decided in turn, and the actions of the {late} that "

@@ -38,25 +38,25 @@ def served(pool, monkeypatch):  # noqa: F811
 
 def test_a_retired_card_leaves_the_run_set_and_is_never_added_back(served, capsys):
     svc, clock, drop, db = served
-    warm = svc.store.run_set_at(T0 + 2 * HOUR_S)
+    warm = svc.journal_store.run_set_at(T0 + 2 * HOUR_S)
     assert "gpu-a" in warm  # the best tokens per dollar
     code, out, err = run_cli(capsys, "card", "retire", "gpu-a", "--reason", "fan failure, pulled from rack 4", "--db", db, "--json")
     assert code == 0, err
     said = json.loads(out)
     assert said["card"] == "gpu-a" and said["by"] == getpass.getuser() and said["reason"] == "fan failure, pulled from rack 4"
-    (rec,) = svc.store.decisions(kinds=["retire"])
+    (rec,) = svc.journal_store.decisions(kinds=["retire"])
     assert rec.card_key == "gpu-a" and rec.detail == {"by": getpass.getuser(), "reason": "fan failure, pulled from rack 4"}
     assert getpass.getuser() in rec.reason
     for h in range(3, 6):  # gpu-a still sends its (best) telemetry: it is never chosen again
         _drop_hour(drop, h, RATES)
         clock.t = T0 + h * HOUR_S + 400
         _tick(svc)
-    sizes = {r.ts: r.detail for r in svc.store.decisions(kinds=["size"])}
+    sizes = {r.ts: r.detail for r in svc.journal_store.decisions(kinds=["size"])}
     assert "retired by hand" in sizes[T0 + 3 * HOUR_S]["not_counted"]["gpu-a"]
     for h in range(3, 6):
-        assert "gpu-a" not in svc.store.run_set_at(T0 + h * HOUR_S)
-        assert len(svc.store.run_set_at(T0 + h * HOUR_S)) == len(warm)  # replaced
-    assert [r.ts for r in svc.store.decisions(kinds=["add"], card_key="gpu-a")] == [T0]  # only its first add
+        assert "gpu-a" not in svc.journal_store.run_set_at(T0 + h * HOUR_S)
+        assert len(svc.journal_store.run_set_at(T0 + h * HOUR_S)) == len(warm)  # replaced
+    assert [r.ts for r in svc.journal_store.decisions(kinds=["add"], card_key="gpu-a")] == [T0]  # only its first add
 
     code, out, err = run_cli(capsys, "explain", "gpu-a", "--db", db, "--json")
     assert code == 0, err

@@ -34,7 +34,7 @@ def served(tmp_path_factory):
     for _ in range(50):
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
-    svc.repo.engine.dispose()
+    svc.telemetry.engine.dispose()
     return f"sqlite:///{d / 'served.db'}"
 
 

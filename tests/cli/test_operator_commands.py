@@ -21,7 +21,7 @@ def first_line(text: str) -> str:
 def served(tmp_path_factory):
     """The tiny preset's month served in process on a simulated clock: a store with a whole month's journal."""
     month = serve_tiny_month(tmp_path_factory.mktemp("served"))
-    return month.url, month.service.store.decisions()
+    return month.url, month.service.journal_store.decisions()
 
 
 # -- fleet journal ---------------------------------------------------------------------------------------------------

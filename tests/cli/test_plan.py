@@ -53,7 +53,7 @@ def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...], preset: str = 
         clock.t = cfg.month.start_ts + h * HOUR_S + 1
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
-    assert svc.store.last_decided_ts(0, 2**62) == cfg.month.start_ts + (hour - 1) * HOUR_S
+    assert svc.journal_store.last_decided_ts(0, 2**62) == cfg.month.start_ts + (hour - 1) * HOUR_S
     clock.t += HOUR_S
     for name in jobs:
         getattr(svc, f"{name}_job")()
@@ -61,7 +61,7 @@ def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...], preset: str = 
 
 
 def journal_of(svc, hour_ts: int) -> list[tuple]:
-    rows = svc.store.decisions(since_ts=hour_ts, until_ts=hour_ts + 1)
+    rows = svc.journal_store.decisions(since_ts=hour_ts, until_ts=hour_ts + 1)
     return sorted((r.kind, r.card_key or "", r.reason) for r in rows)
 
 
@@ -76,7 +76,7 @@ def plan_of(plan: dict) -> list[tuple]:
 def test_plan_is_what_the_service_then_decides_and_writes_nothing(tmp_path, hour, jobs, preset):
     assert preset == TINY_PRESET or 'score = "dip-aware"' in preset
     svc, url, hour_ts = serve_until(tmp_path, hour, jobs, preset)
-    svc.repo.engine.dispose()  # the service's connections closed: its WAL is checkpointed into the file
+    svc.telemetry.engine.dispose()  # the service's connections closed: its WAL is checkpointed into the file
     before = digest(tmp_path)
     got = fleet("plan", "--db", url, "--simulate", str(tmp_path / "tiny.toml"), "--json")
     assert got.returncode == 0, got.stderr
@@ -87,11 +87,11 @@ def test_plan_is_what_the_service_then_decides_and_writes_nothing(tmp_path, hour
 
     svc.score_job()
     svc.decide_job()
-    assert svc.store.last_decided_ts(0, 2**62) == hour_ts
+    assert svc.journal_store.last_decided_ts(0, 2**62) == hour_ts
     assert plan_of(plan) == journal_of(svc, hour_ts)
-    assert set(plan["run_set"]) == svc.store.run_set_at(hour_ts)
+    assert set(plan["run_set"]) == svc.journal_store.run_set_at(hour_ts)
     if plan["eviction_pass"] is not None:
-        stored = svc.store.decisions(kinds=["eviction-pass"], since_ts=hour_ts, until_ts=hour_ts + 1)[0].detail
+        stored = svc.journal_store.decisions(kinds=["eviction-pass"], since_ts=hour_ts, until_ts=hour_ts + 1)[0].detail
         for key in ("candidates", "evicted", "threshold_tps", "median_score_tps", "budget_left_before", "budget_left_after", "scores"):
             assert plan["eviction_pass"][key] == pytest.approx(stored[key]), key
 

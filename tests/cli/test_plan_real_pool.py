@@ -63,6 +63,6 @@ def test_plan_on_a_freshly_ingested_pool_is_what_serve_decides(tmp_path):
     svc = Service(cfg, open_store(url, create=True), StepClock(now))
     svc.score_job()
     svc.decide_job()
-    journal = sorted((r.kind, r.card_key or "", r.reason) for r in svc.store.decisions(since_ts=T0, until_ts=T0 + 1))
+    journal = sorted((r.kind, r.card_key or "", r.reason) for r in svc.journal_store.decisions(since_ts=T0, until_ts=T0 + 1))
     assert sorted((e["kind"], e["card"] or "", e["reason"]) for e in plan["entries"]) == journal
-    assert set(plan["run_set"]) == svc.store.run_set_at(T0)
+    assert set(plan["run_set"]) == svc.journal_store.run_set_at(T0)

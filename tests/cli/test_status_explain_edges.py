@@ -32,8 +32,8 @@ def fleet(*args, cwd=None, env=None):
 def served(tmp_path_factory):
     """The tiny preset's month served in process on a simulated clock: a whole month's store, with evictions."""
     month = serve_tiny_month(tmp_path_factory.mktemp("served"))
-    month.service.repo.engine.dispose()
-    return month.url, month.service.store
+    month.service.telemetry.engine.dispose()
+    return month.url, month.service.journal_store
 
 
 # -- FLEET_DB --------------------------------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_explain_counts_in_words_and_one_number_format(served):
 
 
 def test_grouping_leaves_times_ids_and_decimals():
-    from fleet.cli.plan import grouped
+    from fleet.cli.words import grouped
 
     assert grouped("scored 2867 tok/s at 2026-01-02T00:00Z by flagship-00012, 0.1234 and 12345.5") == \
         "scored 2,867 tok/s at 2026-01-02T00:00Z by flagship-00012, 0.1234 and 12345.5"

@@ -124,7 +124,7 @@ def served_url(tmp_path_factory):
     for _ in range(5):
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
-    svc.repo.engine.dispose()
+    svc.telemetry.engine.dispose()
     return f"sqlite:///{d / 'served.db'}"
 
 

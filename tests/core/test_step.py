@@ -1,4 +1,5 @@
-"""One core, two clocks: stepping `fleet.core.step` hour by hour over a preset's month gives `fleet replay`'s month."""
+"""One core, two clocks: `fleet.core.step.step` taken hour by hour over a preset's month, as the service takes it,
+gives `fleet replay`'s month, which takes it a stretch at a time."""
 
 from __future__ import annotations
 
@@ -9,19 +10,20 @@ from fleet.core.scenario import budget_cards
 from fleet.presets import load_preset
 from fleet.core.scores import window_scores
 from fleet.presets import replay_scenario
-from fleet.core.replay import run_class_mask, score_month
-from fleet.core.step import Carry, PoolState, is_decision_hour, tick
+from fleet.core.carry import Carry
+from fleet.core.replay import month_class_mask, score_month
+from fleet.core.step import CardAction, StepInput, is_decision_hour, step
 from fleet.core.billing import bill_hours
 from policies import resolve
 from tests.conftest import make_scenario
 
 
 def step_month(scenario, month, bill=True):
-    """Run the tick over every hour of `month`, as the service does, and bill each hour."""
+    """Step through every hour of `month` one at a time, as the service does, and bill each hour."""
     policy = scenario.policy
     parts = resolve(policy)
     W, H = month.warmup_hours, month.hours
-    in_class = run_class_mask(month, policy)
+    in_class = month_class_mask(month, policy)
     idx = np.flatnonzero(in_class)
     n = month.n_cards
     scored = score_month(month, parts)  # the estimator's scores, as the service's score job writes them
@@ -34,12 +36,14 @@ def step_month(scenario, month, bill=True):
     evictions, passes, bills, evicted_at = [], [], [], []
     peak = float(month.demand_tps.max())
     for h in range(H):
-        d = tick(
-            PoolState.of(
-                carry, hour=h, score_tps=score[:, h], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
-                demand_tps=float(month.demand_tps[h]), peak_demand_tps=peak, pool_cards=int(idx.size), groups=month.card_class,
-                in_dip=None if scored.in_dip is None else scored.in_dip[:, h],
-                allowance=0.0 if scored.allowance is None else float(scored.allowance[h]),
+        allowance = 0.0 if scored.allowance is None else float(scored.allowance[h])
+        d = step(
+            carry,
+            StepInput(
+                hours=np.array([h]), score_tps=score[:, h:h + 1], evict_score_tps=evict_score[:, h], rent_usd_per_hour=rent_h,
+                demand_tps=month.demand_tps[h:h + 1], peak_demand_tps=np.array([peak]), pool_cards=int(idx.size),
+                groups=month.card_class, in_dip=None if scored.in_dip is None else scored.in_dip[:, h:h + 1],
+                allowance=np.array([allowance]) if allowance else None,
             ),
             parts,
         )
@@ -119,15 +123,22 @@ def test_small_held_month_with_evictions_replaces_evicted_cards():
 
 
 def _state(**over):
+    """(carry, input) of one hour at a decision hour of a six-card pool, with `over` in place of either's fields."""
     n = 6
-    base = dict(
-        hour=24, score_tps=np.array([6000, 5900, 3000, 6100, 2500, 6050], dtype=np.float32),
-        evict_score_tps=np.array([6000, 5900, 3000, 6100, 2500, 6050], dtype=np.float32),
-        rent_usd_per_hour=np.full(n, 2690 / 720), eligible=np.ones(n, dtype=bool),
-        run_set=np.ones(n, dtype=bool), demand_tps=20_000.0, peak_demand_tps=20_000.0, pool_cards=n, budget_left=2,
-    )
-    base.update(over)
-    return PoolState(**base)
+    carry = dict(eligible=np.ones(n, dtype=bool), run_set=np.ones(n, dtype=bool), budget_left=2)
+    hour = dict(hour=24, score_tps=np.array([6000, 5900, 3000, 6100, 2500, 6050], dtype=np.float32),
+                evict_score_tps=np.array([6000, 5900, 3000, 6100, 2500, 6050], dtype=np.float32),
+                rent_usd_per_hour=np.full(n, 2690 / 720), demand_tps=20_000.0, peak_demand_tps=20_000.0, pool_cards=n)
+    for k, v in over.items():
+        (carry if k in ("eligible", "run_set", "budget_left", "eviction_hours") else hour)[k] = v
+    h = hour.pop("hour")
+    inp = StepInput(hours=np.array([h]), score_tps=hour.pop("score_tps")[:, None], demand_tps=np.array([hour.pop("demand_tps")]),
+                    peak_demand_tps=np.array([hour.pop("peak_demand_tps")]), **hour)
+    return Carry(**carry), inp
+
+
+def _tick(state, parts):
+    return step(*state, parts)
 
 
 def _policy(**eviction):
@@ -152,7 +163,7 @@ def _policy(**eviction):
     ],
 )
 def test_eviction_pass_table(desc, state, eviction, evicted, reason_part):
-    d = tick(_state(**state), _policy(**eviction))
+    d = _tick(_state(**state), _policy(**eviction))
     if evicted is None:
         assert d.eviction is None and d.evictions == (), desc
         return
@@ -160,22 +171,23 @@ def test_eviction_pass_table(desc, state, eviction, evicted, reason_part):
     assert tuple(e.card for e in d.evictions) == evicted
     assert reason_part in d.eviction.reason
     assert not d.run_set[list(evicted)].any() and not d.eligible[list(evicted)].any()
-    assert d.budget_left == _state(**state).budget_left - len(evicted)
+    assert d.budget_left == _state(**state)[0].budget_left - len(evicted)
 
 
 def test_breaker_says_so_and_keeps_the_budget():
-    d = tick(_state(), _policy(breaker_share=0.25))
+    d = _tick(_state(), _policy(breaker_share=0.25))
     assert d.eviction.breaker_open and d.budget_left == 2
     assert d.eviction.candidates == (4, 2)
 
 
 def test_decisions_are_frozen_and_name_their_inputs():
-    d = tick(_state(run_set=np.array([1, 1, 0, 0, 0, 0], dtype=bool), hour=5), _policy())
+    d = _tick(_state(run_set=np.array([1, 1, 0, 0, 0, 0], dtype=bool), hour=5), _policy())
     with pytest.raises(ValueError):
         d.run_set[0] = False
     assert d.target_tps == 20_000.0
     assert {c.card for c in d.adds} == set(np.flatnonzero(d.run_set & ~np.array([1, 1, 0, 0, 0, 0], dtype=bool)))
     assert all("target 20000 tok/s" in c.reason for c in d.adds + d.releases)
+    assert {c.kind for c in d.adds} == {CardAction.ADD} and {c.kind for c in d.releases} <= {CardAction.RELEASE}
     assert is_decision_hour(48, _policy(), 1) and not is_decision_hour(48, _policy(), 0)
 
 
@@ -239,3 +251,72 @@ def test_many_thresholds_at_once_are_each_cards_own(judged):
                          blocked_by_disruption=0, breaker_open=False, draining=0, allowed_now=0, budget_left_before=1,
                          budget_left_after=1, reason="", threshold_by_card_tps=by_card)
         assert p.thresholds_of(asked).tolist() == [p.threshold_of(int(c)) for c in asked]
+
+
+def _month_inputs(scenario):
+    from fleet.core.month import draw_month
+
+    month = draw_month(scenario)
+    parts = resolve(scenario.policy)
+    in_class = month_class_mask(month, scenario.policy)
+    scored = score_month(month, parts)
+    peak = float(month.demand_tps.max())
+
+    def inputs(a: int, b: int) -> StepInput:
+        return StepInput(hours=np.arange(a, b), score_tps=scored.score_tps[:, a:b], evict_score_tps=scored.evict_score_tps[:, a],
+                         rent_usd_per_hour=month.rent_usd_per_hour, demand_tps=month.demand_tps[a:b],
+                         peak_demand_tps=np.full(b - a, peak), pool_cards=int(in_class.sum()), groups=month.card_class)
+
+    return parts, Carry.month_start(in_class, budget_cards(scenario.policy.eviction.share, int(in_class.sum()))), inputs
+
+
+@pytest.mark.parametrize("release_after_hours", [1, 3])
+def test_a_stretch_decides_what_its_hours_decide_one_at_a_time(release_after_hours):
+    """A stretch stepped at once (replay's way) and its hours stepped one at a time (the service's) give the same run
+    sets, the same carry, and the same cards added and released with the same reasons: the stretch's, worked out
+    only when read, hour by hour."""
+    scenario = load_preset("noise-evictor").resolve(overrides=[f"policy.release_after_hours={release_after_hours}"])
+    parts, carry, inputs = _month_inputs(scenario)
+    first = step(carry, inputs(0, 24), parts)
+    stretch = step(first.next, inputs(24, 48), parts)
+    assert stretch.eviction is not None and stretch.eviction.evicted  # hour 24 is a decision hour of the preset
+    one, hours = first.next, []
+    for h in range(24, 48):
+        hours.append(step(one, inputs(h, h + 1), parts))
+        one = hours[-1].next
+    assert hours[0].eviction == stretch.eviction and all(d.eviction is None for d in hours[1:])
+    assert np.array_equal(stretch.warm, np.column_stack([d.run_set for d in hours]))
+    assert np.array_equal(stretch.next.run_set, one.run_set) and np.array_equal(stretch.next.eligible, one.eligible)
+    assert np.array_equal(stretch.next.out_hours, one.out_hours) and stretch.next.budget_left == one.budget_left
+    assert stretch.adds == tuple(c for d in hours for c in d.adds) and stretch.adds
+    assert stretch.releases == tuple(c for d in hours for c in d.releases) and stretch.releases
+    assert (stretch.hour, stretch.target_tps, stretch.reason) == (hours[-1].hour, hours[-1].target_tps, hours[-1].reason)
+
+
+def test_the_changes_of_a_stretch_are_worked_out_only_when_read():
+    scenario = load_preset("noise-evictor").resolve()
+    parts, carry, inputs = _month_inputs(scenario)
+    d = step(carry, inputs(0, 24), parts)
+    assert "_both" not in vars(d.changes)
+    assert d.adds and "_both" in vars(d.changes)
+
+
+def test_a_decision_hour_without_the_eviction_windows_scores_is_refused():
+    carry, inp = _state()
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="decision hour"):
+        step(carry, replace(inp, evict_score_tps=None), _policy())
+
+
+def test_an_unavailable_card_is_not_chosen_and_stays_eligible():
+    """A card the pool cannot run this hour (silent, retired by hand) is left out of the hour's run set, and the carry
+    keeps it eligible: the next hour may choose it again."""
+    carry, inp = _state(hour=5, demand_tps=30_000.0, peak_demand_tps=30_000.0)
+    from dataclasses import replace
+
+    everyone = step(carry, inp, _policy())
+    assert everyone.run_set[3]
+    without = step(carry, replace(inp, unavailable=np.eye(6, dtype=bool)[3]), _policy())
+    assert not without.run_set[3] and without.eligible[3]
+    assert without.run_set.sum() >= everyone.run_set.sum() - 1

@@ -75,7 +75,7 @@ def test_the_plan_shown_is_the_tiny_evictors_at_hour_48(tmp_path: Path):
     svc, _, _ = serve_until(tmp_path, 48, ("ingest",))
     plan = Example(("plan", "--db", "sqlite:///served.db", "--simulate", "tiny.toml"), tuple(shown), 0, 0)
     p = run(plan, tmp_path)
-    svc.repo.engine.dispose()
+    svc.telemetry.engine.dispose()
     assert p.returncode == 0, p.stderr
     wrong = mismatch(plan.shown, p.stdout + p.stderr)
     assert wrong is None, f"{wrong}\n--- it printed:\n{p.stdout}"

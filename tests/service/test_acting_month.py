@@ -53,16 +53,16 @@ def test_one_card_refused_for_the_whole_month(tmp_path, capsys):
     snap = svc.metrics_job()
     # Every hour decided and billed; replay's month differs, since an add set aside leaves its card cold, and the
     # next hour is decided from what the pool is known to run, with that said.
-    assert len(svc.store.hours(cfg.month.start_ts)) == sim.month.hours
+    assert len(svc.journal_store.hours(cfg.month.start_ts)) == sim.month.hours
     assert np.isfinite(snap.totals["bill_usd"]) and snap.totals["bill_usd"] > 0
-    sizes = {r.ts: r for r in svc.store.decisions(kinds=["size"])}
-    refused_adds = [r for r in svc.store.decisions(kinds=["add"], card_key=refused)]
+    sizes = {r.ts: r for r in svc.journal_store.decisions(kinds=["size"])}
+    refused_adds = [r for r in svc.journal_store.decisions(kinds=["add"], card_key=refused)]
     followed = [a for a in refused_adds if a.ts + 3600 in sizes]
     assert followed and all(refused in sizes[a.ts + 3600].detail["not_counted"] for a in followed)
     assert replay_scenario(scenario).figures["bill_usd"] > 0
-    actions = [r for r in svc.store.decisions() if r.kind in ("add", "release", "evict")]
+    actions = [r for r in svc.journal_store.decisions() if r.kind in ("add", "release", "evict")]
     mine = [r.key for r in actions if r.card_key == refused]
-    aside = svc.store.decisions(kinds=["act-failed"])
+    aside = svc.journal_store.decisions(kinds=["act-failed"])
     assert mine and sorted(r.detail["decision_key"] for r in aside) == sorted(mine)
     assert all(act.calls.count(k) == 1 for k in mine)  # a permanent refusal: tried once
     assert all(r.acted_ts is not None for r in actions if r.card_key != refused)
@@ -91,20 +91,20 @@ def test_an_add_set_aside_is_not_warm_in_the_next_hours_state(tmp_path):
                   actuator=RefuseOne("no card yet"), simulation=sim)
     svc.ingest_job(), svc.score_job()
     svc.decide.decide_hour(m0)
-    added = sorted(r.card_key for r in svc.store.decisions(kinds=["add"]))
+    added = sorted(r.card_key for r in svc.journal_store.decisions(kinds=["add"]))
     svc.journal.actuator.card = added[0]  # only its add is refused
     svc.journal.act_pending()
-    assert [r.detail["decision_key"] for r in svc.store.decisions(kinds=["act-failed"])] == [f"{m0}:add:{added[0]}"]
+    assert [r.detail["decision_key"] for r in svc.journal_store.decisions(kinds=["act-failed"])] == [f"{m0}:add:{added[0]}"]
     nxt = m0 + HOUR_S
-    journal_open = svc.store.run_set_at(m0)
+    journal_open = svc.journal_store.run_set_at(m0)
     assert added[0] in journal_open  # the journal decided it warm
-    known = svc.decide.known_run_set(nxt, m0, journal_open, [])
+    known = svc.reconciler.known_run_set(nxt, m0, journal_open)
     assert added[0] not in known.cards and set(added[1:]) <= known.cards
-    state = svc.decide.state_at(nxt, svc.pool.current(), known.cards, [], known.ineligible)
+    hour = svc.decide.decide_hour(nxt)
     pos = svc.pool.current().pos
-    assert not state.run_set[pos[added[0]]] and all(state.run_set[pos[k]] for k in added[1:])
-    svc.decide.decide_hour(nxt)
-    size = svc.store.decisions(kinds=["size"], since_ts=nxt, limit=1)[0]
+    assert not hour.carry.run_set[pos[added[0]]] and all(hour.carry.run_set[pos[k]] for k in added[1:])
+    assert svc.decide.carried.carry.eligible[pos[added[0]]]  # not running, and still the policy's to choose
+    size = svc.journal_store.decisions(kinds=["size"], since_ts=nxt, limit=1)[0]
     assert "was not carried out" in size.detail["not_counted"][added[0]]
 
 
@@ -160,11 +160,11 @@ def test_a_webhook_refusing_one_card_and_down_ten_minutes_decides_and_bills_the_
         server.shutdown()
         server.server_close()
     assert svc.month_done()
-    assert len(svc.store.hours(cfg.month.start_ts)) == sim.month.hours
-    actions = [r for r in svc.store.decisions() if r.kind in ("add", "release", "evict")]
+    assert len(svc.journal_store.hours(cfg.month.start_ts)) == sim.month.hours
+    actions = [r for r in svc.journal_store.decisions() if r.kind in ("add", "release", "evict")]
     others = sorted(r.key for r in actions if r.card_key != refused)
     assert sorted(done) == others  # each once: none lost, none doubled
-    aside = svc.store.decisions(kinds=["act-failed"])
+    aside = svc.journal_store.decisions(kinds=["act-failed"])
     assert sorted(r.detail["decision_key"] for r in aside) == sorted(r.key for r in actions if r.card_key == refused)
     assert aside and all(r.detail["tries"] == 1 and r.detail["outcome"] == "permanent" for r in aside)
-    assert answered[503] > 0 and svc.store.unacted() == []
+    assert answered[503] > 0 and svc.journal_store.unacted() == []

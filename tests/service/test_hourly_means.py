@@ -12,6 +12,7 @@ import pytest
 from fleet.core.scores import windowed_scores
 from fleet.service.calendar import HOUR_S
 from fleet.service.pool import PoolIndex
+from fleet.service.frame import Frame
 from fleet.service.scoring import ScoreJob
 from policies.scores import DipAware, WindowMean
 
@@ -47,8 +48,8 @@ def pool_of(card_ids: list[int]) -> PoolIndex:
 
 
 def job_on(repo: Rollups) -> ScoreJob:
-    return ScoreJob(None, SimpleNamespace(repo=repo), None, None, {"hour": 1, "day": 24, "two days": LONGEST_HOURS},
-                    lambda now: 0)
+    frame = Frame(parts=None, calendar=None, clock=None, pool=SimpleNamespace(repo=repo), demand=None)
+    return ScoreJob(None, frame, {"hour": 1, "day": 24, "two days": LONGEST_HOURS}, lambda now: 0)
 
 
 class Reference:

@@ -1,13 +1,15 @@
-"""`hour_entries`: an hour's journal rows, a pure function of the core's `Decisions`, the state they were made on and
-the run set's change (`run_set_change`), as the decide job journals them."""
+"""`hour_entries`: an hour's journal rows, a pure function of the hour as decided (the core's `Decisions`, the carry and
+inputs they were made on) and the run set's change (`run_set_change`), as the decide job journals them."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fleet.core.step import CardDecision, Carry, Decisions, EvictionPass, PoolState, tick
-from fleet.service.decide import hour_entries, run_set_change
+from fleet.core.carry import Carry
+from fleet.core.forecast import DemandView
+from fleet.core.step import CardAction, CardDecision, Decisions, EvictionPass, Listed, StepInput, step
+from fleet.service.decide import DecidedHour, hour_entries, run_set_change
 from fleet.service.pool import PoolIndex
 from policies import resolve
 from storage.repository import CardInfo, ClassSpec
@@ -22,9 +24,13 @@ EVICT_SCORE = np.array([5900.0, 5100.0, 2000.0, 5400.0], dtype=np.float32)
 RENT = INDEX.rent_usd_per_hour
 
 
+DEMAND = DemandView(np.array([np.nan]), np.ones(1), np.array([10_000.0]), np.array([12_000.0]), float("nan"), False)
+
+
 def journal_entries(hour_ts, d, st, index, open_now):
     """The rows `DecideJob.decide_hour` journals for `d`, from the run set the store had open before the hour."""
-    return hour_entries(hour_ts, d, st, index, run_set_change(d, index, open_now))
+    carry, inp = st
+    return hour_entries(DecidedHour(hour_ts, carry, inp, DEMAND, d), index, run_set_change(d, index, open_now))
 
 
 def mask(*cards: int) -> np.ndarray:
@@ -33,17 +39,19 @@ def mask(*cards: int) -> np.ndarray:
     return m
 
 
-def state(run_set=None, hour=24) -> PoolState:
-    return PoolState(hour=hour, score_tps=SCORE, evict_score_tps=EVICT_SCORE, rent_usd_per_hour=RENT, eligible=mask(0, 1, 2, 3),
-                     run_set=run_set, demand_tps=10_000.0, peak_demand_tps=12_000.0, pool_cards=4, budget_left=2)
+def state(run_set=None, hour=24) -> tuple[Carry, StepInput]:
+    """(the carry, the hour's inputs) an hour is decided on."""
+    return (Carry(eligible=mask(0, 1, 2, 3), budget_left=2, run_set=run_set),
+            StepInput(hours=np.array([hour]), score_tps=SCORE[:, None], evict_score_tps=EVICT_SCORE, rent_usd_per_hour=RENT,
+                      demand_tps=np.array([10_000.0]), peak_demand_tps=np.array([12_000.0]), pool_cards=4))
 
 
 def card(kind: str, c: int, reason: str) -> CardDecision:
-    return CardDecision(kind, 24, c, float(SCORE[c]), float(SCORE[c]) * 3600 / RENT[c], reason)
+    return CardDecision(CardAction(kind), 24, c, float(SCORE[c]), float(SCORE[c]) * 3600 / RENT[c], reason)
 
 
 def evicting(c: int) -> EvictionPass:
-    ev = CardDecision("evict", 24, c, float(EVICT_SCORE[c]), 1.0, f"below-median: {KEYS[c]} scored low")
+    ev = CardDecision(CardAction.EVICT, 24, c, float(EVICT_SCORE[c]), 1.0, f"below-median: {KEYS[c]} scored low")
     return EvictionPass(hour=24, rule="below-median", window="hour", judged=3, candidates=(c,), candidate_median_tps=(5100.0,), evicted=(c,),
                         evictions=(ev,), median_score_tps=5100.0, threshold_tps=4080.0, blocked_by_budget=0,
                         blocked_by_disruption=0, breaker_open=False, draining=0, allowed_now=1, budget_left_before=2,
@@ -54,8 +62,7 @@ def decided(run_set, adds=(), releases=(), eviction=None, out_hours=(0, 0, 0, 0)
     after = Carry(eligible=mask(0, 1, 3) if eviction else mask(0, 1, 2, 3), budget_left=1 if eviction else 2, run_set=run_set,
                   out_hours=np.array(out_hours))
     return Decisions(hour=hour, mode="steady", window="day", target_tps=10_500.0, scored_capacity_tps=11_000.0,
-                     next=after, eviction=eviction,
-                     adds=tuple(adds), releases=tuple(releases), reason="steady: why")
+                     next=after, eviction=eviction, changes=Listed(tuple(adds), tuple(releases)), reason="steady: why")
 
 
 CASES = {
@@ -132,7 +139,7 @@ def test_run_set_change_closes_evicted_cards_and_retires_them():
 def test_entries_of_a_real_tick_name_each_of_its_decisions():
     parts = resolve(make_scenario().policy)
     st = state(mask(0, 1, 2))
-    d = tick(st, parts)
+    d = step(*st, parts)
     assert d.eviction is not None and d.evictions  # hour 24 is a decision hour; gpu-c is far below the median
     entries = journal_entries(TS, d, st, INDEX, {"gpu-a", "gpu-b", "gpu-c"})
     by_kind = {}
@@ -148,7 +155,7 @@ def test_each_eviction_carries_the_budget_left_after_it():
     """Two evictions in one pass: each record's budget_left is what its own reason says, not the pass's end."""
     from dataclasses import replace
 
-    one, two = (CardDecision("evict", 24, c, float(EVICT_SCORE[c]), 1.0, f"{KEYS[c]}: budget left after it {left}")
+    one, two = (CardDecision(CardAction.EVICT, 24, c, float(EVICT_SCORE[c]), 1.0, f"{KEYS[c]}: budget left after it {left}")
                 for c, left in ((2, 4), (3, 3)))
     p = replace(evicting(2), candidates=(2, 3), evicted=(2, 3), evictions=(one, two), budget_left_before=5, budget_left_after=3)
     d = decided(mask(0, 1), eviction=p)

@@ -206,18 +206,18 @@ def test_two_services_on_one_store_act_on_each_decision_once(tmp_path):
     a, b = services["a"], services["b"]
     assert a.renew_lease() and not b.renew_lease()
     _step(b)  # a standby does nothing
-    assert log == [] and b.store.last_decided_ts(0, 2**62) is None
+    assert log == [] and b.journal_store.last_decided_ts(0, 2**62) is None
     _step(a)
     assert len(log) == 18 and {e[2] for e in log} == {"a"}  # the 18th started before the stall; none after it
     assert not a.leading() and not b.renew_lease()  # a has stopped; its lease has not expired yet
-    assert a.store.unacted()  # journaled by a, not acted
+    assert a.journal_store.unacted()  # journaled by a, not acted
     wall.t += 0.5
     assert b.renew_lease() and b.epoch() == 2
     for _ in range(5):
         _step(a)  # a no longer leads: nothing
         _step(b)
     assert b.month_done()
-    actions = [r for r in b.store.decisions(limit=100_000) if r.kind in ACTIONS]
+    actions = [r for r in b.journal_store.decisions(limit=100_000) if r.kind in ACTIONS]
     assert sorted(e[0] for e in log) == sorted(r.key for r in actions)  # each decision acted once
     assert [e[0] for e in log] == [r.key for r in actions]  # in journal order
     assert {(e[1], e[2]) for e in log} == {(1, "a"), (2, "b")}

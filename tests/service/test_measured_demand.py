@@ -73,7 +73,7 @@ def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "la
 
 
 def _sizes(svc) -> dict[int, dict]:
-    return {(r.ts - T0) // HOUR_S: r.detail for r in svc.store.decisions(kinds=["size"], since_ts=T0, until_ts=T0 + 24 * HOUR_S)}
+    return {(r.ts - T0) // HOUR_S: r.detail for r in svc.journal_store.decisions(kinds=["size"], since_ts=T0, until_ts=T0 + 24 * HOUR_S)}
 
 
 def test_the_decision_of_an_hour_cannot_read_its_own_measured_demand(tmp_path):
@@ -89,7 +89,7 @@ def test_the_decision_of_an_hour_cannot_read_its_own_measured_demand(tmp_path):
     assert sorted(a) == sorted(b) == [0, 1, 2, 3, 4, 5]
     for key in ("demand_forecast_tps", "target_tps", "run_set_cards"):
         assert a[2][key] == b[2][key], key
-    assert one.store.run_set_at(T0 + 2 * HOUR_S) == other.store.run_set_at(T0 + 2 * HOUR_S)
+    assert one.journal_store.run_set_at(T0 + 2 * HOUR_S) == other.journal_store.run_set_at(T0 + 2 * HOUR_S)
     assert a[3]["demand_forecast_tps"] == pytest.approx(6000) and b[3]["demand_forecast_tps"] == pytest.approx(15000)
     assert b[3]["run_set_cards"] > a[3]["run_set_cards"]
 
@@ -98,7 +98,7 @@ def test_the_bill_and_the_journal_take_the_measured_demand_once_the_hour_is_over
     svc, clock = _pool(tmp_path, "p", {0: 6000.0, 1: 8000.0, 3: 12000.0})
     for job in (svc.score_job, svc.decide_job, svc.billing_job):
         job()
-    hours = {(h.hour_ts - T0) // HOUR_S: h for h in svc.store.hours(T0)}
+    hours = {(h.hour_ts - T0) // HOUR_S: h for h in svc.journal_store.hours(T0)}
     assert sorted(hours) == [0, 1, 2, 3, 4]  # hour 5 has not ended (nor settled)
     # Hour 2 has no demand measured beside its telemetry: what its cards served, measured all the same.
     want = {0: 6000.0, 1: 8000.0, 2: sum(RATES.values()), 3: 12000.0, 4: sum(RATES.values())}
@@ -128,11 +128,11 @@ def test_an_hour_with_nothing_measured_is_nan_to_the_forecaster_and_billed_at_ze
     for job in (svc.score_job, svc.decide_job, svc.billing_job):
         job()
     sizes = _sizes(svc)
-    measured = svc.decide.demand.hours_tps(T0 + 4 * HOUR_S, 4)
+    measured = svc.frame.demand.hours_tps(T0 + 4 * HOUR_S, 4)
     assert measured[:2] == pytest.approx([sum(RATES.values())] * 2) and np.isnan(measured[2:]).all()
     # last-hour passes over the unmeasured hour 6: hour 7's forecast is hour 5's served demand
     assert sizes[7]["demand_forecast_tps"] == pytest.approx(sum(RATES.values()))
-    row = {(h.hour_ts - T0) // HOUR_S: h for h in svc.store.hours(T0)}[6]
+    row = {(h.hour_ts - T0) // HOUR_S: h for h in svc.journal_store.hours(T0)}[6]
     assert row.demand_tps == 0 and row.demand_measured_tps is None
 
 

@@ -111,7 +111,7 @@ def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
         clock.t += 600
     hours_ts = [T0 + h * HOUR_S for h in range(4)]
     offered = [sum(OFFERED_TPS[c][h] for c in CAPACITY_TPS) for h in range(4)]
-    stored = svc.repo.demand_hours(T0, T0 + 4 * HOUR_S)
+    stored = svc.telemetry.demand_hours(T0, T0 + 4 * HOUR_S)
     measured = [hour_demand_tps(stored.get(ts)) for ts in hours_ts]
     print("offered", offered, "measured", [round(m, 1) for m in measured], "served, unserved",
           [(round(stored[ts].served_tps or 0, 1), round(stored[ts].unserved_tps or 0, 1)) for ts in hours_ts])
@@ -120,7 +120,7 @@ def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
     # Hour 1 asked 6,500 of cards serving 5,000: the queue's growth is the 1,500 not served.
     assert stored[hours_ts[1]].served_tps == pytest.approx(5000, rel=0.05)
     assert stored[hours_ts[1]].unserved_tps == pytest.approx(1500, rel=0.05)
-    sizes = {r.ts: r.detail for r in svc.store.decisions(kinds=["size"], since_ts=T0, until_ts=T0 + 4 * HOUR_S)}
+    sizes = {r.ts: r.detail for r in svc.journal_store.decisions(kinds=["size"], since_ts=T0, until_ts=T0 + 4 * HOUR_S)}
     assert sorted(sizes) == hours_ts
     for h, ts in enumerate(hours_ts):
         assert sizes[ts]["demand_measured_tps"] == pytest.approx(measured[h])
@@ -128,7 +128,7 @@ def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
     assert "demand_forecast_tps" not in sizes[T0]  # nothing measured before the month's first hour
     for h in range(1, 4):  # the last hour's measured demand is the next hour's forecast
         assert sizes[hours_ts[h]]["demand_forecast_tps"] == pytest.approx(measured[h - 1])
-    billed = svc.store.hours(T0)[:4]
+    billed = svc.journal_store.hours(T0)[:4]
     for h, row in enumerate(billed):
         assert row.demand_tps == row.demand_measured_tps == pytest.approx(measured[h])
         assert row.delivered_tps == pytest.approx(min(measured[h], row.capacity_tps))

@@ -106,7 +106,7 @@ def test_a_pulled_half_idle_card_scores_its_busy_rate_in_the_service(tmp_path, c
     svc = Service(_config(tmp_path, canned.url, pool=True), open_repository(f"sqlite:///{tmp_path / 'p.db'}"), StepClock(T0 + HOUR_S + 301))
     svc.ingest_job()
     svc.score_job()
-    scores = svc.store.scores_at(T0 + HOUR_S, 1)  # the hour after the pulled one, through the hour window
+    scores = svc.journal_store.scores_at(T0 + HOUR_S, 1)  # the hour after the pulled one, through the hour window
     assert scores["b"] == pytest.approx(3000)
     assert scores["a"] == pytest.approx(6000)  # its busy rate, not the 3,000 it averaged
 

@@ -32,21 +32,21 @@ def served(tmp_path, days: float):
 
 
 def store_counts(svc) -> dict:
-    store = svc.store
-    return {"rollups": len(svc.repo.hourly_rollups()), "decisions": len(store.decisions(limit=100_000)),
+    store = svc.journal_store
+    return {"rollups": len(svc.telemetry.hourly_rollups()), "decisions": len(store.decisions(limit=100_000)),
             "hours": len(store.hours(svc.sim.start_ts)), "bill": store.bill_by_part(0, 2**62)}
 
 
 def test_the_prune_job_deletes_raw_samples_older_than_the_age_and_nothing_else(tmp_path):
     svc, scenario, sim, clock = served(tmp_path, days=1)
-    samples = svc.repo.sample_count()
+    samples = svc.telemetry.sample_count()
     assert samples == 12 * (96 + 24)  # one sample per card and hour
     kept = store_counts(svc)
     deleted = svc.runner.run("prune", svc.prune_job)
     cut = int(clock.t) - 86_400  # on the hour: the month's end plus one hour, less a day
     hours_before_cut = (cut - sim.first_ts) // HOUR_S
     assert deleted == 12 * hours_before_cut
-    assert svc.repo.sample_count() == samples - deleted
+    assert svc.telemetry.sample_count() == samples - deleted
     assert store_counts(svc) == kept  # rollups, the journal, billed hours and bills stay
     assert svc.stats["prune"].runs == 1
     assert svc.runner.run("prune", svc.prune_job) == 0  # the next prune finds nothing more of that age
@@ -63,9 +63,9 @@ def test_the_prune_job_deletes_raw_samples_older_than_the_age_and_nothing_else(t
 
 def test_an_age_of_zero_keeps_every_sample(tmp_path):
     svc, *_ = served(tmp_path, days=0)
-    samples = svc.repo.sample_count()
+    samples = svc.telemetry.sample_count()
     assert svc.runner.run("prune", svc.prune_job) == 0
-    assert svc.repo.sample_count() == samples
+    assert svc.telemetry.sample_count() == samples
 
 
 def test_the_prune_job_is_scheduled_hourly(tmp_path):

@@ -183,21 +183,21 @@ def test_a_silent_warm_card_and_a_released_card_still_serving_are_flagged(pool, 
         clock.t = T0 + h * HOUR_S + 400
         ticks.append(int(clock.t))
         _tick(svc)
-    assert svc.store.run_set_at(T0 + HOUR_S) == {"gpu-a", "gpu-d"}  # the best tokens per dollar
-    sizes = {r.ts: r.detail for r in svc.store.decisions(kinds=["size"])}
+    assert svc.journal_store.run_set_at(T0 + HOUR_S) == {"gpu-a", "gpu-d"}  # the best tokens per dollar
+    sizes = {r.ts: r.detail for r in svc.journal_store.decisions(kinds=["size"])}
 
     # Flagged at the first tick at which the feed's newest telemetry is more than silent_after_s past gpu-a's last:
     # hour 3's (at 02:00 the gap is exactly silent_after_s).
-    records = svc.store.decisions(kinds=["reconcile"])
+    records = svc.journal_store.decisions(kinds=["reconcile"])
     seen = {(r.card_key, r.detail["mismatch"]): r for r in records if r.detail["state"] == "seen"}
     first = min(t for t in ticks if (t // HOUR_S * HOUR_S + 120) - last_a > SILENT_AFTER_S)
     assert seen[("gpu-a", SILENT)].ts == first == T0 + 3 * HOUR_S + 400
     # The hour decided then leaves it out of the capacity, releases it with that said, and sizes a replacement.
     assert "gpu-a" not in sizes[T0 + 2 * HOUR_S].get("not_counted", {})
     assert "no telemetry since" in sizes[T0 + 3 * HOUR_S]["not_counted"]["gpu-a"]
-    after = svc.store.run_set_at(T0 + 3 * HOUR_S)
+    after = svc.journal_store.run_set_at(T0 + 3 * HOUR_S)
     assert "gpu-a" not in after and "gpu-d" in after and len(after) == 2
-    (rel_a,) = svc.store.decisions(kinds=["release"], card_key="gpu-a")
+    (rel_a,) = svc.journal_store.decisions(kinds=["release"], card_key="gpu-a")
     assert rel_a.ts == T0 + 3 * HOUR_S and "not serving" in rel_a.reason and rel_a.acted_ts is not None
     # Released, gpu-a is no longer warm in the journal (silent cleared); serving again after its release took
     # effect, it is flagged as still serving at the first tick that hears it.
@@ -207,7 +207,7 @@ def test_a_silent_warm_card_and_a_released_card_still_serving_are_flagged(pool, 
     n = len(records)
     clock.t += 60
     _tick(svc)  # nothing changed (gpu-a's 2-hour score is still empty: it is not added back): nothing more journaled
-    assert len(svc.store.decisions(kinds=["reconcile"])) == n
+    assert len(svc.journal_store.decisions(kinds=["reconcile"])) == n
 
     snap = svc.metrics_job()
     assert snap.reconcile_mismatches == {SILENT: 0, STILL_SERVING: 1}
@@ -228,21 +228,21 @@ def test_a_silent_card_that_is_heard_again_is_cleared(pool):
         _drop_hour(drop, h, RATES)
     clock.t = T0 + 1 * HOUR_S + 400
     _tick(svc)
-    warm = svc.store.run_set_at(int(clock.t))
+    warm = svc.journal_store.run_set_at(int(clock.t))
     card = sorted(warm)[0]
     others = [c for c in RATES if c != card]
     for h in range(2, 4):
         _drop_hour(drop, h, others)
     clock.t = T0 + 3 * HOUR_S + 200
     svc.ingest_job()
-    check = Reconciler(svc.store, svc.db.reconcile, clock, SILENT_AFTER_S)  # the check alone: no decision moves it
+    check = Reconciler(svc.journal_store, svc.store.reconcile, clock, SILENT_AFTER_S)  # the check alone: no decision moves it
     assert check.run() == 1
     assert check.run() == 0
     _drop_hour(drop, 4, RATES)
     clock.t = T0 + 4 * HOUR_S + 400
     svc.ingest_job()
     assert check.run() == 1
-    states = [r.detail["state"] for r in svc.store.decisions(kinds=["reconcile"], card_key=card)]
+    states = [r.detail["state"] for r in svc.journal_store.decisions(kinds=["reconcile"], card_key=card)]
     assert states == ["seen", "cleared"]
 
 

@@ -217,10 +217,10 @@ def test_tiny_month_in_process_matches_replay(tmp_path):
     assert snap.evictions == r.figures["evictions"] == 3
     assert snap.totals["convergence"] == pytest.approx(r.figures["convergence"], rel=1e-9)
     # Running the jobs again changes nothing: every hour is journaled and billed once.
-    before = len(svc.store.decisions())
+    before = len(svc.journal_store.decisions())
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
         job()
-    assert len(svc.store.decisions()) == before and len(svc.store.hours(cfg.month.start_ts)) == scenario.hours
+    assert len(svc.journal_store.decisions()) == before and len(svc.journal_store.hours(cfg.month.start_ts)) == scenario.hours
 
 
 if __name__ == "__main__":
@@ -258,19 +258,27 @@ def _in_process(tmp_path, overrides=(), mutate=None):
     return svc, scenario, sim
 
 
+def resumed_at(svc, ts: int):
+    """The carry the decide job resumes at `ts` from the store alone, as after a restart (nothing carried)."""
+    from fleet.service.decide import DecideJob
+
+    job = DecideJob(svc.journal_store, svc.journal, svc.frame, svc.scoring, svc.reconciler)
+    index = svc.pool.current()
+    return job.carry_at(ts, index, index.run_class_mask(svc.policy))[0]
+
+
 def test_hysteresis_in_the_service_is_replays(tmp_path):
     """Removal slower than addition: the service carries the held hours through the journal, as replay does."""
     svc, scenario, sim = _in_process(tmp_path, ["policy.release_after_hours=3"])
     r = replay_scenario(scenario, month=sim.month)
-    hours = svc.store.hours(sim.start_ts)
+    hours = svc.journal_store.hours(sim.start_ts)
     assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
     assert sum(h.warm_usd + h.churn_usd for h in hours) == pytest.approx(r.figures["bill_usd"], rel=1e-9)
-    assert any(row.detail.get("held_out_hours") for row in svc.store.decisions(kinds=["size"]))
+    assert any(row.detail.get("held_out_hours") for row in svc.journal_store.decisions(kinds=["size"]))
     # A restart mid-month reads the held hours back from the journal: deciding again from the store gives the same hour.
     h = 50
     ts = sim.start_ts + h * HOUR_S
-    again = svc.decide.state_at(ts, svc.pool.current(), svc.store.run_set_at(ts - HOUR_S))
-    assert again.run_set.sum() == r.warm[:, h - 1].sum()
+    assert resumed_at(svc, ts).run_set.sum() == r.warm[:, h - 1].sum()
 
 
 def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
@@ -280,13 +288,13 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
         month.measured_tps[::2, W + 23] = 0.0  # the hour before the first decision: every other card reads nothing
 
     svc, scenario, sim = _in_process(tmp_path, ["policy.eviction.breaker_share=0.3"], outage)
-    first = svc.store.decisions(kinds=["eviction-pass"])[0]
+    first = svc.journal_store.decisions(kinds=["eviction-pass"])[0]
     assert first.detail["breaker_open"] is True and "circuit breaker open" in first.reason
     assert first.detail["evicted"] == [] and first.detail["budget_left_after"] == first.detail["budget_left_before"]
-    assert not [r for r in svc.store.decisions(kinds=["evict"]) if r.ts == first.ts]
+    assert not [r for r in svc.journal_store.decisions(kinds=["evict"]) if r.ts == first.ts]
     r = replay_scenario(scenario, month=sim.month)
     assert [d.reason for d in r.passes][0].startswith("circuit breaker open")  # replay does the same
-    assert len(svc.store.decisions(kinds=["evict"])) == len(r.evictions)
+    assert len(svc.journal_store.decisions(kinds=["evict"])) == len(r.evictions)
 
 
 def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
@@ -323,11 +331,11 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
         job()
     assert (drop / "done" / "part-1.csv").exists() and (drop / "failed" / "broken.csv").exists()
     assert (drop / "done" / "gateway.demand.csv").exists() and (drop / ".part-2.csv").exists()
-    assert svc.store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 4 * HOUR_S
-    hours = svc.store.hours(t0)
+    assert svc.journal_store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 4 * HOUR_S
+    hours = svc.journal_store.hours(t0)
     assert [h.hour_ts for h in hours] == [t0 + h * HOUR_S for h in range(4)]  # hour 4 has not ended
     # Steady: the best tokens per dollar first until 10,000 tok/s of scores are covered: gpu-a and gpu-d.
-    assert svc.store.run_set_at(t0 + 2 * HOUR_S) == {"gpu-a", "gpu-d"}
+    assert svc.journal_store.run_set_at(t0 + 2 * HOUR_S) == {"gpu-a", "gpu-d"}
     # Hour 0 has no demand before it to forecast from: every card is warm; from hour 1 the forecast sizes the set.
     assert hours[0].warm_usd == pytest.approx(4 * 2690 / 24)
     assert all(h.warm_usd == pytest.approx(2 * 2690 / 24) for h in hours[1:])
@@ -336,10 +344,10 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
     clock.t += 10 * HOUR_S  # telemetry stops after hour 4: the hours go on, and with no scores every card is kept warm
     for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
         job()
-    assert svc.store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 14 * HOUR_S
-    assert svc.store.run_set_at(t0 + 10 * HOUR_S) == set(rates)
-    assert svc.store.last_billed_ts(t0) == t0 + 13 * HOUR_S
-    unmeasured = svc.store.hours(t0)[5:]  # no telemetry and no demand: billed at demand 0, none measured
+    assert svc.journal_store.last_decided_ts(t0, t0 + 24 * HOUR_S) == t0 + 14 * HOUR_S
+    assert svc.journal_store.run_set_at(t0 + 10 * HOUR_S) == set(rates)
+    assert svc.journal_store.last_billed_ts(t0) == t0 + 13 * HOUR_S
+    unmeasured = svc.journal_store.hours(t0)[5:]  # no telemetry and no demand: billed at demand 0, none measured
     assert all(h.demand_tps == 0 and h.demand_measured_tps is None for h in unmeasured)
 
 
@@ -376,16 +384,16 @@ def test_the_service_serves_replays_month_with_every_plug_in(tmp_path, overrides
     """The dip-aware score, run sets across classes and eviction within a class: the same month as replay's."""
     svc, scenario, sim = _served(tmp_path, SMALL, overrides)
     r = replay_scenario(scenario, month=sim.month)
-    hours = svc.store.hours(sim.start_ts)
+    hours = svc.journal_store.hours(sim.start_ts)
     assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
     assert sum(h.warm_usd + h.churn_usd for h in hours) == pytest.approx(r.figures["bill_usd"], rel=1e-9)
     assert sum(h.evictions for h in hours) == r.figures["evictions"]
     assert sum(h.wrong_evictions for h in hours) == r.figures["wrong_evictions"]
-    evicted = [row.card_key for row in svc.store.decisions(kinds=["evict"])]
+    evicted = [row.card_key for row in svc.journal_store.decisions(kinds=["evict"])]
     assert evicted == [str(r.month.card_ids[e.card]) for e in r.evictions]
     if "dip-aware" in " ".join(overrides):
         # The journal names the cards scored as in a dip, hour by hour, as replay flagged them.
-        sizes = svc.store.decisions(kinds=["size"])
+        sizes = svc.journal_store.decisions(kinds=["size"])
         flagged = {row.detail["hour"]: set(row.detail["in_dip"]) for row in sizes}
         for h in (10, 50, 90):
             want = {str(r.month.card_ids[c]) for c in np.flatnonzero(r.in_dip[:, h])}
@@ -393,9 +401,7 @@ def test_the_service_serves_replays_month_with_every_plug_in(tmp_path, overrides
     # Deciding an hour again from the store (a restart) gives the state the hour was decided on.
     h = 50
     ts = sim.start_ts + h * HOUR_S
-    index = svc.pool.current()
-    state = svc.decide.state_at(ts, index, svc.store.run_set_at(ts - HOUR_S))
-    assert state.run_set.sum() == r.warm[:, h - 1].sum()
+    assert resumed_at(svc, ts).run_set.sum() == r.warm[:, h - 1].sum()
 
 
 def test_the_service_bills_a_cards_boot_as_replay_does(tmp_path):
@@ -405,7 +411,7 @@ def test_the_service_bills_a_cards_boot_as_replay_does(tmp_path):
     path.write_text(TINY_PRESET.replace("pool_cards = 12\n", "pool_cards = 12\nboot_minutes = 30\n", 1))
     svc, scenario, sim = _served(tmp_path, path)
     r = replay_scenario(scenario, month=sim.month)
-    hours = svc.store.hours(sim.start_ts)
+    hours = svc.journal_store.hours(sim.start_ts)
     assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
     billed = {k: sum(getattr(h, k) for h in hours) for k in ("idle_usd", "delivered_tps")}
     assert billed["idle_usd"] == pytest.approx(r.figures["idle_usd"], rel=1e-9)
@@ -414,4 +420,4 @@ def test_the_service_bills_a_cards_boot_as_replay_does(tmp_path):
     (tmp_path / "at-once").mkdir()
     (tmp_path / "at-once" / "tiny.toml").write_text(TINY_PRESET)
     other, _, _ = _served(tmp_path / "at-once", tmp_path / "at-once" / "tiny.toml")
-    assert sum(h.idle_usd for h in other.store.hours(sim.start_ts)) != pytest.approx(billed["idle_usd"], rel=1e-6)
+    assert sum(h.idle_usd for h in other.journal_store.hours(sim.start_ts)) != pytest.approx(billed["idle_usd"], rel=1e-6)
