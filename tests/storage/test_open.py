@@ -66,6 +66,28 @@ def test_the_roles_write_and_read_one_database(store_url):
     store.close()
 
 
+def test_a_store_opened_read_only_reads_and_refuses_every_write(store_url):
+    """`fleet plan`'s way in: the database itself refuses a write (SQLite's query_only, PostgreSQL's read-only
+    transactions), whichever role tries it, and the reads go on."""
+    from sqlalchemy.exc import DBAPIError
+
+    made = open_store(store_url, create=True)
+    made.telemetry.declare_classes([ClassSpec("flagship", 6000.0, 2690.0)])
+    made.close()
+    with pytest.raises(ValueError, match="not created"):
+        open_store(store_url, create=True, read_only=True)
+    read = open_store(store_url, read_only=True)
+    assert set(read.telemetry.classes()) == {"flagship"}
+    writes = [lambda: read.telemetry.declare_cards({"gpu-1": "flagship"}, T0),
+              lambda: read.journal.journal_hour(T0, [JournalEntry(f"{T0}:size", T0, Kind.SIZE, "", acted=True)], {}, [], []),
+              lambda: read.identity.claim(StoreIdentity.pool())]
+    for write in writes:
+        with pytest.raises(DBAPIError, match="(?i)read.only|readonly"):
+            write()
+    assert read.telemetry.cards() == {} and read.journal.last_decided_ts(0, 2**62) is None
+    read.close()
+
+
 def test_a_command_asks_storage_which_file_a_url_names():
     """`sqlite_file`: the file of a SQLite URL (a URI filename too), None for another backend or a bad URL, so a
     command that must not create a file asks storage rather than parsing the URL itself."""
