@@ -177,10 +177,11 @@ class Eviction(Strict):
 
 
 ANY_CLASS = "any"
+"""`policy.card_class = "any"`: the run set may take cards of every class on the market."""
 DEFAULT_FORECAST = "holt-winters"
 """The forecaster a policy uses unless it names one: a real forecaster, never the clairvoyant `known`."""
 KNOWN_FORECAST = "known"
-"""`policy.card_class = "any"`: the run set may take cards of every class on the market."""
+"""The forecast that is each hour's own demand (the seed's clairvoyant view): only the seed's presets name it."""
 
 
 class Policy(Strict):

@@ -11,18 +11,16 @@ hands out that same index.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
 
+from fleet.core.carry import frozen, run_class_mask
+
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore, TelemetryStore
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,12 +47,12 @@ class PoolIndex:
         return cls(
             keys=keys,
             pos=MappingProxyType({k: i for i, k in enumerate(keys)}),
-            card_ids=_frozen(ids),
-            class_names=_frozen(np.array([c.class_name for c in kept], dtype=object)),
-            rent_usd_per_month=_frozen(rent_m),
-            rent_usd_per_hour=_frozen(rent_m / month_hours),
-            ids_sorted=_frozen(ids[order]),
-            ids_order=_frozen(order),
+            card_ids=frozen(ids),
+            class_names=frozen(np.array([c.class_name for c in kept], dtype=object)),
+            rent_usd_per_month=frozen(rent_m),
+            rent_usd_per_hour=frozen(rent_m / month_hours),
+            ids_sorted=frozen(ids[order]),
+            ids_order=frozen(order),
         )
 
     def __len__(self) -> int:
@@ -72,13 +70,24 @@ class PoolIndex:
 
     def run_class_mask(self, policy) -> np.ndarray:
         """The cards of the classes the policy rents: one class, a list, or any class in the pool."""
-        market = tuple(dict.fromkeys(self.class_names.tolist()))
-        return np.isin(self.class_names, list(policy.run_classes(market)))
+        return run_class_mask(self.groups, self.group_names, policy)
 
     @property
     def groups(self) -> np.ndarray:
-        """Each card's class as a number (eviction judges a card within its class)."""
-        return np.unique(self.class_names.astype(str), return_inverse=True)[1] if len(self.keys) else np.zeros(0, np.int64)
+        """Each card's class as a number, its index into `group_names` (eviction judges a card within its class)."""
+        return self._groups[1]
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        """The pool's classes, in the order `groups` numbers them."""
+        return self._groups[0]
+
+    @cached_property
+    def _groups(self) -> tuple[tuple[str, ...], np.ndarray]:
+        if not len(self.keys):
+            return (), frozen(np.zeros(0, np.int64))
+        names, groups = np.unique(self.class_names.astype(str), return_inverse=True)
+        return tuple(names.tolist()), frozen(groups)
 
     def positions_of_ids(self, card_ids: np.ndarray) -> np.ndarray:
         """The position of each store card id (-1: not in the pool)."""

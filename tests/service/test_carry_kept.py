@@ -127,3 +127,36 @@ def test_the_carry_kept_is_the_carry_the_store_gives_back(tmp_path, overrides):
         assert (a.budget_left, a.eviction_hours) == (b.budget_left, b.eviction_hours), h
         assert np.array_equal(a.out_hours_before(r), b.out_hours_before(r)), h
     assert svc.decide.carried.carry.eviction_hours  # the month evicted: the carry's evictions were compared
+
+
+def test_beside_a_real_pool_the_carry_is_resumed_only_at_a_restart(tmp_path, monkeypatch):
+    """A real pool's hours (reconcile on, a card silent in hours 2 and 3): each hour syncs the kept carry to what the
+    pool is known to run, and the carry is resumed once, at the restart at hour 4."""
+    from fleet.service.config import load_service_config
+    from fleet.service.service import Service
+    from tests.fake_prometheus import StepClock
+    from tests.service.real_pool import T0
+    from tests.service.test_reconcile import CONFIG, RATES, SILENT_AFTER_S, _drop_hour
+
+    resumes = Resumes(monkeypatch)
+    drop = tmp_path / "drop"
+    drop.mkdir()
+    (tmp_path / "fleet.toml").write_text(CONFIG.format(silent=SILENT_AFTER_S, drop=drop))
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    clock = StepClock(T0)
+    svc = Service(load_service_config(tmp_path / "fleet.toml"), open_repository(db), clock)
+    for h in range(-3, 0):
+        _drop_hour(drop, h, RATES)
+    for h in range(0, 8):
+        if h == 4:
+            svc.telemetry.engine.dispose()
+            svc = Service(load_service_config(tmp_path / "fleet.toml"), open_repository(db), clock)  # a restart
+        _drop_hour(drop, h, [c for c in RATES if c != "gpu-a" or not 2 <= h <= 3])
+        clock.t = T0 + h * HOUR_S + 400
+        resumes.at = h
+        for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
+            job()
+    assert resumes.hours == [4]
+    assert svc.journal_store.last_decided_ts(0, 2**62) == T0 + 7 * HOUR_S
+    released = svc.journal_store.decisions(kinds=["release"], card_key="gpu-a")
+    assert [r.ts for r in released] == [T0 + 3 * HOUR_S] and "not serving" in released[0].reason  # the sync, kept carry
