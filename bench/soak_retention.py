@@ -117,7 +117,8 @@ def make_service(db: Path, cards: int, days: int):
         month=Month(start=datetime.fromtimestamp(MONTH_START_TS, UTC), hours=max(720, days * 24)),
         pool=Pool(classes=(CardClass(name="flagship", rated_tps=RATED_TPS, rent_usd_per_month=RENT_USD_PER_MONTH),)),
         policy=Policy(card_class="flagship", window="day", mode="steady", headroom=1.05,
-                      eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=24, share=0.1)),
+                      eviction=Eviction(rule="below-median", window="hour", cadence_hours=24, share=0.1,
+                                        rules={"below-median": {"fraction": 0.8}})),
         demand=Demand(shape="diurnal", avg_tps=RATED_TPS * cards * 0.5, peak_to_avg=1.6),
     )
     clock = SteppedClock(MONTH_START_TS)

@@ -20,3 +20,19 @@ def hide_passwords(text: str) -> str:
 
 class ConfigError(ValueError):
     """A preset, override or config that cannot be used; the message names it and why."""
+
+
+class MovedKey(UserWarning):
+    """A config key written where it used to be: still read, told once in one line naming where it is written now."""
+
+
+def format_validation(err) -> str:
+    """A pydantic `ValidationError` as one line: each bad key with what is wrong."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)

@@ -151,3 +151,14 @@ def test_replay_of_a_telemetry_file_makes_the_presets_decisions(tmp_path):
 def test_replay_of_a_missing_telemetry_file_is_one_line(tmp_path):
     p = fleet("replay", "-p", "noise-evictor", "--telemetry", str(tmp_path / "nope.csv"), check=False)
     assert p.returncode == 2 and "nope.csv" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_an_old_policy_key_is_told_once_in_one_line():
+    """Keys at their old places still replay, each told once (however many months read it) naming its new table."""
+    p = fleet("compare", "-p", "noise-evictor", "--months", "2", "--share", "0.1,0.2",
+              "--set", "policy.eviction.fraction=0.7", "--set", "policy.release_after_hours=2")
+    told = [line for line in p.stderr.splitlines() if line.strip()]
+    assert sorted(told) == [
+        "fleet: warning: policy.eviction.fraction is deprecated: write it in [policy.eviction.rules.below-median]",
+        "fleet: warning: policy.release_after_hours is deprecated: write it in [policy.hystereses.release-after]",
+    ]

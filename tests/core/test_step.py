@@ -113,7 +113,7 @@ def test_a_dip_aware_month_across_classes_is_replays_month():
 def test_small_held_month_with_evictions_replaces_evicted_cards():
     """Held mode tops the run set up after an eviction, on the hour's scores, as replay does."""
     s = make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "held", "headroom": 1.1,
-                              "eviction": {"rule": "below-median", "window": "hour", "fraction": 0.9, "cadence_hours": 12, "share": 0.3}})
+                              "eviction": {"rule": "below-median", "window": "hour", "cadence_hours": 12, "share": 0.3, "rules": {"below-median": {"fraction": 0.9}}}})
     r, passes = check_same_month(s)
     assert len(r.evictions) > 0 and len(passes) > 0
 
@@ -130,9 +130,9 @@ def _state(**over):
     return PoolState(**base)
 
 
-def _policy(**eviction):
-    ev = {"rule": "below-median", "window": "hour", "fraction": 0.8, "cadence_hours": 24, "share": 0.5}
-    ev.update(eviction)
+def _policy(**limits):
+    ev = {"rule": "below-median", "window": "hour", "cadence_hours": 24, "share": 0.5, "rules": {"below-median": {"fraction": 0.8}},
+          "admissions": {"limits": limits}}
     return resolve(make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.0, "eviction": ev}).policy)
 
 
@@ -183,7 +183,7 @@ def test_hysteresis_month_is_replays_month():
     """Removal slower than addition (release after 4 hours left out): the same in replay and in the tick."""
     base = load_preset("noise-evictor")
     r0, _ = check_same_month(base.resolve(), bill=False)
-    r, _ = check_same_month(base.resolve(overrides=["policy.release_after_hours=4"]), bill=False)
+    r, _ = check_same_month(base.resolve(overrides=["policy.hystereses.release-after.release_after_hours=4"]), bill=False)
     flips = lambda w: int((w[:, 1:] != w[:, :-1]).sum())
     assert flips(r.warm) < flips(r0.warm)  # the run set flaps less
     assert r.figures["cards_warm_avg"] >= r0.figures["cards_warm_avg"]  # and holds spare capacity for it
@@ -209,7 +209,8 @@ def test_hold_table():
 def test_other_seeds_same_month(seed):
     """Not a property of one draw: other seeds of the noise evictor (with its limits switched on) step to replay's month."""
     s = load_preset("noise-evictor").resolve(
-        seed=seed, overrides=["policy.eviction.disruption_share=0.1", "policy.eviction.drain_hours=48", "policy.release_after_hours=2"]
+        seed=seed, overrides=["policy.eviction.admissions.limits.disruption_share=0.1", "policy.eviction.admissions.limits.drain_hours=48",
+                                "policy.hystereses.release-after.release_after_hours=2"]
     )
     r, passes = check_same_month(s, bill=False)
     assert len(r.evictions) > 0

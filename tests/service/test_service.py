@@ -260,7 +260,7 @@ def _in_process(tmp_path, overrides=(), mutate=None):
 
 def test_hysteresis_in_the_service_is_replays(tmp_path):
     """Removal slower than addition: the service carries the held hours through the journal, as replay does."""
-    svc, scenario, sim = _in_process(tmp_path, ["policy.release_after_hours=3"])
+    svc, scenario, sim = _in_process(tmp_path, ["policy.hystereses.release-after.release_after_hours=3"])
     r = replay_scenario(scenario, month=sim.month)
     hours = svc.store.hours(sim.start_ts)
     assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
@@ -279,7 +279,7 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
         W = month.warmup_hours
         month.measured_tps[::2, W + 23] = 0.0  # the hour before the first decision: every other card reads nothing
 
-    svc, scenario, sim = _in_process(tmp_path, ["policy.eviction.breaker_share=0.3"], outage)
+    svc, scenario, sim = _in_process(tmp_path, ["policy.eviction.admissions.limits.breaker_share=0.3"], outage)
     first = svc.store.decisions(kinds=["eviction-pass"])[0]
     assert first.detail["breaker_open"] is True and "circuit breaker open" in first.reason
     assert first.detail["evicted"] == [] and first.detail["budget_left_after"] == first.detail["budget_left_before"]
