@@ -27,12 +27,13 @@ class MovedKey(UserWarning):
 
 
 def format_validation(err) -> str:
-    """A pydantic `ValidationError` as one line: each bad key with what is wrong."""
+    """A pydantic `ValidationError` as one line: each bad key with what is wrong (a check of several keys, which has
+    no one key to name, says it in its own words)."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
-        parts.append(f"{loc}: {msg}")
+        parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)

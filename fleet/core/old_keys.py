@@ -35,10 +35,14 @@ def tell(old: str, keys: list[str], new: str) -> None:
                   stacklevel=2)
 
 
-def _into(data: dict, kind: str, name: str, values: dict) -> None:
-    tables = dict(data.get(kind) or {})
-    tables[name] = {**(tables.get(name) or {}), **values}
-    data[kind] = tables
+def _into(data: dict, kind: str, name: str, values: dict) -> bool:
+    """Put `values` on top of the plug-in's table; False (nothing moved) when what is there is not a table, which
+    the policy's validation then names."""
+    tables = data.get(kind, {})
+    if not isinstance(tables, dict) or not isinstance(tables.get(name, {}), dict):
+        return False
+    data[kind] = {**tables, name: {**tables.get(name, {}), **values}}
+    return True
 
 
 def policy_moved(data: Any, defaults: dict[str, str]) -> Any:
@@ -50,13 +54,15 @@ def policy_moved(data: Any, defaults: dict[str, str]) -> Any:
     for old, (kind, name) in OLD_POLICY_TABLES.items():
         if old in out and isinstance(out[old], dict):
             name = name or str(out.get(CHOSEN[kind], defaults[CHOSEN[kind]]))
-            _into(out, kind, name, out.pop(old))
-            tell(f"[policy.{old}]", [], f"[policy.{kind}.{name}]")
+            if _into(out, kind, name, out[old]):
+                del out[old]
+                tell(f"[policy.{old}]", [], f"[policy.{kind}.{name}]")
     for old, kind in OLD_POLICY_KEYS.items():
         if old in out:
             name = str(out.get(CHOSEN[kind], defaults[CHOSEN[kind]]))
-            _into(out, kind, name, {old: out.pop(old)})
-            tell("policy", [old], f"[policy.{kind}.{name}]")
+            if _into(out, kind, name, {old: out[old]}):
+                del out[old]
+                tell("policy", [old], f"[policy.{kind}.{name}]")
     return out
 
 
@@ -72,6 +78,8 @@ def eviction_moved(data: Any, fields: set[str], defaults: dict[str, str]) -> Any
     for kind, values in moved.items():
         if values:
             name = str(out.get(CHOSEN[kind], defaults[CHOSEN[kind]]))
-            _into(out, kind, name, values)
-            tell("policy.eviction", sorted(values), f"[policy.eviction.{kind}.{name}]")
+            if _into(out, kind, name, values):
+                tell("policy.eviction", sorted(values), f"[policy.eviction.{kind}.{name}]")
+            else:
+                out.update(values)  # left where they are: the table's validation names them
     return out

@@ -42,7 +42,8 @@ from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.config import ServiceConfig
 from fleet.service.decide import DecideJob
 from fleet.service.demand import month_demand
-from fleet.service.journal import Actuator, Journal
+from fleet.service.actuators import Actuator
+from fleet.service.journal import Journal
 from fleet.ingest.pool import declare_pool
 from fleet.service.pool import PoolWatch
 from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
@@ -63,9 +64,9 @@ DAY_S = 86_400
 
 
 def make_actuator(cfg: ServiceConfig) -> Actuator:
-    from fleet.service.actuators import make_actuator as from_table
+    from fleet.service.actuators import make_actuator as from_settings
 
-    return from_table(cfg.actuator)
+    return from_settings(cfg.actuator.kind, cfg.actuator.own)
 
 
 def make_calendar(cfg: ServiceConfig, sim: Simulation | None = None) -> Calendar:

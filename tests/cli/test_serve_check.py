@@ -6,6 +6,7 @@ Before it: `fleet serve --check --config FILE` was "No such option: --check", ex
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,7 +27,10 @@ def fleet(*args, cwd=None):
 
 def config(tmp_path: Path, prometheus_url: str | None, db: str | None = None) -> Path:
     text = EXAMPLE.replace('url = "sqlite:///fleet.db"', f'url = "{db or "sqlite:///" + str(tmp_path / "fleet.db")}"')
-    text = text.replace('prometheus_url = "http://127.0.0.1:9090"', f'prometheus_url = "{prometheus_url}"' if prometheus_url else "")
+    if prometheus_url:
+        text = text.replace('prometheus_url = "http://127.0.0.1:9090"', f'prometheus_url = "{prometheus_url}"')
+    else:  # no telemetry source: the source's table left out
+        text = re.sub(r"\[ingest\.sources\.prometheus\]\n(?:[^\[\n#][^\n]*\n)*", "", text)
     path = tmp_path / "fleet.toml"
     path.write_text(text)
     return path

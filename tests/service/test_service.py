@@ -302,8 +302,9 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
         [schedule]
         settle_s = 300
         [ingest]
-        folder = "{drop}"
         default_class = "flagship"
+        [ingest.sources.drop-folder]
+        folder = "{drop}"
         """))
     cfg = load_service_config(tmp_path / "fleet.toml")
     rates = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}

@@ -8,17 +8,18 @@ service's Prometheus source, the drop folder and `fleet ingest --demand` look so
 if-chain. A pulled source is named by `[ingest] demand_source`; a file source by a demand file's suffix.
 """
 
+from fleet.core.registry import NoSettings, Plugin, constant
 from fleet.ingest.demand.base import (
-    DEMAND_FILE_SUFFIX, DEMAND_SOURCES, DemandRequest, DemandSource, file_source, pull_demand, source_of_file, store_demand,
-    summed_matrix,
+    DEMAND_FILE_SUFFIX, DEMAND_SOURCES, DemandRequest, DemandSource, demand_source, file_source, pull_demand, source_of_file,
+    store_demand, summed_matrix,
 )
 from fleet.ingest.demand.csv_file import DemandCsv
 from fleet.ingest.demand.query import OfferedQuery
 from fleet.ingest.demand.vllm_queue import VllmQueue
 
-DEMAND_SOURCES.register(VllmQueue.name, VllmQueue())
-DEMAND_SOURCES.register(OfferedQuery.name, OfferedQuery())
-DEMAND_SOURCES.register(DemandCsv.name, DemandCsv())
+DEMAND_SOURCES.register(Plugin(VllmQueue.name, NoSettings, constant(VllmQueue())))
+DEMAND_SOURCES.register(Plugin(OfferedQuery.name, NoSettings, constant(OfferedQuery())))
+DEMAND_SOURCES.register(Plugin(DemandCsv.name, NoSettings, constant(DemandCsv())))
 
-__all__ = ["DEMAND_FILE_SUFFIX", "DEMAND_SOURCES", "DemandRequest", "DemandSource", "file_source", "pull_demand",
-           "source_of_file", "store_demand", "summed_matrix"]
+__all__ = ["DEMAND_FILE_SUFFIX", "DEMAND_SOURCES", "DemandRequest", "DemandSource", "demand_source", "file_source",
+           "pull_demand", "source_of_file", "store_demand", "summed_matrix"]
