@@ -8,7 +8,9 @@ A policy names each plug-in at one key (`score`, `mode`, `forecast`, `hysteresis
 `[policy.eviction.rules.below-median]`, `[policy.eviction.admissions.limits]`. A new plug-in is its module and one
 registration line here."""
 
-from fleet.core.plugins import EvictionRule, Judgement, PolicyParts, SizingInput, SizingMode
+from fleet.core.plugins import (
+    Admission, EvictionRule, Hysteresis, Judgement, PolicyParts, ScoreEstimator, SizingInput, SizingMode,
+)
 from fleet.core.errors import ConfigError
 from fleet.core.forecast import Forecaster
 from fleet.core.registry import NoSettings, Plugin, Registry, constant
@@ -27,7 +29,7 @@ SIZING_MODES: Registry[SizingMode] = Registry("sizing mode")
 SIZING_MODES.register(Plugin("held", NoSettings, constant(Held())))
 SIZING_MODES.register(Plugin("steady", NoSettings, constant(Steady())))
 
-SCORES: Registry = Registry("score estimator")
+SCORES: Registry[ScoreEstimator] = Registry("score estimator")
 SCORES.register(Plugin("mean", NoSettings, constant(WindowMean())))
 SCORES.register(Plugin("dip-aware", DipAwareSettings, lambda settings: DipAware(**settings.model_dump())))
 
@@ -41,10 +43,10 @@ EVICTION_RULES: Registry[EvictionRule] = Registry("eviction rule")
 EVICTION_RULES.register(Plugin("none", NoEvictionSettings, constant(NoEviction())))
 EVICTION_RULES.register(Plugin("below-median", BelowMedianSettings, BelowMedian))
 
-ADMISSIONS: Registry = Registry("admission")
+ADMISSIONS: Registry[Admission] = Registry("admission")
 ADMISSIONS.register(Plugin("limits", LimitsSettings, Limits.of))
 
-HYSTERESES: Registry = Registry("hysteresis")
+HYSTERESES: Registry[Hysteresis] = Registry("hysteresis")
 HYSTERESES.register(Plugin("release-after", ReleaseAfterSettings, lambda settings: ReleaseAfter(settings.release_after_hours)))
 
 

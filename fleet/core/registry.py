@@ -14,8 +14,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from fleet.core.errors import ConfigError
-from fleet.core.scenario import Strict, format_validation
+from fleet.core.errors import ConfigError, format_validation
+from fleet.core.scenario import Strict
 
 T = TypeVar("T")
 

@@ -5,7 +5,8 @@ part it did not serve; or, where a source sees it whole, the tokens/s offered. A
 `unserved` (vLLM's queue: `vllm_queue`) or `offered` (a query of the user's own: `query`; a demand file: `csv`).
 A source is one module and one registration here (as telemetry sources are in `fleet.ingest.sources`); the
 service's Prometheus source, the drop folder and `fleet ingest --demand` look sources up by name, never by an
-if-chain. A pulled source is named by `[ingest] demand_source`; a file source by a demand file's suffix.
+if-chain. A pulled source is named by `[ingest.sources.prometheus] demand_source`; a file source by a demand file's
+suffix.
 """
 
 from fleet.core.registry import NoSettings, Plugin, constant
