@@ -169,7 +169,7 @@ def main() -> int:
     import policies
     from fleet.sweep import choose_forecast
     from fleet.core.compare import default_grid_axes, distinct, expand_grid, recommend
-    from fleet.core.scenario import Preset
+    from fleet.core.preset import Preset
     from fleet.sweep import Sweep, search
 
     oracle = ["policy.mode=\"steady\"", "policy.card_class=\"any\"", "policy.eviction.share=0.0", "policy.score=\"mean\"",

@@ -75,7 +75,7 @@ def generate_pools(n: int, seed: int = 2026) -> list[dict]:
             "telemetry": {"hour_noise": float(rng.uniform(0.15, 0.35))},
             "demand": demand,
             "policy": {"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.02,
-                       "eviction": {"rule": "below-median", "window": "day", "fraction": 0.8, "cadence_hours": 24, "share": 0.1}},
+                       "eviction": {"rule": "below-median", "window": "day", "cadence_hours": 24, "share": 0.1, "rules": {"below-median": {"fraction": 0.8}}}},
         })
     return pools
 
@@ -155,7 +155,7 @@ def main() -> int:
 
     import policies
     from fleet.core.compare import default_grid_axes, distinct, expand_grid, recommend
-    from fleet.core.scenario import Preset
+    from fleet.core.preset import Preset
     from fleet.sweep import Sweep, search
 
     oracle_policy = ["policy.mode=\"steady\"", "policy.card_class=\"any\"", "policy.eviction.share=0.0", "policy.forecast=\"known\"",

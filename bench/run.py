@@ -83,7 +83,7 @@ def bench_scenario(cards: int, window: str = "day"):
                 "window": window,
                 "mode": "steady",
                 "headroom": 1.05,
-                "eviction": {"rule": "below-median", "window": "hour", "fraction": 0.8, "cadence_hours": 24, "share": 0.1},
+                "eviction": {"rule": "below-median", "window": "hour", "cadence_hours": 24, "share": 0.1, "rules": {"below-median": {"fraction": 0.8}}},
             },
         }
     )

@@ -114,13 +114,14 @@ def journal_a_month(db: Path, before_hour: int, seed: int = 7) -> int:
 def bench_config(cards: int):
     """A flagship pool of `cards` sized every hour on its day window, below-median eviction every 24 hours."""
     from fleet.core.scenario import CardClass, Demand, Eviction, Policy, Pool
-    from fleet.service.config import Month, ServiceConfig
+    from fleet.service.config import MonthSettings, ServiceConfig
 
     return ServiceConfig(
-        month=Month(start=datetime.fromtimestamp(MONTH_START_TS, timezone.utc), hours=720),
+        month=MonthSettings(start=datetime.fromtimestamp(MONTH_START_TS, timezone.utc), hours=720),
         pool=Pool(classes=(CardClass(name="flagship", rated_tps=6000, rent_usd_per_month=2690),)),
         policy=Policy(card_class="flagship", window="day", mode="steady", headroom=1.05,
-                      eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=24, share=0.1)),
+                      eviction=Eviction(rule="below-median", window="hour", cadence_hours=24, share=0.1,
+                                        rules={"below-median": {"fraction": 0.8}})),
         demand=Demand(shape="diurnal", avg_tps=6000 * cards * 0.5, peak_to_avg=1.6),
     )
 

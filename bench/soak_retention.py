@@ -106,7 +106,7 @@ def row_counts(db: Path) -> tuple[int, int]:
 def make_service(db: Path, cards: int, days: int):
     """A real-pool service of `cards` flagship cards on a stepped clock, the month long enough for the soak."""
     from fleet.core.scenario import CardClass, Demand, Eviction, Policy, Pool
-    from fleet.service.config import Month, ServiceConfig
+    from fleet.service.config import MonthSettings, ServiceConfig
     from fleet.service.service import Service
     from storage import ClassSpec, open_repository
 
@@ -114,10 +114,11 @@ def make_service(db: Path, cards: int, days: int):
     repo.declare_classes([ClassSpec("flagship", RATED_TPS, RENT_USD_PER_MONTH)])
     repo.declare_cards({f"gpu-{i:05d}": "flagship" for i in range(cards)}, MONTH_START_TS)
     cfg = ServiceConfig(
-        month=Month(start=datetime.fromtimestamp(MONTH_START_TS, UTC), hours=max(720, days * 24)),
+        month=MonthSettings(start=datetime.fromtimestamp(MONTH_START_TS, UTC), hours=max(720, days * 24)),
         pool=Pool(classes=(CardClass(name="flagship", rated_tps=RATED_TPS, rent_usd_per_month=RENT_USD_PER_MONTH),)),
         policy=Policy(card_class="flagship", window="day", mode="steady", headroom=1.05,
-                      eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=24, share=0.1)),
+                      eviction=Eviction(rule="below-median", window="hour", cadence_hours=24, share=0.1,
+                                        rules={"below-median": {"fraction": 0.8}})),
         demand=Demand(shape="diurnal", avg_tps=RATED_TPS * cards * 0.5, peak_to_avg=1.6),
     )
     clock = SteppedClock(MONTH_START_TS)

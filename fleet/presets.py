@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from fleet.core.errors import ConfigError
 from fleet.core.month import Month, draw_month
 from fleet.core.replay import MonthResult, replay
-from fleet.core.scenario import Preset, Scenario, apply_override, deep_merge
+from fleet.core.preset import Preset, apply_override
+from fleet.core.scenario import Scenario, deep_merge
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 

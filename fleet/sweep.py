@@ -26,7 +26,8 @@ from fleet.core.compare import (
     run_batch, run_headroom_batch, same_month, summarise,
 )
 from fleet.core.errors import ConfigError
-from fleet.core.scenario import Preset, Scenario
+from fleet.core.preset import Preset
+from fleet.core.scenario import Scenario
 from fleet.presets import demand_file_tps, resolve_policy
 
 
@@ -278,8 +279,7 @@ def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, 
     demand = [scenario_demand(base, s, file_tps) for s in range(first, first + min(months, DEMAND_SEARCH_MONTHS))]
 
     def build(name: str):
-        own = base.policy.forecaster if name == base.policy.forecast else {}
-        return policies.forecaster(base.policy.model_copy(update={"forecast": name, "forecaster": own}))
+        return policies.forecaster(base.policy.model_copy(update={"forecast": name}))  # each from its own table
 
     ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
                             max_unmet=base.checks.max_unmet_share)

@@ -1,18 +1,23 @@
-"""Policies by name: windows, sizing modes and eviction rules, and `resolve`, which turns a policy's settings into
-the plug-ins the core calls. A new mode or rule is one file and one line here."""
+"""Policies by name: sizing modes, windows, score estimators, forecasters, eviction rules, admissions and hysteresis,
+each a `Plugin` (its name, the settings model it owns, how it is built) registered once here; and `resolve`, which
+turns a policy's settings into the plug-ins the core calls.
 
-from typing import Any, Callable
+A policy names each plug-in at one key (`score`, `mode`, `forecast`, `hysteresis`, `eviction.rule`,
+`eviction.admission`) and sets it in a table of its own, under its kind and its name: `[policy.scores.dip-aware]`,
+`[policy.modes.NAME]`, `[policy.forecasters.seasonal]`, `[policy.hystereses.release-after]`,
+`[policy.eviction.rules.below-median]`, `[policy.eviction.admissions.limits]`. A new plug-in is its module and one
+registration line here."""
 
-from pydantic import BaseModel, ValidationError
-
-from fleet.core.plugins import EvictionRule, Judgement, PolicyParts, ScoreEstimator, SizingInput, SizingMode
+from fleet.core.plugins import (
+    Admission, EvictionRule, Hysteresis, Judgement, PolicyParts, ScoreEstimator, SizingInput, SizingMode,
+)
 from fleet.core.errors import ConfigError
 from fleet.core.forecast import Forecaster
-from fleet.core.registry import Registry
-from fleet.core.scenario import Policy, format_validation
+from fleet.core.registry import NoSettings, Plugin, Registry, constant
+from fleet.core.scenario import Policy
 from policies.admission import Limits, LimitsSettings
 from policies.below_median import BelowMedian, BelowMedianSettings
-from policies.forecasters import HoltWinters, HoltWintersSettings, Known, LastHour, NoSettings, Seasonal, SeasonalSettings
+from policies.forecasters import HoltWinters, HoltWintersSettings, Known, LastHour, Seasonal, SeasonalSettings
 from policies.held import Held
 from policies.hysteresis import ReleaseAfter, ReleaseAfterSettings
 from policies.no_eviction import NoEviction, NoEvictionSettings
@@ -21,87 +26,57 @@ from policies.steady import Steady
 from policies.windows import WINDOWS, window_hours
 
 SIZING_MODES: Registry[SizingMode] = Registry("sizing mode")
-SIZING_MODES.register("held", Held())
-SIZING_MODES.register("steady", Steady())
+SIZING_MODES.register(Plugin("held", NoSettings, constant(Held())))
+SIZING_MODES.register(Plugin("steady", NoSettings, constant(Steady())))
 
-Plugin = tuple[type[BaseModel], Callable[[Any], Any]]
-"""A plug-in as registered: the settings model it owns, and how it is built from them."""
+SCORES: Registry[ScoreEstimator] = Registry("score estimator")
+SCORES.register(Plugin("mean", NoSettings, constant(WindowMean())))
+SCORES.register(Plugin("dip-aware", DipAwareSettings, lambda settings: DipAware(**settings.model_dump())))
 
-SCORES: Registry[Plugin] = Registry("score estimator")
-SCORES.register("mean", (NoSettings, lambda settings: WindowMean()))
-SCORES.register("dip-aware", (DipAwareSettings, lambda settings: DipAware(**settings.model_dump())))
+FORECASTERS: Registry[Forecaster] = Registry("forecaster")
+FORECASTERS.register(Plugin("known", NoSettings, constant(Known())))
+FORECASTERS.register(Plugin("last-hour", NoSettings, constant(LastHour())))
+FORECASTERS.register(Plugin("seasonal", SeasonalSettings, Seasonal))
+FORECASTERS.register(Plugin("holt-winters", HoltWintersSettings, HoltWinters))
 
-FORECASTERS: Registry[Plugin] = Registry("forecaster")
-"""Each forecaster with the settings model it owns (`[policy.forecaster]`), validated when a policy is resolved."""
-FORECASTERS.register("known", (NoSettings, lambda settings: Known()))
-FORECASTERS.register("last-hour", (NoSettings, lambda settings: LastHour()))
-FORECASTERS.register("seasonal", (SeasonalSettings, Seasonal))
-FORECASTERS.register("holt-winters", (HoltWintersSettings, HoltWinters))
+EVICTION_RULES: Registry[EvictionRule] = Registry("eviction rule")
+EVICTION_RULES.register(Plugin("none", NoEvictionSettings, constant(NoEviction())))
+EVICTION_RULES.register(Plugin("below-median", BelowMedianSettings, BelowMedian))
+
+ADMISSIONS: Registry[Admission] = Registry("admission")
+ADMISSIONS.register(Plugin("limits", LimitsSettings, Limits.of))
+
+HYSTERESES: Registry[Hysteresis] = Registry("hysteresis")
+HYSTERESES.register(Plugin("release-after", ReleaseAfterSettings, lambda settings: ReleaseAfter(settings.release_after_hours)))
 
 
-def build(registry: Registry[Plugin], name: str, settings: dict, where: str):
-    """A plug-in built from its own settings; a bad setting is one `ConfigError` naming where it is written."""
-    settings_model, make = registry.get(name)
-    try:
-        own = settings_model.model_validate(settings)
-    except ValidationError as err:
-        raise ConfigError(f"{where} ({name!r}): {format_validation(err)}") from None
-    return make(own)
+def chosen(registry: Registry, name: str, tables: dict[str, dict], where: str):
+    """The plug-in `name` built from its own table in `where` (`policy.scores`); every other table given there is
+    validated too, so a typo in one the policy does not use is still an error."""
+    for other, table in tables.items():
+        if other != name:
+            if other not in registry:
+                raise ConfigError(f"{where}.{other}: unknown {registry.kind} {other!r} (known: {', '.join(registry.names())})")
+            registry.settings(other, table, f"{where}.{other}")
+    return registry.build(name, tables.get(name), f"{where}.{name}")
 
 
 def forecaster(policy: Policy) -> Forecaster:
-    """The forecaster a policy names, built from `[policy.forecaster]`."""
-    return build(FORECASTERS, policy.forecast, policy.forecaster, "policy.forecaster")
-
-
-EVICTION_RULES: Registry[Plugin] = Registry("eviction rule")
-"""Each rule with its settings, written beside `rule` in `[policy.eviction]` (below-median's `fraction`)."""
-EVICTION_RULES.register("none", (NoEvictionSettings, lambda settings: NoEviction()))
-EVICTION_RULES.register("below-median", (BelowMedianSettings, BelowMedian))
-
-ADMISSIONS: Registry[Plugin] = Registry("admission")
-"""What lets a rule's candidates go: its settings are written in `[policy.eviction]` beside the rule's."""
-ADMISSIONS.register("limits", (LimitsSettings, Limits.of))
-ADMISSION = "limits"
-
-HYSTERESES: Registry[Plugin] = Registry("hysteresis")
-HYSTERESES.register("release-after", (ReleaseAfterSettings, lambda settings: ReleaseAfter(settings.release_after_hours)))
-HYSTERESIS = "release-after"
-
-
-def _eviction(policy: Policy) -> tuple[EvictionRule, object]:
-    """The rule and the admission, each built from its own keys of `[policy.eviction]` (a key neither owns is the
-    rule's error, so a typo is named)."""
-    ev = policy.eviction
-    settings = ev.plugin_settings
-    admission_model = ADMISSIONS.get(ADMISSION)[0]
-    own = {k: settings.pop(k) for k in list(settings) if k in admission_model.model_fields}
-    return (build(EVICTION_RULES, ev.rule, settings, "policy.eviction"),
-            build(ADMISSIONS, ADMISSION, own, "policy.eviction"))
-
-
-def _score(policy: Policy) -> ScoreEstimator:
-    """The score estimator, built from its table `[policy.NAME]` (the name with `-` as `_`: `[policy.dip_aware]`);
-    every score's table given is validated, so a typo in one the policy does not use is still an error."""
-    built = None
-    for name in SCORES.names():
-        table = getattr(policy, name.replace("-", "_"), None)
-        if table or name == policy.score:
-            score = build(SCORES, name, table or {}, f"policy.{name.replace('-', '_')}")
-            built = score if name == policy.score else built
-    return built if built is not None else build(SCORES, policy.score, {}, "policy.score")
+    """The forecaster a policy names, built from its table (`[policy.forecasters.NAME]`)."""
+    return chosen(FORECASTERS, policy.forecast, policy.forecasters, "policy.forecasters")
 
 
 def resolve(policy: Policy) -> PolicyParts:
-    """The plug-ins a policy names, with its settings bound; an unknown name is one `ConfigError` naming it."""
-    rule, admission = _eviction(policy)
+    """The plug-ins a policy names, each built from its own table; an unknown name or a bad setting is one
+    `ConfigError` naming it."""
+    ev = policy.eviction
     return PolicyParts(
         policy=policy,
-        score=_score(policy),
-        mode=SIZING_MODES.get(policy.mode),
-        rule=rule,
-        admission=admission,
-        hysteresis=build(HYSTERESES, HYSTERESIS, {"release_after_hours": policy.release_after_hours}, "policy"),
+        score=chosen(SCORES, policy.score, policy.scores, "policy.scores"),
+        mode=chosen(SIZING_MODES, policy.mode, policy.modes, "policy.modes"),
+        rule=chosen(EVICTION_RULES, ev.rule, ev.rules, "policy.eviction.rules"),
+        admission=chosen(ADMISSIONS, ev.admission, ev.admissions, "policy.eviction.admissions"),
+        hysteresis=chosen(HYSTERESES, policy.hysteresis, policy.hystereses, "policy.hystereses"),
         size_window_hours=window_hours(policy.window),
         evict_window_hours=window_hours(policy.eviction_window),
         forecast=forecaster(policy),
@@ -110,6 +85,7 @@ def resolve(policy: Policy) -> PolicyParts:
 
 __all__ = [
     "ADMISSIONS",
+    "Plugin",
     "HYSTERESES",
     "EVICTION_RULES",
     "FORECASTERS",

@@ -26,7 +26,7 @@ from fleet.core.scenario import Strict
 
 
 class LimitsSettings(Strict):
-    """The admission's own keys of `[policy.eviction]`; the defaults never bind."""
+    """The admission's own table, `[policy.eviction.admissions.limits]`; the defaults never bind."""
 
     breaker_share: float = Field(default=1.0, gt=0, le=1)  # more of the run set than this looking bad at once: evict nobody
     disruption_share: float = Field(default=1.0, gt=0, le=1)  # share of the pool (rounded up) that may drain at once

@@ -2,7 +2,7 @@
 
 Each card is judged against the cards of its own class (a bargain card is neither
 healthy nor slow by a flagship's median); with one class that is the run set's median.
-The rule owns its setting (`policy.eviction.fraction`), its threshold and its reason.
+The rule owns its setting (`fraction`, in `[policy.eviction.rules.below-median]`), its threshold and its reason.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each is driven by the core one hour at a time (`fleet.core.forecast.one_step`): asked for the next hour, then told
 what it was. None is given the series, so none can read the hour it sizes. Each declares its own settings
-(`[policy.forecaster]`), validated when the policy is resolved.
+(`[policy.forecasters.NAME]`), validated when the policy is resolved.
 
 - `known`: the seed's clairvoyant view, each hour's own demand. Only the seed's presets use it; every figure made
   under it says the policy knew the demand.
@@ -24,10 +24,6 @@ from pydantic import Field
 from fleet.core.scenario import Strict
 
 NAN = float("nan")
-
-
-class NoSettings(Strict):
-    """A forecaster with nothing to set."""
 
 
 class Known:

@@ -18,7 +18,7 @@ from fleet.core.scenario import Strict
 
 
 class ReleaseAfterSettings(Strict):
-    """The hysteresis' one setting, `policy.release_after_hours`."""
+    """The hysteresis' one setting, in its table `[policy.hystereses.release-after]`."""
 
     release_after_hours: int = Field(default=1, ge=1, le=720)
 

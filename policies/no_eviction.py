@@ -11,7 +11,8 @@ from fleet.core.scenario import Strict
 
 
 class NoEvictionSettings(Strict):
-    """No rule, so nothing to set: another rule's settings left beside `rule = "none"` change nothing."""
+    """No rule, so nothing to set: another rule's settings written beside `rule = "none"` the old way (moved to this
+    table) change nothing."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 

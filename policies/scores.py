@@ -96,7 +96,7 @@ def _running(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class DipAwareSettings(Strict):
-    """Settings of the `dip-aware` score (`[policy.dip_aware]`): a robust long level, a short test for a dip."""
+    """Settings of the `dip-aware` score (`[policy.scores.dip-aware]`): a robust long level, a short test for a dip."""
 
     level_hours: int = Field(default=168, ge=24, le=24 * 31)  # the level: median of the daily means over these hours
     recent_hours: int = Field(default=3, ge=1, le=24)  # the test reads the last 1..recent_hours hours

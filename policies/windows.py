@@ -9,18 +9,19 @@ from __future__ import annotations
 import re
 
 from fleet.core.errors import ConfigError
-from fleet.core.registry import Registry
+from fleet.core.registry import NoSettings, Plugin, Registry, constant
 
 WINDOWS: Registry[int] = Registry("window")
-WINDOWS.register("hour", 1)
-WINDOWS.register("day", 24)
-WINDOWS.register("week", 168)
+"""Each named window with the hours it averages; a window has nothing to set."""
+WINDOWS.register(Plugin("hour", NoSettings, constant(1)))
+WINDOWS.register(Plugin("day", NoSettings, constant(24)))
+WINDOWS.register(Plugin("week", NoSettings, constant(168)))
 
 
 def window_hours(name: str) -> int:
     """Hours a window averages; `hour`, `day`, `week`, or `Nh`."""
     if name in WINDOWS:
-        return WINDOWS.get(name)
+        return WINDOWS.build(name, {}, "window")
     m = re.fullmatch(r"\s*(\d+)\s*h?\s*", str(name))
     if m and int(m.group(1)) >= 1:
         return int(m.group(1))

@@ -32,7 +32,8 @@ def make_scenario(**over) -> Scenario:
         "dips": {"start_prob_per_hour": 0.01, "hours": 4, "depth": 0.5},
         "demand": {"shape": "diurnal", "avg_tps": 30000, "peak_to_avg": 1.8},
         "policy": {"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.05,
-                   "eviction": {"rule": "below-median", "fraction": 0.8, "cadence_hours": 24, "share": 0.25}},
+                   "eviction": {"rule": "below-median", "cadence_hours": 24, "share": 0.25,
+                                "rules": {"below-median": {"fraction": 0.8}}}},
     }
     raw.update(over)
     return Scenario.model_validate(raw)

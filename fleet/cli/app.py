@@ -291,6 +291,23 @@ def _run_time_failure(err: Exception) -> str | None:
     return reason
 
 
+def _tell_moved_keys() -> None:
+    """A config key read at its old place is told once, as one line on stderr naming where it is written now, not as
+    Python's two-line warning with a source line."""
+    import warnings
+
+    from fleet.core.errors import MovedKey
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, MovedKey):
+            return shown(message, category, filename, lineno, file, line)
+        err_console.print(f"fleet: warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+    warnings.showwarning = show
+
+
 def main() -> None:
     """The `fleet` command. Exit status: 0 ok, 1 a failed write or other run-time failure, 2 bad input or usage,
     130 interrupted; a failure is one line on stderr and never status 0."""
@@ -298,6 +315,7 @@ def main() -> None:
 
     keep_freed_memory()  # large months allocate and free big temporaries: reuse them, don't refault them
     one_blas_thread()  # the bill's products are small: threads cost more than they give
+    _tell_moved_keys()
     try:
         # Not standalone, so errors come here to be told as one line; a command's exit status comes back as the value.
         status = app(standalone_mode=False, prog_name="fleet")

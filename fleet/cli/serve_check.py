@@ -78,10 +78,10 @@ def check_service(cfg, config: str | None, simulate: str | None, seed: int | Non
     if simulate is None:  # a simulation's telemetry is its own feed
         from fleet.ingest.sources import source_checks
 
-        checks += source_checks(cfg.ingest.sources, CHECK_TIMEOUT_S)
-    from fleet.service.actuators import ACTUATORS
+        checks += source_checks(cfg.ingest.telemetry_sources(), CHECK_TIMEOUT_S)
+    from fleet.service.actuators import make_actuator
 
-    checks.append(("actuator", *ACTUATORS.get(cfg.actuator.kind).check(cfg.actuator)))
+    checks.append(("actuator", *make_actuator(cfg.actuator.kind, cfg.actuator.own).check()))
     for name, ok, line in checks:
         typer.echo(f"{'ok  ' if ok else 'FAIL'} {name}: {line}")
     failed = sum(not ok for _, ok, _ in checks)

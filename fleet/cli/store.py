@@ -137,16 +137,16 @@ def _ingest_parsed(repo, parsed, settings, label: str | None, as_json: bool):
 
 def _watch(repo, watch: Path, settings, settle: float | None, once: bool, interval: float, as_json: bool) -> int:
     """`--watch`: take each ready file of the drop folder, every `interval` seconds; with `once`, what is ready now,
-    returning the exit status (2 when a file went to failed/). The folder and `--settle` are the service's drop
-    folder source's settings (`fleet.ingest.sources`), its default settle included."""
-    from fleet.ingest import drain_drop_folder
-    from fleet.ingest.sources import TELEMETRY_SOURCES
+    returning the exit status (2 when a file went to failed/). The folder and `--settle` are the keys of the source
+    the registry finds for them (`fleet.ingest.sources`: the service's drop folder), its default settle included."""
+    from fleet.ingest.sources import source_for
 
-    own = TELEMETRY_SOURCES.get("drop-folder").settings(folder=str(watch), **({} if settle is None else {"settle_s": settle}))
+    keys = {"folder": str(watch), **({} if settle is None else {"settle_s": settle})}
+    source = source_for(keys, "fleet ingest --watch")
     failed = 0
     reports = []
     while True:
-        for result in drain_drop_folder(repo, own.folder, settings, settle_s=own.settle_s):
+        for result in source.drain(repo, settings):
             if result.report is not None:
                 reports.append(result.report)
                 _print_report(result.report.as_json(), as_json)
@@ -178,20 +178,20 @@ def _ingest_demand(path: Path, db: str, as_json: bool) -> None:
 
 
 def _pull(prometheus: str, query, start, end, step, card_label, busy_query, auth):
-    """The range query (and its busy query) pulled as the service's Prometheus source pulls (`fleet.ingest.sources`),
-    its settings from the flags (the default queries follow the card labels), parsed as a file would be."""
+    """The range query (and its busy query) pulled as the service's Prometheus source pulls, by the source the
+    registry finds for the flags' keys (`fleet.ingest.sources`; the default queries follow the card labels), parsed
+    as a file would be."""
     from fleet.ingest.prometheus import DEFAULT_CARD_LABEL, busy_query as default_busy_query, card_labels, rate_query
-    from fleet.ingest.prometheus_source import pull_range
-    from fleet.ingest.sources import TELEMETRY_SOURCES
+    from fleet.ingest.sources import source_for
 
     labels = card_labels(card_label or [DEFAULT_CARD_LABEL])  # a bad label is a ConfigError naming it
     label = labels[0] if len(labels) == 1 else labels
-    own = TELEMETRY_SOURCES.get("prometheus").settings(
-        prometheus_url=prometheus, query=query or rate_query(label), card_label=label, auth=auth,
-        busy_query=default_busy_query(label) if busy_query is None else busy_query)
+    keys = {"prometheus_url": prometheus, "query": query or rate_query(label), "card_label": label, "auth": auth,
+            "busy_query": default_busy_query(label) if busy_query is None else busy_query}
+    source = source_for(keys, "fleet ingest --prometheus")
     t_end = end if end is not None else time.time()
     t_start = start if start is not None else t_end - HOUR_S
-    return pull_range(own, t_start, t_end, step)
+    return source.pull_range(t_start, t_end, step)
 
 
 INGEST_SOME_QUARANTINED = 3

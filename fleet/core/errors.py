@@ -20,3 +20,20 @@ def hide_passwords(text: str) -> str:
 
 class ConfigError(ValueError):
     """A preset, override or config that cannot be used; the message names it and why."""
+
+
+class MovedKey(UserWarning):
+    """A config key written where it used to be: still read, told once in one line naming where it is written now."""
+
+
+def format_validation(err) -> str:
+    """A pydantic `ValidationError` as one line: each bad key with what is wrong (a check of several keys, which has
+    no one key to name, says it in its own words)."""
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)

@@ -160,7 +160,8 @@ def demand_key(parts: PolicyParts) -> tuple:
     p = parts.policy
     if parts.knows_demand:
         return ("known",)
-    return (p.forecast, tuple(sorted((k, repr(v)) for k, v in p.forecaster.items())), p.forecast_quantile, p.forecast_error_hours)
+    own = p.forecasters.get(p.forecast, {})
+    return (p.forecast, tuple(sorted((k, repr(v)) for k, v in own.items())), p.forecast_quantile, p.forecast_error_hours)
 
 
 def month_demand(month: Month, parts: PolicyParts) -> DemandView:

@@ -1,29 +1,29 @@
-"""The scenario types: card classes, pools, the month's draws, the policy, the checks; presets and `--set` overrides.
+"""The scenario types: card classes, pools, the month's draws, the policy, the checks.
 
 A scenario is plain data: a market of card classes, the lottery and dips a card
 rides, the demand, the telemetry noise, a policy and the pass marks of the three
-checks. A preset is a scenario with its fix as a `[fix]` table of overrides merged
-onto it. Validation is strict (unknown keys are refused) so a typo is an error, not
-a silently ignored setting. Files are read by the shell (`fleet.presets`); this
-module only sees their parsed tables.
+checks. Validation is strict (unknown keys are refused) so a typo is an error, not
+a silently ignored setting; a policy's plug-ins' own settings are tables it holds
+for them, each validated by its plug-in (`policies.resolve`). A preset and its
+`--set` overrides are `fleet.core.preset`'s. Files are read by the shell
+(`fleet.presets`); this module only sees their parsed tables.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import tomllib
-from pathlib import Path
-from typing import Any, Literal, Sequence, get_args
+from typing import Any, ClassVar, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fleet.core.errors import ConfigError
+from fleet.core.errors import ConfigError, format_validation
 from fleet.core.latency import Slo, check_promise
+from fleet.core.old_keys import OLD_POLICY_KEYS, OLD_POLICY_TABLES, eviction_moved, policy_moved
 from fleet.core.serving import Serving  # noqa: F401 - a class's serving table, part of the schema
 from fleet.core.tables import Strict
 
-__all__ = ["ConfigError"]
+__all__ = ["ConfigError", "format_validation"]
 
 
 class CardClass(Strict):
@@ -152,28 +152,33 @@ class Demand(Strict):
 
 
 class Eviction(Strict):
-    """The eviction policy: a rule read through a window, at a cadence, within a monthly share.
+    """The eviction policy: a rule read through a window, at a cadence, within a monthly share, and the admission
+    that lets its candidates go.
 
-    Any other key of `[policy.eviction]` is a plug-in's own setting: the rule's (`below-median`'s `fraction`) or the
-    admission's (`breaker_share`, `disruption_share`, `drain_hours`), validated by the plug-in when the policy is
-    resolved (`policies.resolve`), so a new plug-in's settings never touch this schema."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
+    The rule's and the admission's own settings are tables of their own, `[policy.eviction.rules.NAME]` and
+    `[policy.eviction.admissions.NAME]`, validated by the plug-in when the policy is resolved (`policies.resolve`),
+    so a new plug-in's settings never touch this schema. Keys written beside `rule` the old way are moved there
+    (`fleet.core.old_keys`)."""
 
     rule: str = "none"
+    admission: str = "limits"
     window: str | None = None  # the window the rule reads; None reads the policy's window
     cadence_hours: int = Field(default=24, ge=1)
     share: float = Field(default=0.0, ge=0, le=1)
+    rules: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    admissions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    old_flat_keys: ClassVar[bool] = True  # any other key is an old plug-in key (moved, or refused by its plug-in)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        return eviction_moved(data, set(cls.model_fields), {"rule": "none", "admission": "limits"})
 
     @field_validator("window", mode="before")
     @classmethod
     def _window_str(cls, v: Any) -> Any:
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-    @property
-    def plugin_settings(self) -> dict[str, Any]:
-        """The keys that are the plug-ins' own (the rule's and the admission's)."""
-        return dict(self.model_extra or {})
 
 
 ANY_CLASS = "any"
@@ -181,7 +186,8 @@ ANY_CLASS = "any"
 DEFAULT_FORECAST = "holt-winters"
 """The forecaster a policy uses unless it names one: a real forecaster, never the clairvoyant `known`."""
 KNOWN_FORECAST = "known"
-"""The forecast that is each hour's own demand (the seed's clairvoyant view): only the seed's presets name it."""
+DEFAULT_HYSTERESIS = "release-after"
+"""The hysteresis a policy uses unless it names one: `release_after_hours` of 1 releases a card at once."""
 
 
 class Policy(Strict):
@@ -190,18 +196,29 @@ class Policy(Strict):
     card_class: str | tuple[str, ...]  # a class, a list of classes, or "any" (every class on the market)
     window: str = "day"
     score: str = "mean"  # the score estimator (policies.scores): "mean" of the window, or "dip-aware"
-    dip_aware: dict[str, Any] = Field(default_factory=dict)  # the dip-aware score's own settings, validated by it
     mode: str = "steady"
     headroom: float = Field(default=1.0, ge=0.5, le=5)
     dip_allowance_hours: float = Field(default=0.0, ge=0, le=24)  # capacity held for dips this many hours ahead (0: none)
-    release_after_hours: int = 1  # the hysteresis' setting (policies.hysteresis validates it); 1 releases at once
+    hysteresis: str = DEFAULT_HYSTERESIS  # what keeps a card the mode leaves out warm (policies.hysteresis)
     eviction: Eviction = Eviction()
     # The demand forecaster (policies.forecasters): what each hour is sized for, from the demand before it. Only the
-    # seed's presets say "known" (each hour's own demand); `forecaster` holds the forecaster's own settings.
+    # seed's presets say "known" (each hour's own demand).
     forecast: str = DEFAULT_FORECAST
-    forecaster: dict[str, Any] = Field(default_factory=dict)
     forecast_quantile: float | None = Field(default=None, gt=0, lt=1)  # size to forecast × this quantile of recent actual/forecast
     forecast_error_hours: int = Field(default=168, ge=1, le=24 * 31)  # the recent hours those errors are read over
+    # Each plug-in's own settings: a table of its kind under its name (`[policy.scores.dip-aware]`), validated by the
+    # plug-in when the policy is resolved. Old places of these keys are moved here (`fleet.core.old_keys`).
+    scores: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    modes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    forecasters: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    hystereses: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    old_keys: ClassVar[dict[str, bool]] = {**dict.fromkeys(OLD_POLICY_TABLES, True), **dict.fromkeys(OLD_POLICY_KEYS, False)}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_keys(cls, data: Any) -> Any:
+        return policy_moved(data, {"score": "mean", "forecast": DEFAULT_FORECAST, "hysteresis": DEFAULT_HYSTERESIS})
 
     @field_validator("window", mode="before")
     @classmethod
@@ -305,20 +322,6 @@ class Scenario(Strict):
         return rented[0] if len(rented) == 1 else None
 
 
-def format_validation(err: ValidationError) -> str:
-    """A pydantic error as one line: each bad key with what is wrong."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif e["type"] == "value_error":
-            msg = msg.removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}")
-    return "; ".join(parts)
-
-
 def deep_merge(base: dict, over: dict) -> dict:
     """Return `base` with `over` merged in, tables merged key by key, everything else replaced."""
     out = copy.deepcopy(base)
@@ -330,135 +333,11 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
-def parse_value(text: str) -> Any:
-    """Read a `--set` value as a TOML value (number, bool, string, array), or a bare string."""
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def apply_override(raw: dict, assignment: str) -> dict:
-    """Apply one `KEY=VALUE` override (dotted key, e.g. `policy.eviction.share=0.1`) to a raw scenario dict."""
-    if "=" not in assignment:
-        raise ConfigError(f"override {assignment!r}: expected KEY=VALUE")
-    key, _, text = assignment.partition("=")
-    key = key.strip()
-    path = key.split(".")
-    if not key or any(not p for p in path):
-        raise ConfigError(f"override {assignment!r}: empty key")
-    value = parse_value(text.strip())
-    if path[0] == "classes":
-        return _override_class(raw, path, value, assignment)
-    node: Any = _template()
-    for p in path:
-        if node is _ANY_KEYS:
-            break
-        if isinstance(node, dict) and p not in node and _OTHER_KEYS in node:
-            node = node[_OTHER_KEYS]
-            continue
-        if not isinstance(node, dict) or p not in node:
-            raise ConfigError(f"override {assignment!r}: unknown key {key!r}")
-        node = node[p]
-    if node is _ANY_KEYS and path[-1] in _template_leaf_names():
-        raise ConfigError(f"override {assignment!r}: {key!r} is a table, set one of its keys")
-    if isinstance(node, dict):
-        raise ConfigError(f"override {assignment!r}: {key!r} is a table, set one of its keys")
-    out = copy.deepcopy(raw)
-    cur = out
-    for p in path[:-1]:
-        cur = cur.setdefault(p, {})
-    cur[path[-1]] = value
-    return out
-
-
-def _override_class(raw: dict, path: list[str], value: Any, assignment: str) -> dict:
-    """`classes.NAME.KEY=VALUE` edits one card class of the market."""
-    if len(path) != 3:
-        raise ConfigError(f"override {assignment!r}: expected classes.CLASS.KEY=VALUE")
-    _, name, field = path
-    if field not in MarketClass.model_fields:
-        raise ConfigError(f"override {assignment!r}: unknown key {field!r} for a card class")
-    out = copy.deepcopy(raw)
-    for c in out.get("classes", []):
-        if c.get("name") == name:
-            c[field] = value
-            return out
-    raise ConfigError(f"override {assignment!r}: no card class named {name!r}")
-
-
-_OTHER_KEYS = "\0other"
-_ANY_KEYS = object()
-"""A plug-in's own settings table in the template: any key below it is the plug-in's to validate."""
-
-
-def _template_leaf_names() -> set[str]:
-    return {name for name, f in Policy.model_fields.items() if f.annotation == dict[str, Any]}
-
-
-def _template() -> dict:
-    """Every settable key of a scenario, as a nested dict (values unused)."""
-
-    def walk(model: type[BaseModel]) -> dict:
-        out: dict = {}
-        for name, f in model.model_fields.items():
-            ann = f.annotation
-            inner = [a for a in get_args(ann) if a is not type(None)]
-            if len(inner) == 1 and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
-                ann = inner[0]  # an optional table (`[slo]`): its keys settable as the table's own
-            if ann == dict[str, Any]:
-                out[name] = _ANY_KEYS
-            else:
-                out[name] = walk(ann) if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-        if model.model_config.get("extra") == "allow":
-            out[_OTHER_KEYS] = None  # any other key is a plug-in's leaf, validated by it
-        return out
-
-    return walk(Scenario)
-
-
 def build_scenario(raw: dict, source: str) -> Scenario:
     try:
         return Scenario.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(f"{source}: {format_validation(err)}") from None
-
-
-class Preset:
-    """A preset file: the scenario as written, and its fix as overrides."""
-
-    def __init__(self, raw: dict, source: str, path: Path | None = None):
-        raw = dict(raw)
-        fix = raw.pop("fix", {})
-        if not isinstance(fix, dict):
-            raise ConfigError(f"{source}: [fix] must be a table")
-        self.raw = raw
-        self.fix_raw = fix
-        self.source = source
-        self.path = path
-        self.scenario = build_scenario(raw, source)
-        if fix:
-            build_scenario(deep_merge(raw, fix), f"{source} [fix]")
-
-    @property
-    def name(self) -> str:
-        return self.scenario.name
-
-    @property
-    def base_dir(self) -> Path | None:
-        """The folder relative paths in the preset (a demand file) are read from."""
-        return self.path.parent if self.path is not None else None
-
-    def resolve(self, fix: bool = False, overrides: list[str] | None = None, seed: int | None = None) -> Scenario:
-        """The scenario to replay: the preset or its fix, with overrides and seed applied."""
-        if fix and not self.fix_raw:
-            raise ConfigError(f"{self.source}: this preset has no [fix]")
-        raw = deep_merge(self.raw, self.fix_raw) if fix else copy.deepcopy(self.raw)
-        for a in overrides or []:
-            raw = apply_override(raw, a)
-        if seed is not None:
-            raw["seed"] = seed
-        return build_scenario(raw, self.source if not overrides else f"{self.source} with --set")
 
 
 def budget_cards(share: float, pool_cards: int) -> int:

@@ -6,8 +6,8 @@
 - `store`: judging each batch and storing it in one transaction (`ingest_parsed`, `ingest_file`), one batch in memory;
 - `prometheus`: a range query and its busy query as a source, pulled with credentials and no redirects;
 - `drop`: the drop folder (`fleet ingest --watch` and the service alike); `pool`: pool files;
-- `sources`: the service's telemetry sources by name (the drop folder, `prometheus_source`), each with the keys of
-  `[ingest]` it owns, its run's pull and its `fleet serve --check` line; `source_run`: what a run gives a source;
+- `sources`: the telemetry sources by name (the drop folder, `prometheus_source`), each with its own table
+  `[ingest.sources.NAME]`, its run's pull and its `fleet serve --check` line; `source_run`: what a run gives a source;
 - `demand`: the pool's measured demand, its sources in one registry (vLLM's queue, a query, demand files);
 - `stored_month`: a stored month as the core's `Month`, for replay.
 """

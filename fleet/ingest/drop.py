@@ -23,7 +23,7 @@ loop, and a service calls it once per tick with its own clock.
 - **Demand**: a file named `NAME.demand.csv` is the pool's measured demand (`fleet.ingest.demand`), stored as
   its demand samples; everything else about it (claim, settle, done/, failed/) is the same.
 
-As the service's telemetry source (`fleet.ingest.sources`), it owns `[ingest] folder` and `settle_s`.
+As a telemetry source (`fleet.ingest.sources`), it is set in `[ingest.sources.drop-folder]`: `folder` and `settle_s`.
 """
 
 from __future__ import annotations
@@ -68,30 +68,43 @@ class DropResult:
 
 
 class DropFolderSettings(Strict):
-    """The drop folder's keys of `[ingest]`: the folder (the source is on when it is given), and how long a file
-    written in place must be untouched before it is taken."""
+    """The drop folder's table, `[ingest.sources.drop-folder]`: the folder, and how long a file written in place must
+    be untouched before it is taken."""
 
-    folder: str | None = None
+    folder: str = Field(min_length=1)
     settle_s: float = Field(default=DEFAULT_SETTLE_S, ge=0)
 
 
-def pull_drop_folder(own: DropFolderSettings, run: IngestRun) -> int:
-    """One run of the service: the folder drained as `fleet ingest --watch` drains it, settled by the service's
-    clock; the records read. A bad file goes to failed/ (logged) and the others are taken all the same; a store
-    failure raises and leaves its file in processing/, taken first next time."""
-    read = 0
-    for result in drain_drop_folder(run.repo, Path(own.folder or ""), run.settings, settle_s=own.settle_s, clock=run.now):
-        if result.report is not None:
-            read += result.report.read
-        else:
-            log.warning("%s (moved to %s)", result.error, result.moved_to)
-    return read
+class DropFolder:
+    """The drop folder as a telemetry source (`fleet.ingest.sources`): drained once a run of the service, or by
+    `fleet ingest --watch` at each scan."""
 
+    check_name = "drop folder"
 
-def check_drop_folder(own: DropFolderSettings, timeout_s: float) -> tuple[bool, str]:
-    """`fleet serve --check`: the folder is there."""
-    folder = Path(own.folder or "")
-    return folder.is_dir(), f"{folder}: {'a folder' if folder.is_dir() else 'no such folder'}"
+    def __init__(self, settings: DropFolderSettings):
+        self.settings = settings
+
+    def drain(self, repo: TelemetryStore, settings_at: Callable[[], IngestSettings],
+              clock: Callable[[], float] | None = None) -> list[DropResult]:
+        """Every ready file taken once (`drain_drop_folder`), settled by `clock`."""
+        return drain_drop_folder(repo, Path(self.settings.folder), settings_at, settle_s=self.settings.settle_s, clock=clock)
+
+    def pull(self, run: IngestRun) -> int:
+        """One run of the service: the folder drained as `fleet ingest --watch` drains it, settled by the service's
+        clock; the records read. A bad file goes to failed/ (logged) and the others are taken all the same; a store
+        failure raises and leaves its file in processing/, taken first next time."""
+        read = 0
+        for result in self.drain(run.repo, run.settings, clock=run.now):
+            if result.report is not None:
+                read += result.report.read
+            else:
+                log.warning("%s (moved to %s)", result.error, result.moved_to)
+        return read
+
+    def check(self, timeout_s: float) -> tuple[bool, str]:
+        """`fleet serve --check`: the folder is there."""
+        folder = Path(self.settings.folder)
+        return folder.is_dir(), f"{folder}: {'a folder' if folder.is_dir() else 'no such folder'}"
 
 
 def is_half_written(name: str) -> bool:

@@ -1,5 +1,5 @@
-"""A Prometheus server as the service's telemetry source (`fleet.ingest.sources`): its keys of `[ingest]`, a run's
-pull since the last rolled-up hour with the pool's demand beside it, and its `fleet serve --check` line.
+"""A Prometheus server as a telemetry source (`fleet.ingest.sources`): its table, `[ingest.sources.prometheus]`, a
+run's pull since the last rolled-up hour with the pool's demand beside it, and its `fleet serve --check` line.
 
 Each run asks for the rate and busy queries at `step_s` from the last rolled-up hour (at most 6 hours back, an hour
 at first), and the pool's demand source (`fleet.ingest.demand`) for the same range, with the configured
@@ -29,13 +29,13 @@ may no longer hold them at full resolution anyway)."""
 
 
 class PrometheusSettings(Strict):
-    """Prometheus' keys of `[ingest]`: the server (the source is on when it is given), the rate and busy queries and
+    """Prometheus' table, `[ingest.sources.prometheus]`: the server, the rate and busy queries and
     the labels naming a card, the credentials, the step; and the pool's demand beside its telemetry: the part not
     served from vLLM's queue (`queue_query`), or the whole demand from a query of the user's own (`demand_query`,
     e.g. a gateway's offered-tokens counter). `demand_source` names the source (default: "query" if demand_query
     is set)."""
 
-    prometheus_url: str | None = None
+    prometheus_url: str = Field(min_length=1)
     query: str = DEFAULT_PROMETHEUS_QUERY
     busy_query: str = DEFAULT_BUSY_QUERY  # the share of each step a card was serving; "" for none
     card_label: str | tuple[str, ...] = DEFAULT_CARD_LABEL  # several labels name a card joined with "/"
@@ -47,9 +47,9 @@ class PrometheusSettings(Strict):
 
     @model_validator(mode="after")
     def _demand_source(self) -> "PrometheusSettings":
-        from fleet.ingest.demand import DEMAND_SOURCES
+        from fleet.ingest.demand import demand_source
 
-        source = DEMAND_SOURCES.get(self.demand_source_name)  # an unknown name is refused, naming the known
+        source = demand_source(self.demand_source_name)  # an unknown name is refused, naming the known
         if not source.pulled:
             raise ValueError(f"demand_source {source.name!r} reads files (drop NAME.demand.{source.name} into the folder)")
         if source.name == "query" and not self.demand_query:
@@ -66,33 +66,43 @@ class PrometheusSettings(Strict):
         return self.demand_query if self.demand_source_name == "query" else self.queue_query
 
 
-def pull_range(own: PrometheusSettings, start_ts: float, end_ts: float, step_s: float) -> Parsed:
-    """The rate query's records over [start_ts, end_ts], each with the busy query's value (an empty busy query is
-    none), parsed as a file would be."""
-    return pull_prometheus(own.prometheus_url or "", own.query, start_ts, end_ts, step_s, own.card_label,
-                           own.busy_query or None, own.auth)
+class PrometheusSource:
+    """A Prometheus server as a telemetry source: pulled since the last rolled-up hour at each run of the service, or
+    over a range by `fleet ingest --prometheus`."""
 
+    check_name = "prometheus"
 
-def pull_since_rollup(own: PrometheusSettings, run: IngestRun) -> int:
-    """One run of the service: the rate and busy queries and the pool's demand since the last rolled-up hour, stored;
-    the records and demand samples read."""
-    from fleet.ingest.demand import pull_demand
-    from fleet.ingest.store import ingest_parsed
+    def __init__(self, settings: PrometheusSettings):
+        self.settings = settings
 
-    end = int(run.now()) // own.step_s * own.step_s
-    last = run.last_rollup_ts()
-    start = min(max(end - PULL_BACK_HOURS * HOUR_S, last if last is not None else end - HOUR_S), end - own.step_s)
-    report = ingest_parsed(run.repo, pull_range(own, start, end, own.step_s), run.settings())
-    demand = pull_demand(run.repo, own.demand_source_name, own.prometheus_url or "", start, end, own.step_s,
-                         own.demand_source_query, own.auth)
-    return report.read + demand.read
+    def pull_range(self, start_ts: float, end_ts: float, step_s: float) -> Parsed:
+        """The rate query's records over [start_ts, end_ts], each with the busy query's value (an empty busy query is
+        none), parsed as a file would be."""
+        own = self.settings
+        return pull_prometheus(own.prometheus_url, own.query, start_ts, end_ts, step_s, own.card_label,
+                               own.busy_query or None, own.auth)
 
+    def pull(self, run: IngestRun) -> int:
+        """One run of the service: the rate and busy queries and the pool's demand since the last rolled-up hour,
+        stored; the records and demand samples read."""
+        from fleet.ingest.demand import pull_demand
+        from fleet.ingest.store import ingest_parsed
 
-def check_prometheus(own: PrometheusSettings, timeout_s: float) -> tuple[bool, str]:
-    """`fleet serve --check`: the server answers a range query, with the credentials, within `timeout_s`."""
-    now = time.time()
-    try:
-        fetch_prometheus(own.prometheus_url or "", "vector(1)", now - 60, now, 60, timeout_s, own.auth)
-    except Exception as err:  # noqa: BLE001 - every failure of a check is its line
-        return False, " ".join(str(err).split()) or type(err).__name__
-    return True, f"{_shown(own.prometheus_url or '')} answers a range query"
+        own = self.settings
+        end = int(run.now()) // own.step_s * own.step_s
+        last = run.last_rollup_ts()
+        start = min(max(end - PULL_BACK_HOURS * HOUR_S, last if last is not None else end - HOUR_S), end - own.step_s)
+        report = ingest_parsed(run.repo, self.pull_range(start, end, own.step_s), run.settings())
+        demand = pull_demand(run.repo, own.demand_source_name, own.prometheus_url, start, end, own.step_s,
+                             own.demand_source_query, own.auth)
+        return report.read + demand.read
+
+    def check(self, timeout_s: float) -> tuple[bool, str]:
+        """`fleet serve --check`: the server answers a range query, with the credentials, within `timeout_s`."""
+        own = self.settings
+        now = time.time()
+        try:
+            fetch_prometheus(own.prometheus_url, "vector(1)", now - 60, now, 60, timeout_s, own.auth)
+        except Exception as err:  # noqa: BLE001 - every failure of a check is its line
+            return False, " ".join(str(err).split()) or type(err).__name__
+        return True, f"{_shown(own.prometheus_url)} answers a range query"

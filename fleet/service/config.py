@@ -3,9 +3,12 @@
 Tables: `[month]` (when the billing month starts, how many hours it has),
 `[pool]` (card classes with their rated rate and rent, and optionally the cards),
 `[policy]` and `[demand]` and `[checks]` (the same tables as a preset),
-`[schedule]`, `[storage]`, `[lease]`, `[metrics]`, `[actuator]` and `[ingest]` (most of its
-keys the telemetry sources' own, `fleet.ingest.sources`). Unknown keys are refused, so a typo is an error. A bad file is one `ConfigError` naming
-the file, the key and what is wrong (the CLI prints it and exits 2).
+`[schedule]`, `[storage]`, `[lease]`, `[metrics]`, `[actuator]` (with each actuator's
+own table, `[actuator.NAME]`: `fleet.service.actuators`) and `[ingest]` (with each
+telemetry source's own table, `[ingest.sources.NAME]`: `fleet.ingest.sources`).
+Unknown keys are refused, so a typo is an error. A bad file is one `ConfigError`
+naming the file, the key and what is wrong (the CLI prints it and exits 2). The
+classes are named for the tables they hold (`MonthSettings`, not the month itself).
 """
 
 from __future__ import annotations
@@ -21,15 +24,15 @@ from fleet.core.errors import ConfigError
 from fleet.core.units import HOUR_S
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
-from fleet.ingest.sources import source_settings
+from fleet.ingest.sources import built_sources, moved_to_sources, source_settings
 from storage.busy import BUSY_FRACTION_FLOOR
 from fleet.presets import read_toml
-from fleet.service.journal import DEFAULT_PASS_ENV
+from fleet.core.old_keys import tell
 
 DEFAULT_METRICS_PORT = 9108
 
 
-class Month(Strict):
+class MonthSettings(Strict):
     """The billing month: it starts at `start` (UTC) and lasts `hours`; the next one follows it."""
 
     start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -73,7 +76,7 @@ class Storage(Strict):
     prune_raw_after_days: float = Field(default=7, ge=0)
 
 
-class Lease(Strict):
+class LeaseSettings(Strict):
     """One leader per store, as Kubernetes components hold a Lease (their defaults: 15 s lease, renewed every 2 s,
     given up by the leader 10 s after its last renewal). A standby takes over once the lease has expired."""
 
@@ -83,7 +86,7 @@ class Lease(Strict):
     holder: str | None = None  # the default: host name and process id
 
     @model_validator(mode="after")
-    def _order(self) -> "Lease":
+    def _order(self) -> "LeaseSettings":
         if not self.renew_every_s < self.renew_deadline_s < self.duration_s:
             raise ValueError("need renew_every_s < renew_deadline_s < duration_s")
         return self
@@ -95,90 +98,133 @@ class Metrics(Strict):
     per_card: bool = True  # one series per card; switch off for large pools
 
 
-class Actuator(Strict):
-    """How decisions are carried out, and how long a failing one is retried before it is set aside.
+class ActuatorSettings(Strict):
+    """How decisions are carried out: the actuator `kind` names (`fleet.service.actuators`: dry-run, command, webhook),
+    each actuator's own table `[actuator.NAME]` (validated by the actuator when the config is read), and how long a
+    failing decision is retried before it is set aside.
 
-    `max_retry_s` bounds a transient failure's retries from its first try; `retries` are the further tries of a
-    command's permanent failure; `expire_after_s` is how late, after its hour ended, a decision may still be
-    carried out (0: never expires). A command's program gets only `pass_env` (names copied from the service's
-    environment) and `env` (fixed values), then the decision's FLEET_* variables."""
+    `max_retry_s` bounds a transient failure's retries from its first try; `expire_after_s` is how late, after its
+    hour ended, a decision may still be carried out (0: never expires). An actuator's keys written flat in
+    `[actuator]`, the old way, are moved to its table with one line saying so."""
 
-    kind: str = "dry-run"  # a registered actuator (fleet.service.actuators): dry-run, command, webhook
-    command: tuple[str, ...] = ()
-    url: str | None = None
-    timeout_s: float = Field(default=60, gt=0)
-    auth: Credentials | None = None  # for the webhook
+    kind: str = "dry-run"
     max_retry_s: float = Field(default=900, ge=0)
-    retries: int = Field(default=2, ge=0)
     expire_after_s: float = Field(default=6 * HOUR_S, ge=0)
-    pass_env: tuple[str, ...] = DEFAULT_PASS_ENV
-    env: dict[str, str] = {}
+    _settings: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _needs(self) -> "Actuator":
+    @model_validator(mode="wrap")
+    @classmethod
+    def _actuators_own_their_tables(cls, data: Any, handler) -> "ActuatorSettings":
         from fleet.service.actuators import ACTUATORS
 
-        if self.kind not in ACTUATORS:
-            raise ValueError(f"kind {self.kind!r}: not an actuator (one of {', '.join(ACTUATORS.names())})")
-        why = ACTUATORS.get(self.kind).needs(self)
-        if why:
-            raise ValueError(why)
-        for name in (*self.pass_env, *self.env):
-            if name == "FLEET_DB" or name.startswith(("FLEET_DECISION", "FLEET_LEASE", "FLEET_CARD")):
-                raise ValueError(f"pass_env/env: {name!r} is the service's own (the database URL, or set per decision)")
-        return self
+        data, tables = actuator_tables(data, set(cls.model_fields))
+        table = handler(data)
+        if table.kind not in ACTUATORS:
+            raise ValueError(f"kind {table.kind!r}: not an actuator (one of {', '.join(ACTUATORS.names())})")
+        errors: list[InitErrorDetails] = []
+        for name in sorted({table.kind, *tables}):
+            if name not in ACTUATORS:
+                errors.append(InitErrorDetails(type="extra_forbidden", loc=(name,), input=tables[name]))
+                continue
+            try:
+                table._settings[name] = ACTUATORS.get(name).settings.model_validate(tables.get(name, {}))
+            except ValidationError as err:
+                errors += [InitErrorDetails(type=e["type"], loc=(name, *e["loc"]), input=e["input"], ctx=e.get("ctx", {}))
+                           for e in err.errors()]
+        if errors:
+            raise ValidationError.from_exception_data("actuator", errors)
+        return table
+
+    @property
+    def own(self) -> BaseModel:
+        """The chosen actuator's settings, from its table."""
+        return self._settings[self.kind]
+
+    def settings_of(self) -> dict[str, BaseModel]:
+        """The settings of each actuator whose table is given (the chosen one's always), by its name."""
+        return dict(self._settings)
+
+
+def actuator_tables(data: Any, fields: set[str]) -> tuple[Any, dict[str, Any]]:
+    """A raw `[actuator]` table split into its own keys and each actuator's table `[actuator.NAME]`, by NAME. Keys
+    written flat, the old way, go to the chosen actuator's table (told once); a flat key only another actuator reads
+    is left out, as it always was (told); a key no actuator reads stays for the table to refuse."""
+    from fleet.service.actuators import ACTUATORS
+
+    if not isinstance(data, dict):
+        return data, {}
+    kind = data.get("kind", "dry-run")
+    own = ACTUATORS.get(kind).settings.model_fields if isinstance(kind, str) and kind in ACTUATORS else {}
+    out, tables, flat = {}, {}, {}
+    for key, value in data.items():
+        if key in fields or not _actuator_key(key) and not isinstance(value, dict):
+            out[key] = value  # the table's own, or refused by it as unknown
+        elif isinstance(value, dict) and (key in ACTUATORS or not _actuator_key(key)):
+            tables[key] = value  # an actuator's table (an unknown name is refused with it)
+        else:
+            flat[key] = value
+    moved = sorted(k for k in flat if k in own)
+    if moved:
+        tables[kind] = {**tables.get(kind, {}), **{k: flat[k] for k in moved}}
+        tell("actuator", moved, f"[actuator.{kind}]")
+    left = sorted(k for k in flat if k not in own)
+    if left:
+        tell("actuator", left, f"the table of the actuator that reads {'it' if len(left) == 1 else 'them'} "
+             f"([actuator.NAME]; {kind!r} does not)")
+    return out, tables
+
+
+def _actuator_key(key: str) -> bool:
+    """Whether some registered actuator's settings hold `key`."""
+    from fleet.service.actuators import ACTUATORS
+
+    return any(key in plugin.settings.model_fields for plugin in ACTUATORS)
 
 
 class Ingest(Strict):
-    """Telemetry in: how records are judged and scored whatever their source, beside the keys each telemetry source
-    owns (`fleet.ingest.sources`: a drop folder's `folder`, a Prometheus server's `prometheus_url`, ...). Each
-    source validates its own keys when the config is read, and a key no source owns is unknown; a source's key
-    reads as the table's (`cfg.ingest.prometheus_url`)."""
+    """Telemetry in: how records are judged and scored whatever their source, and the telemetry sources, each in its
+    own table `[ingest.sources.NAME]` (`fleet.ingest.sources`: `drop-folder`, `prometheus`, ...) and on when its
+    table is given. Each source validates its table when the config is read; a source's keys written flat in
+    `[ingest]`, the old way, are moved to its table with one line saying so."""
 
     busy_floor: float = Field(default=BUSY_FRACTION_FLOOR, ge=0, le=1)  # least busy fraction a card's tokens are divided by
     strict: bool = False
     default_class: str | None = None
-    _sources: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+    sources: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    _settings: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="wrap")
     @classmethod
-    def _sources_own_their_keys(cls, data: Any, handler) -> "Ingest":
-        if not isinstance(data, dict):
-            return handler(data)
+    def _sources_own_their_tables(cls, data: Any, handler) -> "Ingest":
+        data = moved_to_sources(data, set(cls.model_fields))
         errors = []
         try:
-            table = handler({k: v for k, v in data.items() if k in cls.model_fields})
+            table = handler(data)
         except ValidationError as err:
             errors += err.errors()
         try:
-            sources = source_settings({k: v for k, v in data.items() if k not in cls.model_fields})
+            given = data.get("sources") if isinstance(data, dict) else None
+            settings = source_settings(given) if isinstance(given, dict) else {}
         except ValidationError as err:
             errors += err.errors()
         if errors:
             raise ValidationError.from_exception_data("ingest", [
                 InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {})) for e in errors])
-        table._sources = sources
+        table._settings = settings
         return table
 
     @property
-    def sources(self) -> dict[str, BaseModel]:
-        """Each registered source's own settings, by its name."""
-        return dict(self._sources)
+    def source_settings(self) -> dict[str, BaseModel]:
+        """Each source's validated settings, by its name (only the sources whose tables are given)."""
+        return dict(self._settings)
+
+    def telemetry_sources(self):
+        """The sources the config turns on, each built from its settings (`fleet.ingest.sources`)."""
+        return built_sources(self._settings)
 
     def credentials(self) -> list[Credentials]:
         """The credentials the sources' settings hold (a source's `auth`)."""
-        return [v for own in self._sources.values() for v in vars(own).values() if isinstance(v, Credentials)]
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            if name.startswith("_"):
-                raise
-        for own in self._sources.values():
-            if name in type(own).model_fields:
-                return getattr(own, name)
-        raise AttributeError(f"[ingest] has no key {name!r}")
+        return [v for own in self._settings.values() for v in vars(own).values() if isinstance(v, Credentials)]
 
 
 class Reconcile(Strict):
@@ -189,28 +235,32 @@ class Reconcile(Strict):
 
 
 class ServiceConfig(Strict):
-    month: Month = Month()
+    month: MonthSettings = MonthSettings()
     pool: Pool | None = None
     policy: Policy | None = None
     demand: Demand = Demand()
     checks: Checks = Checks()
     schedule: Schedule = Schedule()
     storage: Storage = Storage()
-    lease: Lease = Lease()
+    lease: LeaseSettings = LeaseSettings()
     metrics: Metrics = Metrics()
-    actuator: Actuator = Actuator()
+    actuator: ActuatorSettings = ActuatorSettings()
     ingest: Ingest = Ingest()
     reconcile: Reconcile = Reconcile()
 
     @model_validator(mode="after")
     def _no_secret_passed(self) -> "ServiceConfig":
-        """A command's program must not get a credential of the service's: a variable an `auth` table names is
-        refused in `[actuator] pass_env`."""
-        secrets = {getattr(a, k) for a in (self.actuator.auth, *self.ingest.credentials()) if a is not None
+        """A program an actuator runs must not get a credential of the service's: a variable an `auth` table names is
+        refused in an actuator's `pass_env`."""
+        actuators = self.actuator.settings_of()
+        auths = [v for own in actuators.values() for v in vars(own).values() if isinstance(v, Credentials)]
+        secrets = {getattr(a, k) for a in (*auths, *self.ingest.credentials())
                    for k in ("bearer_token_env", "password_env") if getattr(a, k)}
-        passed = sorted(secrets & set(self.actuator.pass_env))
-        if passed:
-            raise ValueError(f"actuator.pass_env: {passed[0]!r} holds a credential of the service's (an auth table names it)")
+        for name, own in sorted(actuators.items()):
+            passed = sorted(secrets & set(getattr(own, "pass_env", ())))
+            if passed:
+                raise ValueError(f"actuator.{name}.pass_env: {passed[0]!r} holds a credential of the service's "
+                                 "(an auth table names it)")
         return self
 
     @model_validator(mode="after")

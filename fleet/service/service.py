@@ -40,8 +40,9 @@ from fleet.core.retry import RetryRules
 from fleet.service.billing import BillJob, Hindsight, SimulatedTruth
 from fleet.service.calendar import HOUR_S
 from fleet.service.config import ServiceConfig
+from fleet.service.actuators import Actuator
 from fleet.service.frame import Lead
-from fleet.service.journal import Actuator, Journal
+from fleet.service.journal import Journal
 from fleet.ingest.pool import declare_pool
 from fleet.service.pipeline import decide_pipeline, make_frame, policy_windows
 from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
@@ -60,9 +61,9 @@ DAY_S = 86_400
 
 
 def make_actuator(cfg: ServiceConfig) -> Actuator:
-    from fleet.service.actuators import make_actuator as from_table
+    from fleet.service.actuators import make_actuator as from_settings
 
-    return from_table(cfg.actuator)
+    return from_settings(cfg.actuator.kind, cfg.actuator.own)
 
 
 def store_identity(sim: Simulation | None) -> StoreIdentity:

@@ -140,11 +140,11 @@ class Simulation:
 def simulation_config(cfg: ServiceConfig, scenario: Scenario) -> ServiceConfig:
     """The config with the preset's pool, policy, demand, checks and month length in place of its own."""
     from fleet.core.scenario import CardClass, Pool
-    from fleet.service.config import Month
+    from fleet.service.config import MonthSettings
 
     return cfg.model_copy(
         update={
-            "month": Month(start=cfg.month.start, hours=scenario.hours),
+            "month": MonthSettings(start=cfg.month.start, hours=scenario.hours),
             "pool": Pool(classes=tuple(CardClass(name=c.name, rated_tps=c.rated_tps, rent_usd_per_month=c.rent_usd_per_month)
                                        for c in scenario.classes)),
             "policy": scenario.policy,

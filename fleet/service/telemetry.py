@@ -1,8 +1,8 @@
-"""The ingest job: telemetry into the store, from the simulated feed or the sources `[ingest]` turns on.
+"""The ingest job: telemetry into the store, from the simulated feed or the sources `[ingest.sources]` turns on.
 
 The sources are the registry's (`fleet.ingest.sources`: a drop folder drained by the same code as `fleet ingest
 --watch`, a Prometheus server's rate, busy and demand queries since the last rolled-up hour, ...): the job asks
-each source `[ingest]` turns on for its run's records, and never tests a source by its name. Under `--simulate`
+each source whose table is given for its run's records, and never tests a source by its name. Under `--simulate`
 the month's own feed is the one source: it sends the month's hours as the clock passes them and keeps how far it
 has sent (`fed_through_ts`), which is a simulation's watermark. Everything lands through `fleet.ingest`, which
 drops duplicates, so re-sending an hour is free.
@@ -10,7 +10,6 @@ drops duplicates, so re-sending an hour is free.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 from fleet.service.calendar import HOUR_S
@@ -28,8 +27,6 @@ class IngestJob:
 
     def __init__(self, cfg: ServiceConfig, repo: TelemetryStore, store: JournalStore, clock: Clock,
                  sim: Simulation | None = None):
-        from fleet.ingest.sources import sources_on
-
         self.cfg = cfg
         self.repo = repo
         self.store = store
@@ -42,7 +39,7 @@ class IngestJob:
             self.fed_through_ts = sim.first_ts if last is None else last  # re-send the last hour: duplicates are free
             self.pulls = [self._simulated]
         else:
-            self.pulls = [partial(source.pull, own) for source, own in sources_on(cfg.ingest.sources)]
+            self.pulls = [source.pull for source in cfg.ingest.telemetry_sources()]
 
     def settings(self):
         """How records are judged now, by the service's clock (a drop folder asks per file)."""

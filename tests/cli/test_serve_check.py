@@ -6,6 +6,7 @@ Before it: `fleet serve --check --config FILE` was "No such option: --check", ex
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -26,7 +27,10 @@ def fleet(*args, cwd=None):
 
 def config(tmp_path: Path, prometheus_url: str | None, db: str | None = None) -> Path:
     text = EXAMPLE.replace('url = "sqlite:///fleet.db"', f'url = "{db or "sqlite:///" + str(tmp_path / "fleet.db")}"')
-    text = text.replace('prometheus_url = "http://127.0.0.1:9090"', f'prometheus_url = "{prometheus_url}"' if prometheus_url else "")
+    if prometheus_url:
+        text = text.replace('prometheus_url = "http://127.0.0.1:9090"', f'prometheus_url = "{prometheus_url}"')
+    else:  # no telemetry source: the source's table left out
+        text = re.sub(r"\[ingest\.sources\.prometheus\]\n(?:[^\[\n#][^\n]*\n)*", "", text)
     path = tmp_path / "fleet.toml"
     path.write_text(text)
     return path
@@ -122,3 +126,50 @@ def test_a_store_of_a_simulation_fails_the_check_of_a_real_pool(tmp_path):
     assert got.returncode == 1
     line = next(line for line in got.stdout.splitlines() if line[5:].startswith("store:"))
     assert line.startswith("FAIL store: ") and "holds a simulation of noise-evictor" in line and "cannot serve a real pool" in line
+
+
+OLD_PLACES = """\
+[[pool.classes]]
+name = "flagship"
+rated_tps = 6000
+rent_usd_per_month = 2690
+
+[policy]
+card_class = "flagship"
+forecast = "seasonal"
+release_after_hours = 2
+
+[policy.eviction]
+rule = "below-median"
+fraction = 0.7
+breaker_share = 0.3
+
+[storage]
+url = "sqlite:///{tmp}/fleet.db"
+
+[actuator]
+kind = "command"
+command = ["true"]
+timeout_s = 5
+
+[ingest]
+folder = "{tmp}"
+default_class = "flagship"
+"""
+
+
+def test_a_config_written_the_old_way_is_checked_the_same_with_one_line_per_moved_key(tmp_path):
+    (tmp_path / "fleet.toml").write_text(OLD_PLACES.format(tmp=tmp_path))
+    got = fleet("serve", "--check", "--config", str(tmp_path / "fleet.toml"), cwd=tmp_path)
+    assert got.returncode == 0, got.stdout + got.stderr
+    lines = got.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["ok   config", "ok   store", "ok   drop folder", "ok   actuator"]
+    assert lines[3].startswith("ok   actuator: command 'true': /")
+    told = sorted(line for line in got.stderr.splitlines() if line.startswith("fleet: warning:"))
+    assert told == [
+        "fleet: warning: actuator.command, actuator.timeout_s are deprecated: write them in [actuator.command]",
+        "fleet: warning: ingest.folder is deprecated: write it in [ingest.sources.drop-folder]",
+        "fleet: warning: policy.eviction.breaker_share is deprecated: write it in [policy.eviction.admissions.limits]",
+        "fleet: warning: policy.eviction.fraction is deprecated: write it in [policy.eviction.rules.below-median]",
+        "fleet: warning: policy.release_after_hours is deprecated: write it in [policy.hystereses.release-after]",
+    ]

@@ -154,9 +154,9 @@ def test_cold_start_takes_every_card():
 def test_a_forecaster_setting_is_validated_by_the_forecaster():
     from fleet.core.errors import ConfigError
 
-    bad = scenario("seasonal").policy.model_copy(update={"forecaster": {"recent_hours": 0}})
-    with pytest.raises(ConfigError, match=r"policy\.forecaster \('seasonal'\): recent_hours"):
+    bad = scenario("seasonal").policy.model_copy(update={"forecasters": {"seasonal": {"recent_hours": 0}}})
+    with pytest.raises(ConfigError, match=r"policy\.forecasters\.seasonal: recent_hours"):
         policies.resolve(bad)
-    unknown = scenario("last-hour").policy.model_copy(update={"forecaster": {"alpha": 0.3}})
-    with pytest.raises(ConfigError, match="alpha: unknown key"):
+    unknown = scenario("last-hour").policy.model_copy(update={"forecasters": {"last-hour": {"alpha": 0.3}}})
+    with pytest.raises(ConfigError, match=r"policy\.forecasters\.last-hour: alpha: unknown key"):
         policies.resolve(unknown)

@@ -41,9 +41,9 @@ def scenarios(draw):
             "eviction": {
                 "rule": draw(st.sampled_from(["none", "below-median"])),
                 "window": draw(st.sampled_from([None, "hour", "day"])),
-                "fraction": draw(st.floats(0.3, 1.0)),
                 "cadence_hours": draw(st.integers(1, 48)),
                 "share": draw(st.floats(0, 1)),
+                "rules": {"below-median": {"fraction": draw(st.floats(0.3, 1.0))}},
             },
         },
     )
@@ -115,7 +115,8 @@ def test_same_seed_same_month_and_policy_does_not_change_the_draws(seed):
 def test_a_stretch_sized_in_pieces_is_the_stretch_sized_whole(sc, release_after_hours, piece_hours):
     import fleet.core.replay as replay_module
 
-    sc = sc.model_copy(update={"policy": sc.policy.model_copy(update={"release_after_hours": release_after_hours})})
+    held = {"release-after": {"release_after_hours": release_after_hours}}
+    sc = sc.model_copy(update={"policy": sc.policy.model_copy(update={"hystereses": held})})
     whole = replay_scenario(sc)
     cells = replay_module._PIECE_CELLS
     replay_module._PIECE_CELLS = piece_hours * whole.month.n_cards

@@ -15,7 +15,7 @@ def test_sizing_score_and_eviction_mean_together_are_each_alone():
         {"name": "flagship", "rated_tps": 6000, "rent_usd_per_month": 2690, "pool_cards": 12},
         {"name": "budget", "rated_tps": 2000, "rent_usd_per_month": 900, "pool_cards": 5},
     ], policy={"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.05,
-               "eviction": {"rule": "below-median", "window": "hour", "fraction": 0.8, "cadence_hours": 24, "share": 0.25}})
+               "eviction": {"rule": "below-median", "window": "hour", "cadence_hours": 24, "share": 0.25, "rules": {"below-median": {"fraction": 0.8}}}})
     month, parts = draw_month(sc), resolve(sc.policy)
     assert parts.score.is_window_mean and parts.evict_window_hours != parts.size_window_hours
     got = score_month(month, parts)
@@ -59,7 +59,7 @@ def test_a_month_with_a_gap_is_scored_window_by_window():
     from fleet.core.scores import unscored_as_zero
 
     sc = make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.05,
-                               "eviction": {"rule": "below-median", "window": "hour", "fraction": 0.8, "cadence_hours": 24, "share": 0.25}})
+                               "eviction": {"rule": "below-median", "window": "hour", "cadence_hours": 24, "share": 0.25, "rules": {"below-median": {"fraction": 0.8}}}})
     month, parts = draw_month(sc), resolve(sc.policy)
     month.measured_tps[3, 30] = np.nan
     got = score_month(month, parts)

@@ -117,7 +117,7 @@ def test_a_dip_aware_month_across_classes_is_replays_month():
 def test_small_held_month_with_evictions_replaces_evicted_cards():
     """Held mode tops the run set up after an eviction, on the hour's scores, as replay does."""
     s = make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "held", "headroom": 1.1,
-                              "eviction": {"rule": "below-median", "window": "hour", "fraction": 0.9, "cadence_hours": 12, "share": 0.3}})
+                              "eviction": {"rule": "below-median", "window": "hour", "cadence_hours": 12, "share": 0.3, "rules": {"below-median": {"fraction": 0.9}}}})
     r, passes = check_same_month(s)
     assert len(r.evictions) > 0 and len(passes) > 0
 
@@ -141,9 +141,9 @@ def _tick(state, parts):
     return step(*state, parts)
 
 
-def _policy(**eviction):
-    ev = {"rule": "below-median", "window": "hour", "fraction": 0.8, "cadence_hours": 24, "share": 0.5}
-    ev.update(eviction)
+def _policy(**limits):
+    ev = {"rule": "below-median", "window": "hour", "cadence_hours": 24, "share": 0.5, "rules": {"below-median": {"fraction": 0.8}},
+          "admissions": {"limits": limits}}
     return resolve(make_scenario(policy={"card_class": "flagship", "window": "day", "mode": "steady", "headroom": 1.0, "eviction": ev}).policy)
 
 
@@ -195,7 +195,7 @@ def test_hysteresis_month_is_replays_month():
     """Removal slower than addition (release after 4 hours left out): the same in replay and in the tick."""
     base = load_preset("noise-evictor")
     r0, _ = check_same_month(base.resolve(), bill=False)
-    r, _ = check_same_month(base.resolve(overrides=["policy.release_after_hours=4"]), bill=False)
+    r, _ = check_same_month(base.resolve(overrides=["policy.hystereses.release-after.release_after_hours=4"]), bill=False)
     flips = lambda w: int((w[:, 1:] != w[:, :-1]).sum())
     assert flips(r.warm) < flips(r0.warm)  # the run set flaps less
     assert r.figures["cards_warm_avg"] >= r0.figures["cards_warm_avg"]  # and holds spare capacity for it
@@ -221,7 +221,8 @@ def test_hold_table():
 def test_other_seeds_same_month(seed):
     """Not a property of one draw: other seeds of the noise evictor (with its limits switched on) step to replay's month."""
     s = load_preset("noise-evictor").resolve(
-        seed=seed, overrides=["policy.eviction.disruption_share=0.1", "policy.eviction.drain_hours=48", "policy.release_after_hours=2"]
+        seed=seed, overrides=["policy.eviction.admissions.limits.disruption_share=0.1", "policy.eviction.admissions.limits.drain_hours=48",
+                                "policy.hystereses.release-after.release_after_hours=2"]
     )
     r, passes = check_same_month(s, bill=False)
     assert len(r.evictions) > 0
@@ -275,7 +276,7 @@ def test_a_stretch_decides_what_its_hours_decide_one_at_a_time(release_after_hou
     """A stretch stepped at once (replay's way) and its hours stepped one at a time (the service's) give the same run
     sets, the same carry, and the same cards added and released with the same reasons: the stretch's, worked out
     only when read, hour by hour."""
-    scenario = load_preset("noise-evictor").resolve(overrides=[f"policy.release_after_hours={release_after_hours}"])
+    scenario = load_preset("noise-evictor").resolve(overrides=[f"policy.hystereses.release-after.release_after_hours={release_after_hours}"])
     parts, carry, inputs = _month_inputs(scenario)
     first = step(carry, inputs(0, 24), parts)
     stretch = step(first.next, inputs(24, 48), parts)

@@ -11,7 +11,7 @@ from fleet.core.scenario import Policy
 
 
 def forecaster(name: str, **settings):
-    return policies.forecaster(Policy(card_class="x", forecast=name, forecaster=settings))
+    return policies.forecaster(Policy(card_class="x", forecast=name, forecasters={name: settings}))
 
 
 DAY = 24
@@ -56,6 +56,5 @@ def test_the_known_view_is_not_walked():
 
 def test_every_forecaster_is_registered_with_its_settings():
     assert set(policies.FORECASTERS.names()) == {"known", "last-hour", "seasonal", "holt-winters"}
-    for name in policies.FORECASTERS.names():
-        settings_model, _ = policies.FORECASTERS.get(name)
-        assert settings_model.model_validate({}) is not None  # every setting has a default
+    for plugin in policies.FORECASTERS:
+        assert plugin.settings.model_validate({}) is not None  # every setting has a default

@@ -15,7 +15,8 @@ W, H = 168, 48
 def estimator(name: str, **settings):
     import policies
 
-    return policies.resolve(make_scenario(policy={"card_class": "flagship", "score": name, **settings}).policy).score
+    policy = {"card_class": "flagship", "score": name, "scores": {name: settings}}
+    return policies.resolve(make_scenario(policy=policy).policy).score
 
 
 def telemetry(noise: float = 0.1, seed: int = 0, cards: int = 400) -> tuple[np.ndarray, np.ndarray]:
@@ -77,7 +78,7 @@ def test_dip_aware_reads_gaps_as_no_news():
 
 
 def test_dip_aware_settings_come_from_the_policy():
-    e = estimator("dip-aware", dip_aware={"level_hours": 72, "recent_hours": 2, "sigmas": 3.0})
+    e = estimator("dip-aware", level_hours=72, recent_hours=2, sigmas=3.0)
     assert (e.level_hours, e.recent_hours, e.sigmas) == (72, 2, 3.0)
     assert resolve(make_scenario(policy={"card_class": "flagship", "score": "dip-aware"}).policy).score.name == "dip-aware"
 
@@ -111,9 +112,7 @@ def test_each_hour_reads_only_the_hours_before_it():
     ],
 )
 def test_below_median_judges_within_the_class(desc, scores, groups, expected):
-    from policies import build
-
-    rule = build(EVICTION_RULES, "below-median", {"fraction": 0.7}, "policy.eviction")
+    rule = EVICTION_RULES.build("below-median", {"fraction": 0.7}, "policy.eviction.rules.below-median")
     j = rule.judge(np.array(scores, float), np.ones(len(scores), bool), np.array(groups))
     assert j.candidates.tolist() == expected, desc
     assert len(j.candidate_median_tps) == len(expected)

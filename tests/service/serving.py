@@ -50,9 +50,11 @@ headroom = 1.05
 [policy.eviction]
 rule = "below-median"
 window = "hour"
-fraction = 0.85
 cadence_hours = 24
 share = 0.25
+
+[policy.eviction.rules.below-median]
+fraction = 0.85
 """
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules, Tries, after_failure, backoff_s
 from fleet.service.acting import ActuatorError, ActuatorStopped, LogLimiter
-from fleet.service.journal import Command, Journal
+from fleet.service.actuators import Command
+from fleet.service.journal import Journal
 from storage.repository import sqlite_memory_repository
 from storage.service_store import JournalEntry, ServiceStore
 
@@ -205,7 +206,7 @@ def test_failed_tries_are_logged_one_line_each_and_rate_limited(caplog):
 @pytest.mark.parametrize("status, outcome", [(400, PERMANENT), (404, PERMANENT), (503, TRANSIENT), (500, TRANSIENT),
                                              (429, TRANSIENT)])
 def test_a_webhooks_answer_is_its_outcome(status, outcome):
-    from fleet.service.journal import Webhook
+    from fleet.service.actuators import Webhook
     from tests.service.test_webhook import Receiver
 
     hook = Receiver(status)
@@ -254,12 +255,12 @@ def test_the_commands_environment_holds_only_what_the_config_names(tmp_path, mon
 
 
 def test_the_config_refuses_to_pass_the_database_url():
-    from fleet.service.config import Actuator
+    from fleet.service.actuators import CommandSettings
 
     with pytest.raises(ValueError, match="FLEET_DB"):
-        Actuator(kind="command", command=("true",), pass_env=("PATH", "FLEET_DB"))
+        CommandSettings(command=("true",), pass_env=("PATH", "FLEET_DB"))
     with pytest.raises(ValueError, match="FLEET_DECISION_KEY"):
-        Actuator(kind="command", command=("true",), env={"FLEET_DECISION_KEY": "x"})
+        CommandSettings(command=("true",), env={"FLEET_DECISION_KEY": "x"})
 
 
 def test_a_webhook_refusing_one_card_and_down_for_ten_minutes_loses_and_doubles_nothing():
@@ -268,7 +269,7 @@ def test_a_webhook_refusing_one_card_and_down_for_ten_minutes_loses_and_doubles_
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     import threading
 
-    from fleet.service.journal import Webhook
+    from fleet.service.actuators import Webhook
 
     clock = Clock(T0 + 2 * HOUR)
     outage_until = clock.t + 600
@@ -313,7 +314,7 @@ def test_the_config_refuses_to_pass_a_credential(tmp_path):
     from fleet.service.config import load_service_config
 
     path = tmp_path / "fleet.toml"
-    path.write_text('[actuator]\nkind = "command"\ncommand = ["true"]\npass_env = ["PATH", "PROM_TOKEN"]\n\n'
-                    '[ingest]\nprometheus_url = "http://127.0.0.1:9090"\nauth = {bearer_token_env = "PROM_TOKEN"}\n')
-    with pytest.raises(ConfigError, match="PROM_TOKEN"):
+    path.write_text('[actuator]\nkind = "command"\n[actuator.command]\ncommand = ["true"]\npass_env = ["PATH", "PROM_TOKEN"]\n\n'
+                    '[ingest.sources.prometheus]\nprometheus_url = "http://127.0.0.1:9090"\nauth = {bearer_token_env = "PROM_TOKEN"}\n')
+    with pytest.raises(ConfigError, match=r"actuator\.command\.pass_env: 'PROM_TOKEN' holds a credential"):
         load_service_config(path)

@@ -116,7 +116,7 @@ def test_a_webhook_refusing_one_card_and_down_ten_minutes_decides_and_bills_the_
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from fleet.service.config import load_service_config
-    from fleet.service.journal import Webhook
+    from fleet.service.actuators import Webhook
     from fleet.service.service import Service
     from fleet.service.simulation import Simulation, simulation_config
     from tests.fake_prometheus import StepClock

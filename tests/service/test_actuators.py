@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.service.journal import STDERR_TAIL_BYTES, ActuatorError, Command
+from fleet.service.actuators.command import STDERR_TAIL_BYTES, Command
+from fleet.service.journal import ActuatorError
 from storage.values import JournalRow
 from tests.service.serving import wait_for
 
@@ -136,7 +137,7 @@ DRIVER = textwrap.dedent(
     """\
     import json, sys
     from concurrent.futures import ThreadPoolExecutor
-    from fleet.service.journal import Command
+    from fleet.service.actuators import Command
     from storage.values import JournalRow
 
     row = JournalRow(**json.loads(sys.argv[1]))
@@ -171,11 +172,11 @@ def test_a_killed_service_takes_its_running_action_with_it(tmp_path, sleeper):
 
 def test_the_service_dying_before_the_action_is_armed_ends_it(tmp_path):
     """The supervisor checks its parent after arming the signal: a service gone by then is not waited for."""
-    from fleet.service import journal
+    from fleet.service.actuators import command
 
     marker = tmp_path / "ran"
     # Started as the service would, but naming a parent that is not this process: as if the service had died.
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", journal._SUPERVISOR, "1", "/bin/sh", "-c",
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", command._SUPERVISOR, "1", "/bin/sh", "-c",
                              f"touch {marker}"], start_new_session=True)
     assert proc.wait(60) == -signal.SIGKILL
     assert not marker.exists()

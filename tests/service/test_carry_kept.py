@@ -68,7 +68,7 @@ def _serve_hours(svc, clock, hours, resumes=None) -> None:
             job()
 
 
-OVERRIDES = ["policy.release_after_hours=3"]  # the hysteresis' count is carried too
+OVERRIDES = ["policy.hystereses.release-after.release_after_hours=3"]  # the hysteresis' count is carried too
 
 
 def test_a_served_month_resumes_the_carry_only_when_the_service_starts_again(tmp_path, monkeypatch):

@@ -49,7 +49,7 @@ def test_a_stop_with_an_action_hanging_kills_it_and_marks_nothing(tmp_path, sig,
     (tmp_path / "tiny.toml").write_text(TINY_PRESET)
     (tmp_path / "actuator.sh").write_text(ACTUATOR)
     (tmp_path / "fleet.toml").write_text(
-        f'[actuator]\nkind = "command"\ntimeout_s = 600\n'
+        f'[actuator]\nkind = "command"\n[actuator.command]\ntimeout_s = 600\n'
         f'command = ["/bin/sh", "{tmp_path / "actuator.sh"}", "{tmp_path}"]\n')
     db = f"sqlite:///{tmp_path / 'fleet.db'}"
     served = Served(["--config", str(tmp_path / "fleet.toml"), "--simulate", str(tmp_path / "tiny.toml"),

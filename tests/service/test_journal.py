@@ -35,7 +35,8 @@ ACTUATOR = textwrap.dedent(
 def test_sigkill_between_journal_and_act_acts_each_decision_once(tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY_PRESET)
     (tmp_path / "actuator.sh").write_text(ACTUATOR)
-    (tmp_path / "fleet.toml").write_text(f'[actuator]\nkind = "command"\ncommand = ["/bin/sh", "{tmp_path / "actuator.sh"}", "{tmp_path}"]\n')
+    (tmp_path / "fleet.toml").write_text(f'[actuator]\nkind = "command"\n[actuator.command]\n'
+                                         f'command = ["/bin/sh", "{tmp_path / "actuator.sh"}", "{tmp_path}"]\n')
     db = f"sqlite:///{tmp_path / 'fleet.db'}"
     args = ["--config", str(tmp_path / "fleet.toml"), "--simulate", str(tmp_path / "tiny.toml"), "--speed", "1e7",
             "--db", db, "--metrics-port", "0"]
@@ -122,7 +123,7 @@ def test_a_failed_action_stays_pending_without_holding_another_cards():
 
 
 def test_command_actuator_reports_a_failing_command(tmp_path):
-    from fleet.service.journal import Command
+    from fleet.service.actuators import Command
 
     store = _store_with_cards()
     store.journal_hour(100, [JournalEntry("100:add:a", 100, "add", "", "a")], {"a": "warm"}, [], [])

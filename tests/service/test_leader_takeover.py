@@ -59,6 +59,8 @@ renew_deadline_s = {DEADLINE_S}
 
 [actuator]
 kind = "command"
+
+[actuator.command]
 command = ["{{script}}"]
 timeout_s = 600
 pass_env = ["PATH", "TAKEOVER_TAG", "TAKEOVER_HOLD_AT"]

@@ -96,8 +96,9 @@ def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
         [schedule]
         settle_s = 300
         [ingest]
-        prometheus_url = "{url}"
         default_class = "flagship"
+        [ingest.sources.prometheus]
+        prometheus_url = "{url}"
         query = '{rate_query(window=window)}'
         busy_query = '{busy_query(window=window, resolution="60s")}'
         queue_query = '{unserved_query(window=window)}'

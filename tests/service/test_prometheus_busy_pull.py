@@ -68,9 +68,10 @@ settle_s = 300
 def _config(tmp_path, url: str, pool: bool = False):
     (tmp_path / "fleet.toml").write_text((POOL_TOML if pool else "") + textwrap.dedent(f"""\
         [ingest]
-        prometheus_url = "{url}"
         default_class = "flagship"
-        [ingest.auth]
+        [ingest.sources.prometheus]
+        prometheus_url = "{url}"
+        [ingest.sources.prometheus.auth]
         bearer_token_env = "FLEET_PROM_TOKEN"
         """))
     return load_service_config(tmp_path / "fleet.toml")

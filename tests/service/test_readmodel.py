@@ -19,7 +19,8 @@ from storage.values import Kind, ScoreKey
 T0 = 1_767_225_600
 CAL = Calendar(T0, 24)
 POLICY = Policy(card_class="flagship", window="day", mode="steady",
-                eviction=Eviction(rule="below-median", window="hour", fraction=0.8, cadence_hours=1, share=0.5))
+                eviction=Eviction(rule="below-median", window="hour", cadence_hours=1, share=0.5,
+                                  rules={"below-median": {"fraction": 0.8}}))
 WINDOWS = {"day": 24, "hour": 1}
 T1 = T0 + HOUR_S
 

@@ -132,8 +132,9 @@ settle_s = 300
 [reconcile]
 silent_after_s = {silent}
 [ingest]
-folder = "{drop}"
 default_class = "flagship"
+[ingest.sources.drop-folder]
+folder = "{drop}"
 """
 
 RATES = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}

@@ -269,7 +269,7 @@ def resumed_at(svc, ts: int):
 
 def test_hysteresis_in_the_service_is_replays(tmp_path):
     """Removal slower than addition: the service carries the held hours through the journal, as replay does."""
-    svc, scenario, sim = _in_process(tmp_path, ["policy.release_after_hours=3"])
+    svc, scenario, sim = _in_process(tmp_path, ["policy.hystereses.release-after.release_after_hours=3"])
     r = replay_scenario(scenario, month=sim.month)
     hours = svc.journal_store.hours(sim.start_ts)
     assert np.array_equal(np.array([h.cards_warm for h in hours]), r.cards_warm)
@@ -287,7 +287,7 @@ def test_circuit_breaker_opens_on_a_telemetry_fault_and_says_so(tmp_path):
         W = month.warmup_hours
         month.measured_tps[::2, W + 23] = 0.0  # the hour before the first decision: every other card reads nothing
 
-    svc, scenario, sim = _in_process(tmp_path, ["policy.eviction.breaker_share=0.3"], outage)
+    svc, scenario, sim = _in_process(tmp_path, ["policy.eviction.admissions.limits.breaker_share=0.3"], outage)
     first = svc.journal_store.decisions(kinds=["eviction-pass"])[0]
     assert first.detail["breaker_open"] is True and "circuit breaker open" in first.reason
     assert first.detail["evicted"] == [] and first.detail["budget_left_after"] == first.detail["budget_left_before"]
@@ -310,8 +310,9 @@ def test_real_pool_from_a_drop_folder_on_an_injected_clock(tmp_path):
         [schedule]
         settle_s = 300
         [ingest]
-        folder = "{drop}"
         default_class = "flagship"
+        [ingest.sources.drop-folder]
+        folder = "{drop}"
         """))
     cfg = load_service_config(tmp_path / "fleet.toml")
     rates = {"gpu-a": 6000.0, "gpu-b": 5000.0, "gpu-c": 3000.0, "gpu-d": 5500.0}

@@ -23,8 +23,9 @@ def _job(tmp_path, clock):
     drop.mkdir()
     (tmp_path / "fleet.toml").write_text(textwrap.dedent(f"""\
         [ingest]
-        folder = "{drop}"
         default_class = "flagship"
+        [ingest.sources.drop-folder]
+        folder = "{drop}"
         """))
     repo = sqlite_memory_repository()
     return IngestJob(load_service_config(tmp_path / "fleet.toml"), repo, ServiceStore(repo.engine), clock), drop, repo

@@ -16,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from fleet.credentials import Credentials
-from fleet.service.journal import Journal, Webhook
+from fleet.service.actuators import Webhook
+from fleet.service.journal import Journal
 from storage.repository import sqlite_memory_repository
 from storage.service_store import JournalEntry, ServiceStore
 

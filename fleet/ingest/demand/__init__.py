@@ -5,20 +5,22 @@ part it did not serve; or, where a source sees it whole, the tokens/s offered. A
 `unserved` (vLLM's queue: `vllm_queue`) or `offered` (a query of the user's own: `query`; a demand file: `csv`).
 A source is one module and one registration here (as telemetry sources are in `fleet.ingest.sources`); the
 service's Prometheus source, the drop folder and `fleet ingest --demand` look sources up by name, never by an
-if-chain. A pulled source is named by `[ingest] demand_source`; a file source by a demand file's suffix.
+if-chain. A pulled source is named by `[ingest.sources.prometheus] demand_source`; a file source by a demand file's
+suffix.
 """
 
+from fleet.core.registry import NoSettings, Plugin, constant
 from fleet.ingest.demand.base import (
-    DEMAND_FILE_SUFFIX, DEMAND_SOURCES, DemandRequest, DemandSource, file_source, pull_demand, source_of_file, store_demand,
-    summed_matrix,
+    DEMAND_FILE_SUFFIX, DEMAND_SOURCES, DemandRequest, DemandSource, demand_source, file_source, pull_demand, source_of_file,
+    store_demand, summed_matrix,
 )
 from fleet.ingest.demand.csv_file import DemandCsv
 from fleet.ingest.demand.query import OfferedQuery
 from fleet.ingest.demand.vllm_queue import VllmQueue
 
-DEMAND_SOURCES.register(VllmQueue.name, VllmQueue())
-DEMAND_SOURCES.register(OfferedQuery.name, OfferedQuery())
-DEMAND_SOURCES.register(DemandCsv.name, DemandCsv())
+DEMAND_SOURCES.register(Plugin(VllmQueue.name, NoSettings, constant(VllmQueue())))
+DEMAND_SOURCES.register(Plugin(OfferedQuery.name, NoSettings, constant(OfferedQuery())))
+DEMAND_SOURCES.register(Plugin(DemandCsv.name, NoSettings, constant(DemandCsv())))
 
-__all__ = ["DEMAND_FILE_SUFFIX", "DEMAND_SOURCES", "DemandRequest", "DemandSource", "file_source", "pull_demand",
-           "source_of_file", "store_demand", "summed_matrix"]
+__all__ = ["DEMAND_FILE_SUFFIX", "DEMAND_SOURCES", "DemandRequest", "DemandSource", "demand_source", "file_source",
+           "pull_demand", "source_of_file", "store_demand", "summed_matrix"]

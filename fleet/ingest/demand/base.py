@@ -44,6 +44,13 @@ class DemandSource(Protocol):
 
 
 DEMAND_SOURCES: Registry[DemandSource] = Registry("demand source")
+"""Each source a `Plugin` with nothing to set (`NoSettings`): a pulled one asks the query its Prometheus source's
+settings give, a file source reads the file's bytes."""
+
+
+def demand_source(name: str) -> DemandSource:
+    """The registered source `name`; an unknown name is one `ConfigError` naming the known ones."""
+    return DEMAND_SOURCES.build(name, {}, f"demand source {name!r}")
 
 
 def source_of_file(name: str) -> DemandSource | None:
@@ -56,9 +63,9 @@ def source_of_file(name: str) -> DemandSource | None:
 
 def file_source(ext: str, name: str) -> DemandSource:
     """The registered file source for the suffix `ext`; `BadSource` naming the file when there is none."""
-    if ext in DEMAND_SOURCES and not DEMAND_SOURCES.get(ext).pulled:
-        return DEMAND_SOURCES.get(ext)
-    known = [n for n in DEMAND_SOURCES.names() if not DEMAND_SOURCES.get(n).pulled]
+    if ext in DEMAND_SOURCES and not demand_source(ext).pulled:
+        return demand_source(ext)
+    known = [n for n in DEMAND_SOURCES.names() if not demand_source(n).pulled]
     raise BadSource(f"demand file {name!r}: no demand reader for .{ext} files (known: {', '.join('.' + k for k in known)})")
 
 
@@ -72,7 +79,7 @@ def store_demand(repo: TelemetryStore, batch: DemandBatch, source: str) -> Inges
 def pull_demand(repo: TelemetryStore, source_name: str, base_url: str, start_ts: float, end_ts: float, step_s: float,
                 query: str | None = None, auth: Credentials | None = None) -> IngestReport:
     """Ask a pulled source for its samples over [start_ts, end_ts] and store them."""
-    source = DEMAND_SOURCES.get(source_name)
+    source = demand_source(source_name)
     request = DemandRequest(f"demand {source.name}", base_url, start_ts, end_ts, step_s, query, auth)
     batch = source.samples(request)
     return store_demand(repo, batch, request.name)

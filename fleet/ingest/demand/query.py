@@ -17,7 +17,7 @@ class OfferedQuery:
         from fleet.ingest.prometheus import fetch_prometheus
 
         if not request.query:
-            raise ConfigError("demand source 'query' needs [ingest] demand_query (PromQL giving the pool's offered tokens/s)")
+            raise ConfigError("demand source 'query' needs [ingest.sources.prometheus] demand_query (PromQL giving the pool's offered tokens/s)")
         body, name = fetch_prometheus(request.prometheus_url or "", request.query, request.start_ts, request.end_ts,
                                       request.step_s, auth=request.auth)
         return summed_matrix(body, name, self.part)
