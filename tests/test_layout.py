@@ -262,7 +262,7 @@ STORE_INSIDE_MODULES = ("sqlalchemy", "alembic", "storage.repository", "storage.
 # Names of storage's that build a store class, make or take an engine: `open_store` and its roles replace them.
 STORE_INSIDE_NAMES = frozenset({
     "SqlRepository", "ServiceStore", "LeaseStore", "SqlStore", "SqlIdentity", "SqlReconcileStore", "SqlMigrations",
-    "open_repository", "sqlite_memory_repository", "existing_repository", "open_existing", "make_engine", "ensure_schema",
+    "open_repository", "sqlite_memory_repository", "open_existing", "make_engine", "ensure_schema",
     "current_revision", "upgrade", "read_identity", "claim_identity", "refuse_other_identity", "retire_card", "last_heard",
     "still_serving", "warm_since", "journal_records", "records_of_kinds", "last_actions_not_carried_out",
 })

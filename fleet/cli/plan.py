@@ -183,7 +183,7 @@ def plan_hour(cfg, db, sim=None, now_ts: float | None = None) -> dict:
     if hour_ts > cal.last_hour_ts:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
     clock = SetClock(max(now, hour_ts))  # the plan stands still at the hour it plans
-    pool = PoolWatch(repo if cfg.pool is None else DeclaredPool(repo, cfg.pool), store, cfg.month.hours)
+    pool = PoolWatch(repo if cfg.pool is None else DeclaredPool(repo, cfg.pool), cfg.month.hours)
     windows = policy_windows(parts)
     scoring = ScoreJob(store, pool, cal, clock, windows, lambda _now: hour_ts, parts=parts, busy_floor=cfg.ingest.busy_floor)
     marker = list(windows.values())[-1]

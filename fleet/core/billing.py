@@ -131,10 +131,6 @@ class HoursBill:
     ideal_usd: np.ndarray
     cards_warm: np.ndarray
 
-    @property
-    def bill_usd(self) -> np.ndarray:
-        return self.warm_usd + self.churn_usd
-
 
 def bill_hours(
     run_set: np.ndarray,

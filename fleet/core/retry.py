@@ -15,8 +15,7 @@ from typing import Callable
 
 from fleet.core.units import HOUR_S
 
-DONE, TRANSIENT, PERMANENT = "done", "transient", "permanent"
-OUTCOMES = (DONE, TRANSIENT, PERMANENT)
+TRANSIENT, PERMANENT = "transient", "permanent"
 
 
 @dataclass(frozen=True)

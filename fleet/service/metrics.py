@@ -45,7 +45,6 @@ from prometheus_client.samples import Sample
 from fleet.service.reconcile import MISMATCH_KINDS
 from storage.values import ACTION_KINDS, DECISION_KINDS, Kind
 
-BILL_PARTS = ("rent", "churn")
 INGEST_OUTCOMES = ("stored", "duplicate", "quarantined")
 RECONCILE_KINDS = MISMATCH_KINDS
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import numpy as np
 
 if TYPE_CHECKING:
-    from storage.interfaces import JournalStore, TelemetryStore
+    from storage.interfaces import TelemetryStore
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -92,9 +92,8 @@ class PoolIndex:
 class PoolWatch:
     """The store's pool as a `PoolIndex`, rebuilt when a card is registered or a class's rent changes."""
 
-    def __init__(self, repo: TelemetryStore, store: JournalStore, month_hours: int):
+    def __init__(self, repo: TelemetryStore, month_hours: int):
         self.repo = repo
-        self.store = store
         self.month_hours = month_hours
         self._stamp: tuple | None = None
         self._index: PoolIndex | None = None

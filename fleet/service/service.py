@@ -159,7 +159,7 @@ class Service:
         if simulation is not None:
             cards.update(simulation.cards())
         declare_pool(repo, cfg.pool.classes, cards, clock.now())
-        self.pool = PoolWatch(repo, self.store, cfg.month.hours)
+        self.pool = PoolWatch(repo, cfg.month.hours)
         if simulation is None and self.parts.knows_demand:
             raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster "
                               "(e.g. \"seasonal\")")

@@ -82,7 +82,7 @@ def test_the_month_on_view_is_the_same_with_a_calendar_or_without(store):
 
 def test_the_snapshot_reads_its_figures_from_the_month_on_view(store):
     repo, st = store
-    snap = build_snapshot(st, repo, PoolWatch(repo, st, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 5 * HOUR_S)
+    snap = build_snapshot(st, repo, PoolWatch(repo, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 5 * HOUR_S)
     v = MonthView.on_view(st, CAL, T0 + 5 * HOUR_S)
     assert (snap.demand_tps, snap.scored_capacity_tps, snap.knew_demand) == (v.size.demand_tps, v.size.scored_capacity_tps, True)
     assert (snap.run_set, snap.hours_billed, snap.hours_decided, snap.evictions) == (v.run_set, 2, 2, len(v.evicted))

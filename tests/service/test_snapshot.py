@@ -52,7 +52,7 @@ def store(tmp_path):
 
 def test_the_month_so_far(store):
     repo, st, hours = store
-    index = PoolWatch(repo, st, 24).current()
+    index = PoolWatch(repo, 24).current()
     snap = build_snapshot(st, repo, index, CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 2 * HOUR_S + 5)
     assert (snap.clock_ts, snap.month_start_ts, snap.month_hours, snap.hours_billed, snap.hours_decided) == (T0 + 2 * HOUR_S + 5, T0, 24, 2, 2)
     assert snap.run_set == ["gpu-a", "gpu-b"]
@@ -75,7 +75,7 @@ def test_an_empty_store_shows_the_current_month(tmp_path):
     repo = open_repository(f"sqlite:///{tmp_path / 'e.db'}")
     declare_pool(repo, [ClassSpec("flagship", 6000.0, 2690.0)], {"gpu-a": "flagship"}, 0)
     st = ServiceStore(repo.engine)
-    snap = build_snapshot(st, repo, PoolWatch(repo, st, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 30 * HOUR_S)
+    snap = build_snapshot(st, repo, PoolWatch(repo, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 30 * HOUR_S)
     assert snap.month_start_ts == T0 + 24 * HOUR_S
     assert (snap.hours_billed, snap.hours_decided, snap.run_set, snap.scores, snap.checks) == (0, 0, [], {}, {})
     assert (snap.pool_cards, snap.eligible_cards, snap.eviction_budget, snap.evictions) == (1, 1, 0, 0)
@@ -84,7 +84,7 @@ def test_an_empty_store_shows_the_current_month(tmp_path):
 
 def test_the_last_billed_month_stays_on_view_until_the_next_bills(store):
     repo, st, _ = store
-    index = PoolWatch(repo, st, 24).current()
+    index = PoolWatch(repo, 24).current()
     later = build_snapshot(st, repo, index, CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 40 * HOUR_S)
     assert later.month_start_ts == T0 and later.hours_billed == 2
     t = T0 + 24 * HOUR_S
