@@ -34,7 +34,7 @@ from storage.bulk_rows import placeholder
 from storage.telemetry_reads import TelemetryReads
 from storage.demand import write_demand
 from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, NO_END_TS
 
 __all__ = [
     "BatchOutcome", "CardInfo", "ClassSpec", "Rejected", "SampleBatch", "SqlRepository", "TelemetryStore",
@@ -362,8 +362,8 @@ class SqlRepository(TelemetryReads):
                        busy_floor: float = BUSY_FRACTION_FLOOR) -> pd.DataFrame:
         """Hourly rollups in [start_ts, end_ts): card_key, card_class, hour_ts, sample_count, mean_tps,
         busy_fraction (mean, NaN without busy data) and busy_tps (tokens per busy second, NaN without busy data)."""
-        lo = -(2**62) if start_ts is None else int(start_ts)
-        hi = 2**62 if end_ts is None else int(end_ts)
+        lo = -NO_END_TS if start_ts is None else int(start_ts)
+        hi = NO_END_TS if end_ts is None else int(end_ts)
         with self.engine.connect() as conn:
             rows = conn.execute(
                 text(

@@ -31,7 +31,7 @@ import typer
 
 from fleet.cli.demand import KNEW_LINE, forecast_beside_measured
 from fleet.core.errors import ConfigError
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, NO_END_TS
 
 
 def shown_url(url: str) -> str:
@@ -178,7 +178,7 @@ def plan_hour(cfg, db, sim=None, now_ts: float | None = None) -> dict:
     store = ReadOnlyStore(db.journal)
     cal = make_calendar(cfg, sim)
     now = time.time() if now_ts is None else now_ts
-    last = store.last_decided_ts(cal.start_ts, 2**62)
+    last = store.last_decided_ts(cal.start_ts, NO_END_TS)
     hour_ts = cal.next_hour(last, now)
     if hour_ts > cal.last_hour_ts:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")

@@ -21,6 +21,7 @@ from fleet.core.greedy import tokens_per_dollar
 from fleet.core.plugins import PolicyParts
 from fleet.core.scenario import budget_left
 from fleet.core.step import Carry, Decisions, PoolState, tick
+from fleet.core.units import NO_END_TS
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
 from fleet.service.reconcile import KnownRunSet, known_run_set, not_carried_out, retired_by_hand
@@ -189,7 +190,7 @@ class DecideJob:
         left = self._left[1] if self._left is not None and self._left[0] == self.epoch() else None
         while not self.stopping():
             now = self.clock.now()
-            nxt = cal.next_hour(self.store.last_decided_ts(cal.start_ts, 2**62), now)
+            nxt = cal.next_hour(self.store.last_decided_ts(cal.start_ts, NO_END_TS), now)
             if nxt > now or nxt > cal.last_hour_ts:
                 break
             scored = self.scored_through_ts()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, NO_END_TS
 from fleet.core.verdict import checks as judge_checks
 from fleet.core.verdict import month_totals as core_month_totals
 from storage.records import EvictionPassRecord, SetAsideRecord, SizeRecord
@@ -24,9 +24,6 @@ from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, HourFigures, JournalEn
 if TYPE_CHECKING:
     from fleet.service.calendar import Calendar
     from storage.interfaces import JournalStore
-
-NO_END_TS = 2**62
-"""The month's end where the reader has no calendar to say it (`fleet status`, `fleet explain`)."""
 
 FORECAST_ERROR_HOURS = 24
 """The recent forecast error is measured over the last day of billed hours."""
