@@ -375,7 +375,7 @@ class SqlRepository(TelemetryReads):
                 {"lo": lo, "hi": hi},
             ).all()
         # Plain tuples: pandas probes each row's attributes, and a SQLAlchemy Row answers a missing one
-        # by raising an exception inside (about 30 µs a row; a week of 10,000 cards is 1.7 million rows).
+        # by raising an exception inside, and a week of a large pool is millions of rows.
         f = pd.DataFrame(
             [tuple(r) for r in rows],
             columns=["card_key", "card_class", "hour_ts", "sample_count", "tps_sum", "busy_count", "busy_sum", "busy_tps_sum"],

@@ -72,8 +72,7 @@ class Hindsight:
     """A real pool's truth, in hindsight: each card's mean measured rate over the month so far, every hour.
 
     The month's sums are kept between runs and only the hours not yet read are read, so a run costs the hours it
-    bills, not the month so far (reading the whole month each time grew a 1,000-card pool's daily billing from 0.8 s
-    to 18 s over a month). A sample that arrives for an hour already read is in the store but not in these sums.
+    bills, not the month so far (which would grow with every day billed). A sample that arrives for an hour already read is in the store but not in these sums.
     """
 
     def __init__(self, repo: TelemetryStore, calendar: Calendar):

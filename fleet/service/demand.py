@@ -89,8 +89,8 @@ class MeasuredDemand:
 
     def _settled_tps(self, first_ts: int, k: int, fresh_ts: int) -> np.ndarray:
         """`hours_tps` for the view: hours before `fresh_ts` once read are kept (their telemetry had settled, as the
-        scores that decided them had), so deciding an hour reads the newest hours, not a month of a pool's rollups
-        (868 hours of 1,000 cards: 0.69 s a decided hour on SQLite, read whole). A sample that arrives later for a
+        scores that decided them had), so deciding an hour reads the newest hours, not a month and a week of a pool's
+        rollups again. A sample that arrives later for a
         kept hour is in the store and the bill, not in the forecast."""
         hours = range(first_ts, first_ts + k * HOUR_S, HOUR_S)
         missing = [ts for ts in hours if ts >= fresh_ts or ts not in self._kept]

@@ -383,7 +383,7 @@ class _MetricsHandler(BaseHTTPRequestHandler):
             body = encoder(reg)
         zipped = gzip_accepted(self.headers.get("Accept-Encoding", ""))
         if zipped:
-            body = gzip.compress(body, compresslevel=1)  # 9 MB of card lines: 5.1% in 28 ms; level 6: 4.6% in 80 ms
+            body = gzip.compress(body, compresslevel=1)  # card lines repeat: the fastest level compresses them almost as well
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         if zipped:
