@@ -166,7 +166,7 @@ def plan_hour(cfg, db, sim=None, now_ts: float | None = None) -> dict:
     (`db`: the `storage.open_store` store, only read)."""
     import policies
     from fleet.service.decide import DecideJob
-    from fleet.service.demand import month_demand
+    from fleet.service.demand import service_demand
     from fleet.service.pool import PoolWatch
     from fleet.service.readmodel import HourPlan
     from fleet.service.scoring import ScoreJob
@@ -191,7 +191,7 @@ def plan_hour(cfg, db, sim=None, now_ts: float | None = None) -> dict:
     if (store.last_scored_ts(marker, hour_ts, hour_ts + 1) or -1) < hour_ts:
         scoring.score_hours(hour_ts, 1)  # into memory, on the telemetry stored so far
         scored_by = "this plan, on the telemetry stored so far (the service scores the hour once it has settled)"
-    demand = month_demand(repo, cfg.month.hours, sim)
+    demand = service_demand(repo, cfg.month.hours, sim)
     journal = KeptJournal()
     job = DecideJob(store, journal, pool, cal, clock, parts, lambda: hour_ts, scoring.kept, demand,
                     policy_scores=scoring.policy_scores)

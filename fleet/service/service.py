@@ -42,7 +42,7 @@ from fleet.core.units import NO_END_TS
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.config import ServiceConfig
 from fleet.service.decide import DecideJob
-from fleet.service.demand import month_demand
+from fleet.service.demand import service_demand
 from fleet.service.journal import Actuator, Journal
 from fleet.ingest.pool import declare_pool
 from fleet.service.pool import PoolWatch
@@ -164,7 +164,7 @@ class Service:
         if simulation is None and self.parts.knows_demand:
             raise ConfigError("a real pool's demand is measured, not known ahead: set policy.forecast to a forecaster "
                               "(e.g. \"seasonal\")")
-        demand = month_demand(repo, cfg.month.hours, simulation)
+        demand = service_demand(repo, cfg.month.hours, simulation)
         stopping = self.stopping
         self.ingest = IngestJob(cfg, repo, self.store, clock, simulation)
         self.scoring = ScoreJob(self.store, self.pool, self.calendar, clock, windows,

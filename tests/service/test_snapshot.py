@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from fleet.core.scenario import Checks, Eviction, Policy
-from fleet.core.verdict import checks, month_totals as core_month_totals
+from fleet.core.verdict import checks, month_totals
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.ingest.pool import declare_pool
 from fleet.service.pool import PoolWatch
-from fleet.service.snapshot import build_snapshot, month_totals
+from fleet.service.snapshot import build_snapshot, stored_month_totals
 from storage.repository import ClassSpec, open_repository
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
@@ -64,9 +64,9 @@ def test_the_month_so_far(store):
                            "hour": {"gpu-a": (5800.0, pytest.approx(5800.0 * 3600 / RENT_H))}}
     assert snap.decisions == {"size": (2, 2), "eviction-pass": (1, 1), "evict": (1, 0)}
     col = lambda name: np.array([getattr(h, name) for h in hours])  # noqa: E731
-    expected = core_month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
+    expected = month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
                                  col("delivered_tps"), 1, 1)
-    assert snap.totals == expected == month_totals(hours)
+    assert snap.totals == expected == stored_month_totals(hours)
     assert snap.checks == checks(expected, Checks())
     assert snap.checks["eviction"]["pass"] is (1 <= Checks().max_wrong_evictions)
 
