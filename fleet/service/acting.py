@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from fleet.core.retry import PERMANENT, TRANSIENT, Failure, NextStep, RetryRules, Tries, after_failure, expired
 from storage.records import SetAsideRecord
-from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, JournalRow, Kind  # noqa: F401  (SET_ASIDE_KINDS: acting's, as the shell imports it)
+from storage.values import ACTION_KINDS, JournalEntry, JournalRow, Kind
 
 ACTIONS = ACTION_KINDS
 """Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
