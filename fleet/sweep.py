@@ -304,3 +304,12 @@ def choose_forecast(grid: GridBase, seed: int | None, months: int, min_pass: flo
     ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
                             max_unmet=base.checks.max_unmet_share)
     return ranked[0]
+
+
+def demand_peak_tps(grid: GridBase, seeds: Sequence[int]) -> float:
+    """The demand's peak hour in the median month of these seeds: the demand alone is drawn, not the cards."""
+    from fleet.core.demand_search import scenario_demand
+
+    base = grid.scenario()
+    file_tps = demand_file_tps(base, grid.base_dir)
+    return float(np.median([scenario_demand(base, s, file_tps)[1].max() for s in seeds]))

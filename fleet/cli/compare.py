@@ -8,16 +8,18 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import typer
 
 from fleet.cli.compare_options import GridText, Judging, MonthsWanted, Outputs, PresetChoice, Workers
-from fleet.cli.compare_view import _cents, headroom_note, print_compare, render_recommendation, render_table
+from fleet.cli.compare_view import _cents, forecast_note, headroom_note, print_compare, render_recommendation, render_table
 from fleet.core.compare import (
-    DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, SEARCH_CONFIDENCE, combo_of, csv_rows,
-    default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
+    DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, SEARCH_CONFIDENCE, Recommendation, combo_of,
+    csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
+from fleet.core.shortfall import Shortfall, clairvoyant_twin, pool_rated_tps, shortfall
 from fleet.sweep import (
-    DEMAND_SEARCH_MONTHS, Engine, GridBase, LocalEngine, Searched, Sweep, choose_forecast, search,
+    DEMAND_SEARCH_MONTHS, Engine, GridBase, LocalEngine, Searched, Sweep, choose_forecast, demand_peak_tps, search,
 )
 
 HELP = (
@@ -32,7 +34,9 @@ HELP = (
     f"pass all three checks together in at least --min-pass of months (default {MIN_PASS_RATE:.0%}), the highest median "
     "convergence with each month capped at 100% (a month short of capacity can show more than 100%, and a shortfall "
     "must not rank a policy higher), ties to the lower median bill. When none passes, it says so and shows what the "
-    "nearest one fails; it never recommends a policy that fails.\n\n"
+    "nearest one fails and by how much, the marks it would pass at, and whether it passes told each hour's demand (the "
+    "clairvoyant view: if not, the pool is too small for its demand); it never recommends a policy that fails, and "
+    "under --recommend exits with status 4.\n\n"
     "With --recommend, axes not given search a default grid: every score estimator and sizing mode, every card class "
     "and 'any' of them, eviction off, and where the preset evicts, its rule through the "
     f"{' and '.join(DEFAULT_EVICTION_WINDOWS)} windows at shares {', '.join(f'{v:g}' for v in DEFAULT_SHARES)}. A policy "
@@ -57,6 +61,15 @@ HELP = (
 
 
 DEFAULT_MONTHS = 50
+
+NOTHING_PASSES = 4
+"""`fleet compare --recommend`'s exit status when no combination passes (docs/exit-statuses.md)."""
+
+
+def err_line(message: str) -> None:
+    from fleet.cli.output import err_console
+
+    err_console.print(message, markup=False, highlight=False, soft_wrap=True)
 
 
 def _usage(msg: str) -> Exception:
@@ -144,17 +157,23 @@ def run_compare(preset: PresetChoice, axes_text: GridText, wanted: MonthsWanted,
     scenarios = grid.scenarios(combos)
     first = base.seed if wanted.first_seed is None else wanted.first_seed
     stored_source = f"the stored month {wanted.db or wanted.telemetry}"
-    swept = _sweep_months(grid, combos, scenarios, range(first, first + months), wanted, _engine(workers), searching,
-                          min_pass, judging.exact)
+    swept, rec, short = _sweep_months(grid, combos, scenarios, range(first, first + months), wanted, _engine(workers),
+                                      searching, min_pass, judging.exact)
     ideal = ideal_summary(swept.months, judging.exact)
-    rec = recommend(swept.summaries, min_pass) if len(combos) > 1 else None
     _write_files(grid, base, swept.summaries, rec, outputs, stored_source if wanted.stored else f"{months} months from seed {first}")
+    # `--recommend` asked for a policy: none passing is its own documented status, in text and in JSON alike.
+    status = NOTHING_PASSES if judging.recommend and rec is not None and rec.best is None else 0
     if outputs.json:
         from fleet.core.verdict import json_safe
 
         payload = [s.as_dict(ideal=ideal, rank=rank_of(rec, s) if rec else None) for s in swept.summaries]
+        if short is not None:
+            payload[next(i for i, s in enumerate(swept.summaries) if s is rec.closest)]["shortfall"] = short.as_dict()
         typer.echo(json.dumps(_cents(json_safe(payload)), indent=2))
-        return
+        if status:
+            err_line(f"fleet: no recommendation: none of the {rec.considered} combinations passes all three checks in "
+                     f"{min_pass:.0%} of months (the nearest row's \"shortfall\" says what it fails by)")
+        raise typer.Exit(status)
     source = stored_source if wanted.stored else f"{months} months (seeds {first}–{first + months - 1})"
     title = f"{grid.preset.name}{' (fix)' if grid.fix else ''}: {len(combos)} combinations × {source}"
     evicting = any(resolve_policy(s).evicts for s in scenarios)
@@ -162,19 +181,17 @@ def run_compare(preset: PresetChoice, axes_text: GridText, wanted: MonthsWanted,
     def show(console) -> None:
         render_table(console, title, swept.summaries, rec, ideal, base.checks, evicting)
         if demand_choice is not None:
-            q = demand_choice.forecast_quantile
-            console.print(f"  forecast: {demand_choice.forecast}" + (f" sized to its errors' {q:g} quantile" if q else " with no error margin")
-                          + f", chosen on the search's demand alone (least capacity held, {demand_choice.held_over_demand:.3f}× demand,"
-                          f" at the least headroom covering it, {demand_choice.headroom:g})", highlight=False)
+            console.print(forecast_note(demand_choice, min_pass), highlight=False)
         if searching:
             console.print(headroom_note(swept.summaries, swept.unreachable, swept.screened, min_pass), highlight=False)
         if rec is not None:
-            render_recommendation(console, rec, evicting)
+            render_recommendation(console, rec, evicting, short)
         for label, path in (("plot", outputs.plot), ("csv", outputs.csv)):
             if path:
                 console.print(f"  wrote {label}: {path}", highlight=False)
 
     print_compare(show)
+    raise typer.Exit(status)
 
 
 def _axes(text: GridText) -> dict:
@@ -209,12 +226,20 @@ def _grid_axes(grid: GridBase, base, axes: dict, wanted: MonthsWanted, months: i
 
 
 def _sweep_months(grid: GridBase, combos, scenarios, seeds, wanted: MonthsWanted, engine: Engine, searching: bool,
-                  min_pass: float, exact: bool) -> Searched:
-    """The sweep's summaries and months (with the combinations no headroom passes, and those screened out): the stored
-    month once, or the seeded months with a progress bar (through the headroom search under `--recommend`)."""
+                  min_pass: float, exact: bool) -> tuple[Searched, Recommendation | None, Shortfall | None]:
+    """The sweep (its summaries and months, the combinations no headroom passes, those screened out), its
+    recommendation, and when none passes the nearest one's shortfall, its clairvoyant twin replayed on the same
+    months: the stored month once, or the seeded months with a progress bar (through the headroom search under
+    `--recommend`)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from fleet.cli.output import err_console
+
+    def judged(sweep: Sweep, found: Searched, replay_twin, demand_peak_tps) -> tuple:
+        rec = recommend(found.summaries, min_pass) if len(combos) > 1 else None
+        if rec is None or rec.best is not None or rec.closest is None:
+            return found, rec, None
+        return found, rec, _shortfall(grid, found, rec.closest, replay_twin, demand_peak_tps(), min_pass)
 
     if wanted.stored:
         from fleet.ingest.stored_month import month_from_store, month_from_telemetry_file
@@ -225,7 +250,8 @@ def _sweep_months(grid: GridBase, combos, scenarios, seeds, wanted: MonthsWanted
                  else month_from_telemetry_file(wanted.telemetry, base, base_dir=grid.base_dir))
         with Sweep(engine=engine) as sweep:
             results = [sweep.stored_month(scenarios, month, base.seed, exact)]
-        return Searched(summarise(combos, results), [], 0, results)
+            return judged(sweep, Searched(summarise(combos, results), [], 0, results),
+                          lambda twin: [sweep.stored_month(twin, month, base.seed, exact)], lambda: float(month.demand_tps.max()))
     # The engine is connected (or started) before the progress bar shows: a failure to is one line, not a torn bar.
     name = grid.preset.name
     with Sweep(base_dir=grid.base_dir, engine=engine) as sweep, Progress(
@@ -238,10 +264,28 @@ def _sweep_months(grid: GridBase, combos, scenarios, seeds, wanted: MonthsWanted
         def stage(label: str, n: int) -> None:
             progress.reset(task, total=n, description=f"{name}: {label}, {len(combos)} combinations × {n} months")
 
+        def replay_twin(twin):
+            progress.reset(task, total=len(seeds), description=f"{name}: the nearest, told the demand, × {len(seeds)} months")
+            return sweep.months(twin, seeds, exact)
+
         if searching:
-            return search(sweep, grid, combos, seeds, min_pass, exact, on_stage=stage)
-        results = sweep.months(scenarios, seeds, exact)
-        return Searched(summarise(combos, results), [], 0, results)
+            found = search(sweep, grid, combos, seeds, min_pass, exact, on_stage=stage)
+        else:
+            results = sweep.months(scenarios, seeds, exact)
+            found = Searched(summarise(combos, results), [], 0, results)
+        return judged(sweep, found, replay_twin, lambda: demand_peak_tps(grid, seeds))
+
+
+def _shortfall(grid: GridBase, found: Searched, nearest, replay_twin, demand_peak: float, min_pass: float) -> Shortfall:
+    """What the nearest combination fails, from its own months, and its clairvoyant twin replayed on the same months."""
+    i = next(k for k, s in enumerate(found.summaries) if s is nearest)
+    figures = np.stack([m.figures[i] for m in found.months])
+    passes = np.stack([m.passes[i] for m in found.months])
+    twin = clairvoyant_twin(nearest.combo)
+    twin_summary = summarise([twin], replay_twin(grid.scenarios([twin])))[0] if twin is not None else None
+    scenario = grid.scenarios([nearest.combo])[0]
+    return shortfall(nearest.combo, figures, passes, scenario.checks, min_pass, twin_summary, demand_peak,
+                     pool_rated_tps(scenario))
 
 
 def _write_files(grid: GridBase, base, summaries, rec, outputs: Outputs, source: str) -> None:

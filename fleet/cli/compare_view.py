@@ -10,6 +10,8 @@ from rich.markup import escape
 
 from fleet.cli.tables import Columns, piped_text, print_table, wide_console
 from fleet.core.compare import AXES, CHECKS, HEADROOM_SEARCH, SEARCH_CONFIDENCE, ComboSummary, Recommendation, rank_of
+from fleet.core.demand_search import ForecastChoice
+from fleet.core.shortfall import Shortfall
 from fleet.report.verdict import KNEW_DEMAND
 from fleet.sweep import SCREEN_MONTHS
 
@@ -113,7 +115,7 @@ def _describe(s: ComboSummary, evicting: bool = True) -> str:
         f"    unmet {_fig('unmet_avg_tps', f['unmet_avg_tps'])} tok/s, evictions {_fig('evictions', f['evictions'])}, "
         f"wrong {_fig('wrong_evictions', f['wrong_evictions'])}\n"
         f"    passes capacity {_pct(pr['capacity'])}, convergence {_pct(pr['convergence'])}, eviction {_pct(pr['eviction'])}; "
-        f"all three {_pct(s.all_checks_pass_rate)} of {s.months} months"
+        f"all three {_pct(s.all_checks_pass_rate)} of {s.months} {'month' if s.months == 1 else 'months'}"
     )
 
 
@@ -161,7 +163,57 @@ def render_table(
         console.print("  ideal: greedy by true tokens per dollar (--greedy-ideal)", highlight=False)
 
 
-def render_recommendation(console, rec: Recommendation, evicting: bool = True) -> None:
+def forecast_note(choice: ForecastChoice, min_pass: float) -> str:
+    """The line under a `--recommend` table saying which forecaster the search ran with, and why."""
+    q = choice.forecast_quantile
+    said = f"  forecast: {choice.forecast}" + (f" sized to its errors' {q:g} quantile" if q else " with no error margin")
+    if choice.headroom is None:
+        return (f"{said}, chosen on the search's demand alone: no forecaster and margin covers the demand within headroom "
+                f"{HEADROOM_SEARCH[1]:g} in {min_pass:.0%} of months, and this one errs least (mean error "
+                f"{choice.forecast_error:.1%} an hour)")
+    return (f"{said}, chosen on the search's demand alone (least capacity held, {choice.held_over_demand:.3f}× demand, "
+            f"at the least headroom covering it, {choice.headroom:g})")
+
+
+def _mark_text(check: str, value: float) -> str:
+    if check == "capacity":
+        return f"{value:.2%} of demand"
+    if check == "convergence":
+        return f"{value:.1%}"
+    return f"{value:,.0f} wrong"
+
+
+def shortfall_lines(short: Shortfall) -> list[str]:
+    """What the nearest combination fails by, the marks that would pass, and what the clairvoyant view says."""
+    lines = ["What it fails by:"]
+    for c in short.checks:
+        line = (f"  {c.check}: {_mark_text(c.check, c.median)} in the median month against the mark "
+                f"{_mark_text(c.check, c.mark)}; passes in {c.pass_rate:.0%} of months")
+        if c in short.binding:
+            line += (f", {short.min_pass_rate:.0%} needed: a mark of {_mark_text(c.check, c.passing_mark)} passes "
+                     f"(--set {c.setting})")
+        lines.append(line)
+    if len(short.binding) > 1 or short.together_pass_rate < short.min_pass_rate - 1e-12:
+        lines.append(f"  with {'these marks' if len(short.binding) > 1 else 'that mark'} it passes all three in "
+                     f"{short.together_pass_rate:.0%} of months")
+    peak = (f"demand peaks at {short.demand_peak_tps:,.0f} tok/s in the median month, against {short.pool_rated_tps:,.0f} "
+            "tok/s rated for every card of the classes it rents")
+    twin = short.clairvoyant
+    told = ("It is told each hour's demand already (the clairvoyant view)" if twin is None else
+            f"Told each hour's demand (the clairvoyant view), the same policy passes capacity in "
+            f"{twin.pass_rate['capacity']:.0%} of months and all three in {twin.all_checks_pass_rate:.0%}")
+    short_of_capacity = any(c.check == "capacity" for c in short.binding)
+    if short.clairvoyant_passes_capacity:
+        forecast = twin is not None and short_of_capacity
+        lines.append(told + (": the pool can serve its demand; the forecast is what falls short" if forecast else "") + ".")
+    elif short.demand_peak_tps > short.pool_rated_tps:
+        lines.append(f"{told}: the pool is too small for its demand's peak ({peak}); no policy of this pool passes capacity.")
+    else:
+        lines.append(f"{told}: even knowing the demand it falls short ({peak}: the lottery and dips leave less).")
+    return lines
+
+
+def render_recommendation(console, rec: Recommendation, evicting: bool = True, short: Shortfall | None = None) -> None:
     console.print()
     if rec.best is None:
         console.print(
@@ -173,6 +225,8 @@ def render_recommendation(console, rec: Recommendation, evicting: bool = True) -
             failing = [f"{c} in {1 - rec.closest.pass_rate[c]:.0%} of months" for c in CHECKS if rec.closest.pass_rate[c] < 1]
             console.print("Nearest to passing, not recommended: it fails " + ", ".join(failing) + ":", highlight=False)
             console.print("  " + _describe(rec.closest, evicting), highlight=False)
+        for line in shortfall_lines(short) if short is not None else ():
+            console.print(escape(line), highlight=False)
         return
     console.print(
         f"[bold]Recommended[/bold] (highest median convergence, each month capped at 100%, of the {rec.eligible} of "
