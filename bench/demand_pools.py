@@ -170,7 +170,7 @@ def main() -> int:
     from fleet.sweep import choose_forecast
     from fleet.core.compare import default_grid_axes, distinct, expand_grid, recommend
     from fleet.core.preset import Preset
-    from fleet.sweep import Sweep, search
+    from fleet.sweep import GridBase, Sweep, search
 
     oracle = ["policy.mode=\"steady\"", "policy.card_class=\"any\"", "policy.eviction.share=0.0", "policy.score=\"mean\"",
               "policy.window=\"1h\""]
@@ -182,12 +182,12 @@ def main() -> int:
         preset = Preset(raw, raw["name"])
         base = preset.resolve()
         t0 = time.perf_counter()
-        choice = choose_forecast(preset, base, False, [], SEARCH_SEED, args.search_months, MIN_PASS)
+        choice = choose_forecast(GridBase(preset), SEARCH_SEED, args.search_months, MIN_PASS)
         axes = default_grid_axes(base, policies.resolve(base.policy).evicts, policies.SCORES.names(), policies.SIZING_MODES.names())
         axes["forecast"], axes["forecast_quantile"] = [choice.forecast], [choice.forecast_quantile]
         combos = distinct(expand_grid(base, **axes))
         with Sweep(args.jobs) as sweep:
-            found = search(sweep, preset, combos, range(SEARCH_SEED, SEARCH_SEED + args.search_months), MIN_PASS)
+            found = search(sweep, GridBase(preset), combos, range(SEARCH_SEED, SEARCH_SEED + args.search_months), MIN_PASS)
         rec = recommend(found.summaries, MIN_PASS)
         search_s = time.perf_counter() - t0
         held_out = range(EVAL_SEED, EVAL_SEED + args.eval_months)

@@ -156,7 +156,7 @@ def main() -> int:
     import policies
     from fleet.core.compare import default_grid_axes, distinct, expand_grid, recommend
     from fleet.core.preset import Preset
-    from fleet.sweep import Sweep, search
+    from fleet.sweep import GridBase, Sweep, search
 
     oracle_policy = ["policy.mode=\"steady\"", "policy.card_class=\"any\"", "policy.eviction.share=0.0", "policy.forecast=\"known\"",
                      "policy.score=\"mean\"", "policy.window=\"1h\""]
@@ -177,7 +177,7 @@ def main() -> int:
         else:
             with Sweep(args.jobs) as sweep:
                 first = base.seed if preset.path is not None else SEARCH_SEED
-                found = search(sweep, preset, combos, range(first, first + search_months), MIN_PASS)
+                found = search(sweep, GridBase(preset), combos, range(first, first + search_months), MIN_PASS)
             rec = recommend(found.summaries, MIN_PASS)
         search_s = time.perf_counter() - t0
         held_out = range(EVAL_SEED, EVAL_SEED + args.eval_months)

@@ -3,15 +3,13 @@
 A replay of a large pool allocates and frees many (cards × hours) temporaries.
 glibc's malloc serves each block above its mmap threshold (at most 32 MiB) with a
 fresh mapping and unmaps it on free, so every such temporary pays its page faults
-again; on a virtual machine, where a page fault is dear, that was about 40% of a
-100,000-card replay's CPU time. Raising the thresholds keeps freed memory in the
+again, and on a virtual machine a page fault is dear. Raising the thresholds keeps freed memory in the
 process for the next temporary. The peak resident memory does not change.
 
 The bill multiplies rent by blocks of run sets (cards × hours) with BLAS. Those
 products are small, and a threaded BLAS spends more time waking and waiting on its
-threads than computing them: on two busy cores a month's products at 10,000 cards
-took 110-121 ms threaded and 9 ms on one thread, with the same bytes out. So the
-`fleet` command runs BLAS on one thread unless the environment says otherwise.
+threads than computing them, above all on busy cores; one thread gives the same
+bytes out. So the `fleet` command runs BLAS on one thread unless the environment says otherwise.
 """
 
 from __future__ import annotations

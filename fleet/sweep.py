@@ -31,6 +31,28 @@ from fleet.core.scenario import Scenario
 from fleet.presets import demand_file_tps, resolve_policy
 
 
+@dataclass(frozen=True)
+class GridBase:
+    """What a grid starts from: the preset, its fix or not, and compare's `--set` overrides (each combination's own
+    overrides go on top)."""
+
+    preset: Preset
+    fix: bool = False
+    overrides: tuple[str, ...] = ()
+
+    def scenario(self) -> Scenario:
+        """The scenario before any combination: the one an axis not given keeps its value from."""
+        return self.preset.resolve(fix=self.fix, overrides=list(self.overrides))
+
+    def scenarios(self, combos: Sequence[Combo]) -> list[Scenario]:
+        return combo_scenarios(self.preset, combos, self.fix, self.overrides)
+
+    @property
+    def base_dir(self) -> Path | None:
+        """The folder a preset file's relative paths (a demand file) are read from."""
+        return self.preset.path.parent if self.preset.path else None
+
+
 def combo_scenarios(preset: Preset, combos: Sequence[Combo], fix: bool = False, overrides: Sequence[str] = ()) -> list[Scenario]:
     """The scenario of each combination (after `overrides`, compare's `--set`), checked before any month runs."""
     out = []
@@ -215,12 +237,10 @@ SCREEN_KEEP = 4
 
 def search(
     sweep: Sweep,
-    preset: Preset,
+    grid: GridBase,
     combos: Sequence[Combo],
     seeds: Sequence[int],
     min_pass_rate: float,
-    fix: bool = False,
-    overrides: Sequence[str] = (),
     exact: bool = True,
     on_stage: Callable[[str, int], None] | None = None,
 ) -> Searched:
@@ -237,7 +257,7 @@ def search(
     screened = 0
     unreachable: list[Combo] = []
     if len(combos) > SCREEN_KEEP and len(seeds) > SCREEN_MONTHS:
-        first = _round(sweep, preset, combos, seeds[:SCREEN_MONTHS], min_pass_rate, fix, overrides, exact, on_stage, "screening")
+        first = _round(sweep, grid, combos, seeds[:SCREEN_MONTHS], min_pass_rate, exact, on_stage, "screening")
         rec = recommend(first.summaries, min_pass_rate)
         order = sorted(first.summaries, key=lambda s: (s is not rec.best, s is not rec.runner_up,
                                                         -s.all_checks_pass_rate, -s.figures["convergence_capped"]["median"]))
@@ -245,12 +265,12 @@ def search(
         screened = len(combos) - len(keep)
         unreachable = [c for c in first.unreachable]
         combos = [c for c in combos if replace(c, headroom=0.0) in keep]
-    final = _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, on_stage, "search")
+    final = _round(sweep, grid, combos, seeds, min_pass_rate, exact, on_stage, "search")
     return Searched(final.summaries, unreachable + final.unreachable, screened, final.months)
 
 
-def _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, on_stage, label) -> Searched:
-    scenarios = combo_scenarios(preset, combos, fix, overrides)
+def _round(sweep, grid: GridBase, combos, seeds, min_pass_rate, exact, on_stage, label) -> Searched:
+    scenarios = grid.scenarios(combos)
     if on_stage:
         on_stage(f"{label}: headroom", len(seeds))
     h = sweep.headrooms(scenarios, seeds)
@@ -260,7 +280,7 @@ def _round(sweep, preset, combos, seeds, min_pass_rate, fix, overrides, exact, o
     unreachable = [c for c, x in zip(chosen, found) if x is None]
     if on_stage:
         on_stage(f"{label}: figures", len(seeds))
-    months = sweep.months(combo_scenarios(preset, chosen, fix, overrides), seeds, exact)
+    months = sweep.months(grid.scenarios(chosen), seeds, exact)
     return Searched(summarise(chosen, months), unreachable, 0, months)
 
 
@@ -268,14 +288,14 @@ DEMAND_SEARCH_MONTHS = 60
 """Months the forecaster is chosen on (the search's first): a forecast's cost is demand's alone, so few suffice."""
 
 
-def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, months: int, min_pass: float):
+def choose_forecast(grid: GridBase, seed: int | None, months: int, min_pass: float):
     """The forecaster and error quantile the card-side search runs with, judged on the search's demand alone."""
     import policies
     from fleet.core.demand_search import rank_forecasts, scenario_demand
-    from fleet.presets import demand_file_tps
 
+    base = grid.scenario()
     first = base.seed if seed is None else seed
-    file_tps = demand_file_tps(base, p.path.parent if p.path else None)
+    file_tps = demand_file_tps(base, grid.base_dir)
     demand = [scenario_demand(base, s, file_tps) for s in range(first, first + min(months, DEMAND_SEARCH_MONTHS))]
 
     def build(name: str):
@@ -284,3 +304,12 @@ def choose_forecast(p, base, fix: bool, overrides: list[str], seed: int | None, 
     ranked = rank_forecasts(demand, build, error_hours=base.policy.forecast_error_hours, min_pass=min_pass,
                             max_unmet=base.checks.max_unmet_share)
     return ranked[0]
+
+
+def demand_peak_tps(grid: GridBase, seeds: Sequence[int]) -> float:
+    """The demand's peak hour in the median month of these seeds: the demand alone is drawn, not the cards."""
+    from fleet.core.demand_search import scenario_demand
+
+    base = grid.scenario()
+    file_tps = demand_file_tps(base, grid.base_dir)
+    return float(np.median([scenario_demand(base, s, file_tps)[1].max() for s in seeds]))

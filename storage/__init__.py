@@ -36,6 +36,7 @@ _WHERE = {
     "TelemetryStore": "storage.interfaces",
     "open_store": "storage.open",
     "as_store": "storage.open",
+    "BatchOrigin": "storage.values",
     "BatchOutcome": "storage.values",
     "CardInfo": "storage.values",
     "ClassSpec": "storage.values",

@@ -23,8 +23,8 @@ MEASURED_TPS_SQL = (
     "ELSE r.tokens_per_s_sum / NULLIF(r.sample_count, 0) END"
 )
 """A rollup `r`'s measured rate in SQL, the same operations as `busy_rate_tps` (else the mean) in the same order, so
-the same doubles (a test holds the two to the bit on both backends): an hour of 100,000 cards read as one value a
-card instead of five is 0.2 s less of the driver's row building. `{floor}` is the bound busy floor's placeholder;
+the same doubles (a test holds the two to the bit on both backends): an hour read as one value a card instead of
+five spares the driver four fifths of its row building. `{floor}` is the bound busy floor's placeholder;
 no telemetry (count 0) is NULL, read as NaN."""
 
 

@@ -97,10 +97,3 @@ def open_existing(url: str, read_only: bool = False) -> Engine:
         raise StoreError(f"database {shown!r} is at schema revision {revision}, this fleet needs {head}: "
                          f"run `fleet db upgrade --db {shown}`")
     return make_engine(url, read_only=read_only)
-
-
-def existing_repository(url: str):
-    """`SqlRepository` on the store at `url`, refused as `open_existing` refuses it."""
-    from storage.repository import SqlRepository
-
-    return SqlRepository(open_existing(url))

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from storage.busy import BUSY_FRACTION_FLOOR
-from storage.values import BatchOutcome, CardInfo, ClassSpec, DemandBatch, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
+from storage.values import BatchOrigin, BatchOutcome, CardInfo, ClassSpec, DemandBatch, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
 
 if TYPE_CHECKING:
     from storage.demand import DemandHour
@@ -59,9 +59,9 @@ class TelemetryStore(Protocol):
     # -- ingest -----------------------------------------------------------------------
     def begin_run(self, source: str, source_digest: str, now_ts: int) -> int: ...
 
-    def write_batch(self, run_id: int, part: int, first_record: int, samples: SampleBatch, rejected: Rejected,
-                    register: Mapping[str, str], source: str, source_digest: str, now_ts: int,
-                    raw_text_of: Callable[[list[int]], list[str]] | None = None, duplicates_in_batch: int = 0) -> BatchOutcome:
+    def write_batch(self, origin: BatchOrigin, samples: SampleBatch, rejected: Rejected, register: Mapping[str, str],
+                    now_ts: int, raw_text_of: Callable[[list[int]], list[str]] | None = None,
+                    duplicates_in_batch: int = 0) -> BatchOutcome:
         """Store one batch in one transaction: register new cards, store new samples, quarantine the rest, update rollups."""
 
     def finish_run(self, run_id: int, now_ts: int) -> None: ...

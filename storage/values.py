@@ -53,6 +53,18 @@ class CardInfo:
 
 
 @dataclass(frozen=True)
+class BatchOrigin:
+    """Where one batch of records comes from: its ingest run, its place in the source, and the source by name and
+    digest (the quarantine keys a record by the digest and its number, so a source sent twice quarantines it once)."""
+
+    run_id: int
+    part: int  # the batch's number in its run, from 0
+    first_record: int  # the number of its first record in the source (0-based)
+    source: str
+    source_digest: str
+
+
+@dataclass(frozen=True)
 class SampleBatch:
     """Valid samples of one batch, one entry per record (cards by key, ts in UTC epoch seconds)."""
 

@@ -255,6 +255,42 @@ def test_the_function_length_check_can_fail():
     assert long_functions(f"def g():\n{body[:body.rindex(chr(10))]}\n") == {}
 
 
+FUNCTION_MAX_PARAMETERS = 10
+# A command's options are its function's parameters (typer reads them off the signature): the CLI is exempt, and
+# hands the rest of the house parameter objects (`fleet.cli.compare_options`).
+PARAMETER_EXEMPT_ROOMS = ("cli",)
+# Functions known to take more, by module and name, until they are given parameter objects: none today.
+KNOWN_LONG_SIGNATURES: frozenset[str] = frozenset()
+
+
+def long_signatures(source: str, limit: int = FUNCTION_MAX_PARAMETERS) -> dict[str, int]:
+    """Functions (methods and nested ones too) taking more than `limit` parameters, with their counts: every
+    positional, keyword-only, `*args` and `**kwargs` one, not a method's own `self` or `cls`."""
+    out = {}
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = n.args
+            named = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+            count = len(named) + (a.vararg is not None) + (a.kwarg is not None) - (named[:1] in (["self"], ["cls"]))
+            if count > limit:
+                out[n.name] = count
+    return out
+
+
+def test_no_function_outside_the_cli_over_10_parameters():
+    """A longer signature is a set of values that belong together: they travel as a frozen dataclass named for them."""
+    long = {f"{name}.{fn}": n for name, path in modules().items() if room(name) not in PARAMETER_EXEMPT_ROOMS
+            for fn, n in long_signatures(path.read_text(encoding="utf-8")).items()}
+    assert {k: v for k, v in long.items() if k not in KNOWN_LONG_SIGNATURES} == {}
+
+
+def test_the_parameter_check_can_fail():
+    names = ", ".join(f"p{i}" for i in range(FUNCTION_MAX_PARAMETERS))
+    assert long_signatures(f"def f({names}, *rest):\n    pass\n") == {"f": FUNCTION_MAX_PARAMETERS + 1}
+    assert long_signatures(f"class C:\n    def m(self, {names}):\n        pass\n") == {}
+    assert long_signatures(f"def g({names[:names.rindex(',')]}, *, k, **kw):\n    pass\n") == {"g": FUNCTION_MAX_PARAMETERS + 1}
+
+
 # -- one way into the store --------------------------------------------------------------------------------------
 
 # Modules whose every name is the store's inside: the engine's library, the migrations', the store classes' modules.
@@ -262,7 +298,7 @@ STORE_INSIDE_MODULES = ("sqlalchemy", "alembic", "storage.repository", "storage.
 # Names of storage's that build a store class, make or take an engine: `open_store` and its roles replace them.
 STORE_INSIDE_NAMES = frozenset({
     "SqlRepository", "ServiceStore", "LeaseStore", "SqlStore", "SqlIdentity", "SqlReconcileStore", "SqlMigrations",
-    "open_repository", "sqlite_memory_repository", "existing_repository", "open_existing", "make_engine", "ensure_schema",
+    "open_repository", "sqlite_memory_repository", "open_existing", "make_engine", "ensure_schema",
     "current_revision", "upgrade", "read_identity", "claim_identity", "refuse_other_identity", "retire_card", "last_heard",
     "still_serving", "warm_since", "journal_records", "records_of_kinds", "last_actions_not_carried_out",
 })

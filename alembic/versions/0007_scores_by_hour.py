@@ -4,14 +4,13 @@ Revision ID: 0007
 Revises: 0006
 
 Every hour the score job writes one row per card and window, all for the same new hour. Keyed by card first, those
-rows land at the end of every card's stretch of the table, so an hour's write touched a page per card (10,000 cards
-× 3 windows: about 0.6 s on SQLite, most of it pages written). Keyed by hour first, an hour's rows are appended
-together. Every read of scores asks for an hour (and a window), which the new key serves, so the index on
+rows land at the end of every card's stretch of the table, so an hour's write touched a page per card and window.
+Keyed by hour first, an hour's rows are appended together. Every read of scores asks for an hour (and a window), which the new key serves, so the index on
 (hour_ts, window_hours) goes. On SQLite the table is rebuilt (a key cannot be altered); on PostgreSQL the key
 constraint is replaced.
 
 Each acting pass asks for the decisions not yet acted on; the journal grows by every hour's records, and the ask
-read all of it (25 ms a pass at 10,000 cards after a day). A partial index of the unacted decisions' ids answers
+read all of it, a little more each hour. A partial index of the unacted decisions' ids answers
 it from the few that are.
 """
 

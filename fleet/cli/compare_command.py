@@ -54,8 +54,16 @@ def compare_cmd(
     dask: Annotated[Optional[str], typer.Option("--dask", help="Run on the Dask scheduler at this address (tcp://HOST:PORT), or 'local' for a cluster of --jobs (default 2) worker processes.")] = None,
 ) -> None:
     from fleet.cli.compare import run_compare
+    from fleet.cli.compare_options import GridText, Judging, MonthsWanted, Outputs, PresetChoice, Workers
 
-    run_compare(preset=preset, fix=fix, window=window, size_window=size_window, share=share, mode=mode, headroom=headroom, card_class=card_class, score=score, forecast=forecast, quantile=quantile, set_=set_, months=months, seed=seed, recommend_grid=recommend_grid, min_pass=min_pass, plot=plot, csv_path=csv_path, as_json=as_json, jobs=jobs, exact=exact, db=db, telemetry=telemetry, dask=dask)
+    run_compare(
+        PresetChoice(preset, fix, tuple(set_ or ())),
+        GridText(window, size_window, share, mode, headroom, card_class, score, forecast, quantile),
+        MonthsWanted(months, seed, db, telemetry),
+        Judging(recommend_grid, min_pass, exact),
+        Outputs(plot, csv_path, as_json),
+        Workers(jobs, dask),
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from storage import DEFAULT_URL
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, NO_END_TS
 from storage.values import ACTION_KINDS, EVENT_KINDS, SET_ASIDE_KINDS, Kind
 
 RECORD_KINDS = EVENT_KINDS
@@ -135,7 +135,7 @@ def store_now(db_store, wall_ts: float) -> float:
     identity = db_store.identity.read()
     if identity is None or identity.kind != "simulation":
         return wall_ts
-    newest = db_store.journal.last_decided_ts(0, 2**62)
+    newest = db_store.journal.last_decided_ts(0, NO_END_TS)
     return wall_ts if newest is None else float(newest)
 
 

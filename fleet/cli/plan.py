@@ -19,10 +19,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from fleet.core.units import NO_END_TS
 from fleet.cli.demand import KNEW_LINE, forecast_beside_measured
 from fleet.cli.words import DbOption, grouped, iso_minute, shown_url, times
 from fleet.core.errors import ConfigError
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, NO_END_TS
 
 
 def _simulation_of(cfg, store, simulate: str | None, seed: int | None):
@@ -62,7 +63,7 @@ def plan_hour(cfg, store, sim=None, now_ts: float | None = None) -> dict:
     clock = SetClock(now)
     frame = make_frame(cfg, parts, store, telemetry, clock, sim)
     cal = frame.calendar
-    hour_ts = cal.next_hour(store.journal.last_decided_ts(cal.start_ts, 2**62), now)
+    hour_ts = cal.next_hour(store.journal.last_decided_ts(cal.start_ts, NO_END_TS), now)
     if hour_ts > cal.last_hour_ts:
         raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
     clock.t = max(now, hour_ts)  # the plan stands still at the hour it plans

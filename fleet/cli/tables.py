@@ -10,7 +10,6 @@ hard wrap and no trailing spaces, for scripts and diffs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape

@@ -85,9 +85,8 @@ _BILL_BLOCK_HOURS = 96
 products are the same to the last bit."""
 
 _BILL_TILE_CARDS = 1024
-"""Cards of an hours-major block of run sets (a replay's) turned cards-major at once: into a block that stays in
-cache this is twice as fast as turning the month's run sets round whole (measured at 100,000 cards: 30 ms against
-61 ms for a month, with the plain copies either way takes)."""
+"""Cards of an hours-major block of run sets (a replay's) turned cards-major at once: a block that stays in cache
+is turned round cheaper than the month's run sets whole (docs/benchmark.md has the figures)."""
 
 
 def capacity_and_warm_usd(true_rate_tps, warm: np.ndarray, rent_usd_per_hour: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -130,10 +129,6 @@ class HoursBill:
     idle_usd: np.ndarray
     ideal_usd: np.ndarray
     cards_warm: np.ndarray
-
-    @property
-    def bill_usd(self) -> np.ndarray:
-        return self.warm_usd + self.churn_usd
 
 
 def bill_hours(

@@ -26,10 +26,11 @@ from fleet.core.plugins import PolicyParts
 from fleet.core.replay import demand_key, month_demand, replay, score_month
 from fleet.core.scenario import DEFAULT_FORECAST, KNOWN_FORECAST, Scenario
 
-FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped")
+FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped",
+           "unmet_share")
 """The figures summarised per combination, in the order tables and files show them. `convergence_capped` is each
 month's convergence capped at 100%: a month short of capacity can show more than 100%, and the ranking must not
-reward a shortfall."""
+reward a shortfall. `unmet_share` is the figure the capacity check reads (unmet over demand)."""
 
 CHECKS = ("capacity", "convergence", "eviction")
 

@@ -13,8 +13,8 @@ is solved by the full sort. The run set is therefore exactly the sorted greedy's
 When the eligible cards share one rent and the rates are float32 (scores and
 true rates are), tokens per dollar orders cards exactly as their rate does
 (a float32 rate × `HOUR_S` over one rent never collides with another's). Then
-each hour's rates are sorted by value alone (a vectorised sort, twice as fast
-as the histogram's binning): cards of equal rate add the same number, so their
+each hour's rates are sorted by value alone (a vectorised sort, cheaper than
+the histogram's binning): cards of equal rate add the same number, so their
 order changes no running sum, and the run set is every card above the crossing
 card's rate and, of the cards at it, the lowest indices. A large pool sorts only a
 window of ranks around the hour before's crossing, selected from the rest. Elsewhere
@@ -48,9 +48,8 @@ _CHUNK_CARDS = 64
 
 _PARTITION_CARDS = 10_000
 """Pools of at least this many cards (at one rent, on float32 rates) find each hour's crossing by a selection around
-the hour before's (`_greedy_by_partition`); below it the vectorised sort of every hour at once is cheaper (a month of
-scores, measured side by side: 5,000 cards 10 ms sorted against 14 ms selected, 10,000 cards about even,
-100,000 cards 1.6 times faster selected)."""
+the hour before's (`_greedy_by_partition`); below it the vectorised sort of every hour at once is cheaper, and the
+two cost about the same at this size."""
 
 _WINDOW_CARDS = 192
 """The fewest cards on either side of an hour's guessed crossing that are sorted (`_greedy_by_partition`)."""
@@ -58,8 +57,7 @@ _WINDOW_CARDS = 192
 _SORT_CARDS = 48
 _SORT_CELLS = 4096
 """Pools of at most `_SORT_CARDS` cards, or blocks of at most `_SORT_CELLS` card-hours, are solved by the sort itself
-(the definition), which is faster there than the histogram's fixed cost (measured: 32 cards × 24 hours 0.26 ms by
-the sort, 0.62 ms by the histogram; 256 cards × 720 hours 24.5 ms against 12.5 ms)."""
+(the definition): there the histogram's fixed cost is more than the sort it saves."""
 
 
 def tokens_per_dollar(rate_tps: np.ndarray, rent_usd_per_hour: np.ndarray) -> np.ndarray:
@@ -460,7 +458,7 @@ def run_set_usd_by_hour(run_set: np.ndarray, rent_usd_per_hour: np.ndarray, bloc
 
     The product reads the run set cast to float64, as it always has (the same sums to the last bit), but one block
     of hours at a time, so the float copy is a few hours of cards, not the month's (8 bytes a card-hour). A
-    cards-major block, reused: copying the bool block first and casting it after is several times faster than
+    cards-major block, reused: copying the bool block first and casting it after is cheaper than
     casting across the transpose (a block already contiguous, as the ideal's pieces are, is cast as it is).
     """
     chosen = np.asarray(run_set, dtype=bool)
@@ -487,8 +485,8 @@ def copy_in_tiles(out: np.ndarray, src: np.ndarray, axis: int, tile_cards: int =
     """`out[...] = src` (cast to `out`'s type), `tile_cards` cards at a time along `axis` (the cards' axis).
 
     A copy across a transpose (a cards-major month read hours-major, or back) touches a cache line of the source
-    for every element when done whole; a tile of cards reads each line once for all the hours it holds. Measured
-    on 100,000 cards × 720 hours of float32: 0.35 s whole, 0.17 s in tiles. The values are copied, not computed.
+    for every element when done whole; a tile of cards reads each line once for all the hours it holds. The values
+    are copied, not computed.
     """
     if out.ndim != 2 or abs(src.strides[1]) <= abs(src.strides[0]) or out.shape[axis] <= tile_cards or out.dtype != src.dtype:
         np.copyto(out, src)  # laid out as `out` is (rows contiguous), small, or cast on the way (tiles do not help): one copy

@@ -95,7 +95,7 @@ def _piece_run_sets(piece, dips, order, rank, before, sorted_tps, dipped_tps, pr
     """
     n, k = piece.shape
     m = n + 2
-    # Each dip as rank × k + hour (numpy's two-dimensional nonzero is many times slower than flatnonzero), then put
+    # Each dip as rank × k + hour (numpy's two-dimensional nonzero is slower than flatnonzero), then put
     # hour by hour, in ticket order within the hour: a sort of hour × n + rank (the keys are distinct), on 32 bits
     # where they fit (a third cheaper than a stable sort on the hour and two gathers).
     small = np.int32 if k * m < 2**31 else np.int64

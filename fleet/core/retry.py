@@ -11,12 +11,27 @@ more than `expire_after_s` ago is not carried out late at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum, StrEnum
 from typing import Callable
 
 from fleet.core.units import HOUR_S
 
-DONE, TRANSIENT, PERMANENT = "done", "transient", "permanent"
-OUTCOMES = (DONE, TRANSIENT, PERMANENT)
+
+class Failure(StrEnum):
+    """How an action failed, classified once where it failed (by the actuator): the set-aside record stores its text."""
+
+    TRANSIENT = "transient"  # tried again after a backoff, within the retry budget
+    PERMANENT = "permanent"  # set aside once the action's tries are spent
+
+
+TRANSIENT, PERMANENT = Failure.TRANSIENT, Failure.PERMANENT
+
+
+class NextStep(Enum):
+    """What becomes of an action after a failed try."""
+
+    RETRY = "retry"  # tried again at `Tries.next_ts`
+    SET_ASIDE = "set-aside"  # never carried out: an `act-failed` record closes it
 
 
 @dataclass(frozen=True)
@@ -41,9 +56,10 @@ class Tries:
 
 @dataclass(frozen=True)
 class Verdict:
-    """`retry` (with `tries`, to wait until `tries.next_ts`) or `set-aside` (with the reason)."""
+    """The next step after a failed try, with the tries so far (a retry waits until `tries.next_ts`) and, for an
+    action set aside, the reason."""
 
-    step: str
+    step: NextStep
     tries: Tries
     reason: str = ""
 
@@ -55,18 +71,18 @@ def backoff_s(rules: RetryRules, count: int, draw: float) -> float:
     return base * (0.5 + 0.5 * draw)
 
 
-def after_failure(rules: RetryRules, before: Tries | None, outcome: str, error: str, now_ts: float, draw: float,
+def after_failure(rules: RetryRules, before: Tries | None, outcome: Failure, error: str, now_ts: float, draw: float,
                   max_tries: int = 1) -> Verdict:
-    """The next step for an action whose try at `now_ts` failed with `outcome` (`transient` or `permanent`)."""
+    """The next step for an action whose try at `now_ts` failed with `outcome`."""
     count = 1 if before is None else before.count + 1
     first = now_ts if before is None else before.first_ts
     if outcome == PERMANENT and count >= max_tries:
-        return Verdict("set-aside", Tries(count, first, now_ts, error), "permanent failure")
+        return Verdict(NextStep.SET_ASIDE, Tries(count, first, now_ts, error), "permanent failure")
     nxt = now_ts + backoff_s(rules, count, draw)
     if nxt - first > rules.max_retry_s:
-        return Verdict("set-aside", Tries(count, first, now_ts, error),
+        return Verdict(NextStep.SET_ASIDE, Tries(count, first, now_ts, error),
                        f"still failing after {rules.max_retry_s:g} s of retries")
-    return Verdict("retry", Tries(count, first, nxt, error))
+    return Verdict(NextStep.RETRY, Tries(count, first, nxt, error))
 
 
 def expired(rules: RetryRules, hour_ts: int, now_ts: float, hour_s: int = HOUR_S,

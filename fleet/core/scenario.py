@@ -15,7 +15,7 @@ import copy
 import math
 from typing import Any, ClassVar, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fleet.core.errors import ConfigError, format_validation
 from fleet.core.latency import Slo, check_promise

@@ -22,8 +22,7 @@ _SCORE_BLOCK_CELLS = 1 << 20
 
 _SCORE_BAND_HOURS = 32
 """Hours of a block's running sum made, then read for the scores, at once (a quarter of a MiB: they stay in cache
-between). Measured side by side on a month of 100,000 cards (CPU time, median of 9): 268 ms in whole blocks of
-16 MiB, 220 ms by bands of these blocks; 10,000 cards 26 ms and 19 ms."""
+between, where a whole block's sum is read back from memory)."""
 
 _SCORE_TILE_CARDS = 256
 """Cards of a block turned hours-major at once (a cache line of each card's telemetry read once for all its hours)."""

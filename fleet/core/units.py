@@ -1,4 +1,5 @@
-"""Units the whole project shares: the hour in seconds, and a duration in seconds read from a setting."""
+"""Units the whole project shares: the hour in seconds, the time with no end, and a duration in seconds read from a
+setting."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ from fleet.core.errors import ConfigError
 
 HOUR_S = 3600
 """Seconds in an hour: the month's step, the store's hour buckets, the service's clock."""
+
+NO_END_TS = 2**62
+"""A time after every month's end: the open upper bound of a read over the store's times (`-NO_END_TS` the open
+lower one), far inside a 64-bit integer so a database's BIGINT binds it."""
 
 
 def seconds_setting(name: str, raw: str | None, default_s: float, *, what: str, allow_zero: bool = True,

@@ -16,7 +16,7 @@ from fleet.ingest.drop import DEFAULT_SETTLE_S, DropResult, drain_drop_folder, d
 from fleet.ingest.formats import COLUMNS, FORMATS, REASONS, BadSource, Parsed, detect_format, parse_bytes, read_file
 from fleet.ingest.pool import declare_pool, load_pool
 from fleet.ingest.prometheus import (
-    DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY, busy_query, card_labels, fetch_prometheus, ingest_prometheus,
+    DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY, busy_query, card_labels, fetch_prometheus,
     parse_prometheus, pull_prometheus, rate_query,
 )
 from fleet.ingest.store import IngestReport, IngestSettings, ingest_file, ingest_parsed, judge
@@ -24,6 +24,6 @@ from fleet.ingest.store import IngestReport, IngestSettings, ingest_file, ingest
 __all__ = [
     "COLUMNS", "DEFAULT_BUSY_QUERY", "DEFAULT_CARD_LABEL", "DEFAULT_PROMETHEUS_QUERY", "DEFAULT_SETTLE_S", "FORMATS", "REASONS", "BadSource", "DropResult", "IngestReport",
     "IngestSettings", "Parsed", "busy_query", "card_labels", "declare_pool", "detect_format", "drain_drop_folder", "drop_candidates", "fetch_prometheus", "is_half_written",
-    "ingest_file", "ingest_parsed", "ingest_prometheus", "judge", "load_pool", "parse_bytes", "parse_prometheus", "pull_prometheus",
+    "ingest_file", "ingest_parsed", "judge", "load_pool", "parse_bytes", "parse_prometheus", "pull_prometheus",
     "rate_query", "read_file",
 ]

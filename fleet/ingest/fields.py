@@ -21,7 +21,7 @@ from pandas.errors import OutOfBoundsDatetime
 MAX_KEY_CHARS = 200
 TOO_LONG = 4  # the status of a name over MAX_KEY_CHARS
 
-UNPARSEABLE_TEXT = _UNPARSEABLE = "\x00"  # a JSON value of the wrong kind (bool, list, object): no parser accepts it
+UNPARSEABLE_TEXT = "\x00"  # a JSON value of the wrong kind (bool, list, object): no parser accepts it
 
 
 def _json_field(v: Any) -> str:
@@ -30,7 +30,7 @@ def _json_field(v: Any) -> str:
     if isinstance(v, str):
         return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return _UNPARSEABLE
+        return UNPARSEABLE_TEXT
     return repr(v) if isinstance(v, float) else str(v)
 
 
@@ -152,7 +152,7 @@ def _keys(col: pa.Array, limit: int = MAX_KEY_CHARS) -> tuple[np.ndarray, np.nda
     codes = enc.indices.to_numpy(zero_copy_only=False)
     clean = np.array([s.strip() for s in names], dtype=object)
     st = np.array(
-        [MISSING if not s else UNPARSEABLE if _UNPARSEABLE in s else TOO_LONG if len(s) > limit else OK for s in clean],
+        [MISSING if not s else UNPARSEABLE if UNPARSEABLE_TEXT in s else TOO_LONG if len(s) > limit else OK for s in clean],
         dtype=np.int8,
     )
     return clean[codes], st[codes]

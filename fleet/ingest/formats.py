@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from fleet.core.errors import ConfigError
 from fleet.ingest.csv_reader import csv_pieces, header_names
-from fleet.ingest.lines import FIRST_BLOCK_BYTES, MAX_LINE_BYTES, LineBlock, first_utf8_error, line_bounds  # noqa: F401 (MAX_LINE_BYTES for callers)
+from fleet.ingest.lines import FIRST_BLOCK_BYTES, LineBlock, first_utf8_error, line_bounds
 from fleet.ingest.pieces import Piece, piece_of, rebatch
 from fleet.ingest.readers import first_json_line, jsonl_pieces, parquet_pieces, parquet_type_problem
 

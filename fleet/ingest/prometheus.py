@@ -29,8 +29,6 @@ from fleet.core.errors import ConfigError, hide_passwords
 from fleet.credentials import http_opener
 from fleet.ingest.fields import _json_field
 from fleet.ingest.formats import BadSource, Parsed
-from fleet.ingest.store import IngestReport, IngestSettings, ingest_parsed
-from storage.interfaces import TelemetryStore
 
 if TYPE_CHECKING:
     from fleet.credentials import Credentials
@@ -208,11 +206,3 @@ def pull_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, s
         busy_body, busy_name = fetch_prometheus(base_url, busy_query, start_ts, end_ts, step_s, timeout_s, auth)
     return parse_prometheus(body, name, card_label, busy_body, busy_name)
 
-
-def ingest_prometheus(repo: TelemetryStore, base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
-                      settings: IngestSettings, card_label: str | Sequence[str] = DEFAULT_CARD_LABEL, *,
-                      busy_query: str | None = None, auth: Credentials | None = None,
-                      timeout_s: float = DEFAULT_TIMEOUT_S) -> IngestReport:
-    """Pull a range query (and its busy query) and store it like a file: one record per series point."""
-    parsed = pull_prometheus(base_url, query, start_ts, end_ts, step_s, card_label, busy_query, auth, timeout_s)
-    return ingest_parsed(repo, parsed, settings)

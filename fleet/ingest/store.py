@@ -34,7 +34,7 @@ from fleet.core.errors import ConfigError
 from fleet.ingest.fields import MISSING, NONFINITE, OK, TOO_LONG, UNPARSEABLE, _as_epoch_seconds, _as_numbers, _keys
 from fleet.ingest.formats import ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, REASONS, _REASON_CODE, Parsed, read_file
 from storage.interfaces import TelemetryStore
-from storage.values import CardInfo, ClassSpec, Rejected, SampleBatch
+from storage.values import BatchOrigin, CardInfo, ClassSpec, Rejected, SampleBatch
 
 @dataclass(frozen=True)
 class IngestSettings:
@@ -269,9 +269,8 @@ def ingest_parsed(
             judged = judge(batch.columns, batch.record_no, batch.raw_text, cards, classes, settings, batch.bad_no.tolist(), batch.bad_reason)
             hook.before_write(part)
             out = repo.write_batch(
-                run_id, part, batch.first_no, judged.samples, judged.rejected, judged.register,
-                parsed.name, parsed.digest, settings.now_ts,
-                raw_text_of=batch.raw_text, duplicates_in_batch=judged.duplicates,
+                BatchOrigin(run_id, part, batch.first_no, parsed.name, parsed.digest), judged.samples, judged.rejected,
+                judged.register, settings.now_ts, raw_text_of=batch.raw_text, duplicates_in_batch=judged.duplicates,
             )
             hook.after_write(part)
             for info in out.registered:

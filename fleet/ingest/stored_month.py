@@ -4,12 +4,13 @@ The store holds what a real pool gives: measured rates. The month built here tak
 - **measured rate** of a card-hour: the hourly rollup. Where the hour's samples
   carry a busy fraction, tokens per busy second (the card's capacity, so an
   idle card is not taken for a slow one); otherwise the mean tokens/s.
-- **true rate** (the truth a real pool never shows): hindsight, each card's
-  mean measured rate over the month's hours, as the model doc says; the ideal
-  operator and the wrong-eviction check read it.
-- **hours without samples**: the last measured rate carries forward (the first
-  known one backward at the start): the score sees no news, not a dead card.
-  A card with no sample in the whole span is not in that month's pool.
+- **true rate** (the truth a real pool never shows): hindsight, the core's one
+  rule (`fleet.core.hindsight`): each card's mean measured rate over the month's
+  hours it was measured in, as the billing job reads it over the month so far;
+  the bill, the ideal operator and the wrong-eviction check read it.
+- **hours without samples**: not measured (NaN), left out of the scores' windows,
+  as the service's score job leaves them, and out of the truth's mean. A card
+  with no sample in the whole span is not in that month's pool.
 - **span**: `warmup_hours` of history then `hours` of month, from `start_ts`
   (default: the first stored hour).
 - **classes, rents and demand** come from the scenario: the store's cards must
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fleet.core.hindsight import hindsight_of_hours
 from fleet.core.scenario import ConfigError, Scenario
 from fleet.core.month import Month, demand_series, stream
 from fleet.presets import demand_file_tps
@@ -64,9 +66,9 @@ def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int 
     measured = np.full((len(cards), total), np.nan)
     measured[row[span["card_key"]].to_numpy(), ((span["hour_ts"] - first) // HOUR_S).to_numpy()] = rate
     # An hour without telemetry stays NaN in what the policy measured: its windows leave it out, as the service's
-    # score job does (`fleet.core.scores`). The card's true rate, the bill's, is read over the hours carried forward.
+    # score job does (`fleet.core.scores`), and so does the truth, the bill's, read over the month's measured hours.
     cls_idx = cards["cls"].to_numpy(dtype=np.int32)
-    hindsight = _fill_gaps(measured)[:, W:].mean(axis=1)
+    hindsight = hindsight_of_hours(measured[:, W:])
     rated = np.array([scenario.classes[i].rated_tps for i in cls_idx], dtype=np.float64)
     rent = np.array([scenario.classes[i].rent_usd_per_month for i in cls_idx], dtype=np.float64)
     demand = demand_series(scenario.demand, H, stream(scenario.seed, "demand"), demand_file_tps(scenario, base_dir))
@@ -83,12 +85,6 @@ def month_from_rollups(rollups: pd.DataFrame, scenario: Scenario, start_ts: int 
         measured_tps=measured.astype(np.float32),
         demand_tps=demand,
     )
-
-
-def _fill_gaps(m: np.ndarray) -> np.ndarray:
-    """Carry each card's last measured rate forward over empty hours, and its first one back to the start."""
-    f = pd.DataFrame(m.T).ffill().bfill()
-    return f.to_numpy().T
 
 
 def month_from_store(url: str, scenario: Scenario, start_ts: int | None = None, base_dir: Path | None = None) -> Month:

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules, Tries, after_failure, expired
+from fleet.core.retry import PERMANENT, TRANSIENT, Failure, NextStep, RetryRules, Tries, after_failure, expired
 from storage.records import SetAsideRecord
-from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, JournalEntry, JournalRow, Kind  # noqa: F401  (SET_ASIDE_KINDS: acting's, as the shell imports it)
+from storage.values import ACTION_KINDS, JournalEntry, JournalRow, Kind
 
 ACTIONS = ACTION_KINDS
 """Journal kinds an actuator carries out; other kinds (`size`, `eviction-pass`) are records."""
@@ -47,7 +47,7 @@ class ActuatorError(RuntimeError):
     """An action that did not go through: `transient` (tried again after a backoff) or `permanent` (set aside once
     `max_tries` tries have failed)."""
 
-    def __init__(self, message: str, outcome: str = TRANSIENT, max_tries: int = 1):
+    def __init__(self, message: str, outcome: Failure = TRANSIENT, max_tries: int = 1):
         super().__init__(message)
         self.outcome = outcome
         self.max_tries = max(1, int(max_tries))
@@ -202,7 +202,7 @@ class Acting:
                 failed += 1
                 error = str(err)
                 v = after_failure(self.rules, before, err.outcome, error, now, self.rng.random(), err.max_tries)
-                if v.step == "retry":
+                if v.step is NextStep.RETRY:
                     self.tries[row.id] = v.tries
                     waiting.add(card)
                     keep(row)
@@ -222,7 +222,7 @@ class Acting:
         return failed, error, retried, set_aside, n_expired, next_from
 
     def _close(self, row: JournalRow, kind: str, reason: str, now: float, tries: Tries | None = None,
-               outcome: str = PERMANENT) -> None:
+               outcome: Failure = PERMANENT) -> None:
         """Journal the record that closes an action never carried out (the decision itself stays unacted)."""
         closed = SetAsideRecord(decision_key=row.key, decision_id=row.id, decision_kind=row.kind, hour_ts=row.ts)
         if tries is not None:

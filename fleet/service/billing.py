@@ -2,8 +2,9 @@
 
 The run sets come from the store's run-set intervals and the evictions from the
 journal; the truth the bill reads is the simulation's (`SimulatedTruth`), or for
-a real pool hindsight (`Hindsight`: each card's mean measured rate over the month
-so far, as the replay of a stored month has it). The demand is the simulation's,
+a real pool hindsight (`Hindsight`): the core's one rule (`fleet.core.hindsight`,
+each card's mean over the hours it was measured in) over the month so far, where
+the replay of a stored month reads it over the whole month. The demand is the simulation's,
 or a real pool's measured demand (`MeasuredDemand`; an hour with none measured is
 billed at demand 0 and its `demand_measured_tps` left NULL); the billed hour's
 `size` record gains `demand_measured_tps` with it. Hours are billed in stretches of
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from fleet.core.billing import bill_hours, churn_fee_usd
+from fleet.core.hindsight import hindsight_tps
 from fleet.core.verdict import wrong_evictions
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolIndex, PoolWatch
@@ -69,11 +71,12 @@ class SimulatedTruth:
 
 
 class Hindsight:
-    """A real pool's truth, in hindsight: each card's mean measured rate over the month so far, every hour.
+    """A real pool's truth, in hindsight (`fleet.core.hindsight`): each card's mean over the hours of the month so far
+    it was measured in, read for every hour of the stretch billed.
 
     The month's sums are kept between runs and only the hours not yet read are read, so a run costs the hours it
-    bills, not the month so far (reading the whole month each time grew a 1,000-card pool's daily billing from 0.8 s
-    to 18 s over a month). A sample that arrives for an hour already read is in the store but not in these sums.
+    bills, not the month so far (which would grow with every day billed). A sample that arrives for an hour already
+    read is in the store but not in these sums.
     """
 
     def __init__(self, repo: TelemetryStore, calendar: Calendar):
@@ -92,15 +95,18 @@ class Hindsight:
         if end_ts > self._through_ts:
             roll = self.repo.hourly_rollups(self._through_ts, end_ts)
             if len(roll):
+                # An hour's rollup whose rate is not known (NaN) is an hour not measured: left out of sum and count.
                 g = pd.DataFrame({"card": roll["card_key"].to_numpy(), "tps": measured_tps(roll)}).groupby("card")["tps"]
-                for key, total, n in zip(g.sum().index, g.sum().to_numpy(), g.count().to_numpy()):
+                sums, counts = g.sum(), g.count()
+                for key, total, n in zip(sums.index, sums.to_numpy(), counts.to_numpy()):
                     self._sum[key] = self._sum.get(key, 0.0) + float(total)
                     self._count[key] = self._count.get(key, 0) + int(n)
             self._through_ts = end_ts
-        mean = np.zeros(len(index))
+        total, hours = np.zeros(len(index)), np.zeros(len(index))
         for key, n in self._count.items():
-            if n and key in index.pos:
-                mean[index.pos[key]] = self._sum[key] / n
+            if key in index.pos:
+                total[index.pos[key]], hours[index.pos[key]] = self._sum[key], n
+        mean = hindsight_tps(total, hours)
         return np.repeat(mean[:, None], k, axis=1), mean
 
     def boot_hours(self, index: PoolIndex) -> np.ndarray | None:

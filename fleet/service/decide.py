@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, AbstractSet, Protocol
 
 import numpy as np
 
+from fleet.core.units import NO_END_TS
 from fleet.core.carry import Carry
 from fleet.core.forecast import DemandView
 from fleet.core.greedy import tokens_per_dollar
@@ -219,7 +220,7 @@ class DecideJob:
         cal = f.calendar
         while not self.lead.stopping():
             now = f.clock.now()
-            nxt = cal.next_hour(self.journal_store.last_decided_ts(cal.start_ts, 2**62), now)
+            nxt = cal.next_hour(self.journal_store.last_decided_ts(cal.start_ts, NO_END_TS), now)
             if nxt > now or nxt > cal.last_hour_ts:
                 break
             scored = self.scores.scored_through_ts()

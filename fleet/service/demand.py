@@ -1,7 +1,7 @@
 """Each month's demand, hour by hour, as the decide and bill jobs both read it, and the view the policy sizes from.
 
-A simulation's demand is its drawn month's, with the history drawn before it (`MonthDemand`). A real pool's is
-measured (`MeasuredDemand`): the store's demand samples and rollups of each hour, never drawn. The decide job never
+A simulation's demand is its drawn month's, with the history drawn before it (`SimulatedDemand`). A real pool's
+is measured (`MeasuredDemand`): the store's demand samples and rollups of each hour, never drawn. The decide job never
 reads an hour's demand itself: it asks `view` for what the policy believes of the hour, which the core's
 `demand_view` makes from the hours before it, as replay does; the bill job reads the demand the billed hours had.
 """
@@ -46,7 +46,7 @@ def _view(month_tps: np.ndarray, history_tps: np.ndarray, hour: int, parts) -> D
     return view.hour(hour)
 
 
-class MonthDemand:
+class SimulatedDemand:
     """A simulation's demand (tok/s) of each hour of its month, with the history drawn before it."""
 
     measured = False
@@ -89,8 +89,8 @@ class MeasuredDemand:
 
     def _settled_tps(self, first_ts: int, k: int, fresh_ts: int) -> np.ndarray:
         """`hours_tps` for the view: hours before `fresh_ts` once read are kept (their telemetry had settled, as the
-        scores that decided them had), so deciding an hour reads the newest hours, not a month of a pool's rollups
-        (868 hours of 1,000 cards: 0.69 s a decided hour on SQLite, read whole). A sample that arrives later for a
+        scores that decided them had), so deciding an hour reads the newest hours, not a month and a week of a pool's
+        rollups again. A sample that arrives later for a
         kept hour is in the store and the bill, not in the forecast."""
         hours = range(first_ts, first_ts + k * HOUR_S, HOUR_S)
         missing = [ts for ts in hours if ts >= fresh_ts or ts not in self._kept]
@@ -129,8 +129,8 @@ class MeasuredDemand:
         return _view(before[HISTORY_HOURS:], before[:HISTORY_HOURS], hour, parts)
 
 
-def month_demand(store: TelemetryStore, month_hours: int, sim=None) -> MonthDemand | MeasuredDemand:
+def service_demand(store: TelemetryStore, month_hours: int, sim=None) -> SimulatedDemand | MeasuredDemand:
     """The demand a service reads: the simulation's own under `--simulate`, else the pool's measured demand."""
     if sim is not None:
-        return MonthDemand(sim.month.demand_tps, sim.month.demand_history_tps)
+        return SimulatedDemand(sim.month.demand_tps, sim.month.demand_history_tps)
     return MeasuredDemand(store, month_hours)

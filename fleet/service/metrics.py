@@ -45,7 +45,6 @@ from prometheus_client.samples import Sample
 from fleet.service.reconcile import MISMATCH_KINDS
 from storage.values import ACTION_KINDS, DECISION_KINDS, Kind
 
-BILL_PARTS = ("rent", "churn")
 INGEST_OUTCOMES = ("stored", "duplicate", "quarantined")
 RECONCILE_KINDS = MISMATCH_KINDS
 
@@ -384,7 +383,7 @@ class _MetricsHandler(BaseHTTPRequestHandler):
             body = encoder(reg)
         zipped = gzip_accepted(self.headers.get("Accept-Encoding", ""))
         if zipped:
-            body = gzip.compress(body, compresslevel=1)  # 9 MB of card lines: 5.1% in 28 ms; level 6: 4.6% in 80 ms
+            body = gzip.compress(body, compresslevel=1)  # card lines repeat: the fastest level compresses them almost as well
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         if zipped:

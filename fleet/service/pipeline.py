@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from fleet.service.calendar import Calendar
 from fleet.service.decide import DecideJob
-from fleet.service.demand import month_demand
+from fleet.service.demand import service_demand
 from fleet.service.frame import Frame, Lead
 from fleet.service.pool import PoolWatch
 from fleet.service.reconcile import Reconciler
@@ -47,8 +47,8 @@ def policy_windows(parts: PolicyParts) -> dict[str, int]:
 def make_frame(cfg: ServiceConfig, parts: PolicyParts, store: Store, telemetry: TelemetryStore, clock: Clock,
                sim: Simulation | None = None) -> Frame:
     """The frame a service (or a plan) of `cfg` decides in: `telemetry` is the pool's store as the jobs read it."""
-    return Frame(parts, make_calendar(cfg, sim), clock, PoolWatch(telemetry, store.journal, cfg.month.hours),
-                 month_demand(telemetry, cfg.month.hours, sim))
+    return Frame(parts, make_calendar(cfg, sim), clock, PoolWatch(telemetry, cfg.month.hours),
+                 service_demand(telemetry, cfg.month.hours, sim))
 
 
 @dataclass(frozen=True)

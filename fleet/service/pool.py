@@ -20,7 +20,7 @@ import numpy as np
 from fleet.core.carry import frozen, run_class_mask
 
 if TYPE_CHECKING:
-    from storage.interfaces import JournalStore, TelemetryStore
+    from storage.interfaces import TelemetryStore
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,9 +101,8 @@ class PoolIndex:
 class PoolWatch:
     """The store's pool as a `PoolIndex`, rebuilt when a card is registered or a class's rent changes."""
 
-    def __init__(self, repo: TelemetryStore, store: JournalStore, month_hours: int):
+    def __init__(self, repo: TelemetryStore, month_hours: int):
         self.repo = repo
-        self.store = store
         self.month_hours = month_hours
         self._stamp: tuple | None = None
         self._index: PoolIndex | None = None

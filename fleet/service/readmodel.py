@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, NO_END_TS
 from fleet.core.verdict import checks as judge_checks
-from fleet.core.verdict import month_totals as core_month_totals
+from fleet.core.verdict import month_totals
 from storage.records import EvictionPassRecord, SetAsideRecord, SizeRecord
 from storage.values import ACTION_KINDS, SET_ASIDE_KINDS, HourFigures, JournalEntry, JournalRow, Kind, ScoreKey
 
@@ -25,17 +25,14 @@ if TYPE_CHECKING:
     from fleet.service.calendar import Calendar
     from storage.interfaces import JournalStore
 
-NO_END_TS = 2**62
-"""The month's end where the reader has no calendar to say it (`fleet status`, `fleet explain`)."""
-
 FORECAST_ERROR_HOURS = 24
 """The recent forecast error is measured over the last day of billed hours."""
 
 
-def month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
-    """Month-to-date sums of billed hours (`fleet.core.verdict.month_totals` over the stored hours)."""
+def stored_month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
+    """The month-to-date totals of the billed hours the store holds: the core's `month_totals` over them."""
     col = lambda name: np.array([getattr(h, name) for h in hours], dtype=np.float64)  # noqa: E731
-    return core_month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
+    return month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
                              col("delivered_tps"), int(sum(h.evictions for h in hours)),
                              int(sum(h.wrong_evictions for h in hours)))
 
@@ -82,7 +79,7 @@ class MonthView:
 
     @cached_property
     def totals(self) -> dict[str, float]:
-        return month_totals(self.hours)
+        return stored_month_totals(self.hours)
 
     @property
     def figures(self) -> dict[str, float]:
@@ -181,7 +178,7 @@ def closed_by(store: JournalStore) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Judgement:
+class CardJudgement:
     """What one eviction pass made of a card it judged."""
 
     ts: int
@@ -195,7 +192,7 @@ class Judgement:
     pass_reason: str
 
     @classmethod
-    def of(cls, row: JournalRow, card: str, card_class: str) -> Judgement | None:
+    def of(cls, row: JournalRow, card: str, card_class: str) -> CardJudgement | None:
         """The pass `row`'s judgement of `card` (None: it did not judge it)."""
         p: EvictionPassRecord = row.record
         if card not in p.scores:
@@ -231,8 +228,8 @@ class CardView:
         return sum(r.kind == kind for r in self.warm_changes)
 
     @cached_property
-    def judged(self) -> list[Judgement]:
-        got = (Judgement.of(p, self.card, self.card_class) for p in self.store.decisions(kinds=[Kind.EVICTION_PASS]))
+    def judged(self) -> list[CardJudgement]:
+        got = (CardJudgement.of(p, self.card, self.card_class) for p in self.store.decisions(kinds=[Kind.EVICTION_PASS]))
         return [j for j in got if j is not None]
 
     @cached_property

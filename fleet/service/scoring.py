@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
+from fleet.core.units import NO_END_TS
 from fleet.core.greedy import tokens_per_dollar
 from fleet.core.scores import windowed_scores
 from fleet.service.calendar import HOUR_S
@@ -130,7 +131,7 @@ class ScoreJob:
 
     def scored_through_ts(self) -> int | None:
         """The last hour scored: the store's, or a later one this process scored with no telemetry in its windows."""
-        last = self.store.last_scored_ts(self._marker_hours, self.calendar.start_ts, 2**62)
+        last = self.store.last_scored_ts(self._marker_hours, self.calendar.start_ts, NO_END_TS)
         if self._scored_empty_ts is not None and (last is None or self._scored_empty_ts > last):
             return self._scored_empty_ts
         return last

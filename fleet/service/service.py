@@ -35,6 +35,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from fleet.core.units import NO_END_TS
 from fleet.core.errors import ConfigError
 from fleet.core.retry import RetryRules
 from fleet.service.billing import BillJob, Hindsight, SimulatedTruth
@@ -260,7 +261,7 @@ class Service:
     def catch_up_line(self) -> str | None:
         """What start-up says of a real pool's store that is behind the clock by more than acting allows, or None."""
         now = self.clock.now()
-        behind, late = self.calendar.catch_up(self.journal_store.last_decided_ts(0, 2**62), now, self.cfg.actuator.expire_after_s)
+        behind, late = self.calendar.catch_up(self.journal_store.last_decided_ts(0, NO_END_TS), now, self.cfg.actuator.expire_after_s)
         if not late:
             return None
         return (f"{behind} hours ended and not decided: they are decided in turn, and the actions of the {late} that "

@@ -18,9 +18,9 @@ from fleet.core.greedy import tokens_per_dollar
 from fleet.core.scenario import budget_cards, budget_left as budget_left_of
 from fleet.service.calendar import Calendar
 from fleet.service.pool import PoolIndex
-from fleet.service.readmodel import FORECAST_ERROR_HOURS, MonthView, forecast_error_tps, month_totals
+from fleet.service.readmodel import FORECAST_ERROR_HOURS, MonthView, forecast_error_tps, stored_month_totals
 
-__all__ = ["FORECAST_ERROR_HOURS", "Snapshot", "build_snapshot", "forecast_error_tps", "mismatch_counts", "month_totals"]
+__all__ = ["FORECAST_ERROR_HOURS", "Snapshot", "build_snapshot", "forecast_error_tps", "mismatch_counts", "stored_month_totals"]
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore, TelemetryStore

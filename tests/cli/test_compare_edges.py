@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.cli.compare import _count, _fig
+from fleet.cli.compare_view import _count, _fig
 from fleet.core.compare import Combo
 from fleet.report.plot import plot_axes
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from fleet.cli.compare import headroom_note
+from fleet.cli.compare_view import headroom_note
 from fleet.core.compare import HEADROOM_SEARCH
 
 

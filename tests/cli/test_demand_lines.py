@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from fleet.cli.demand import KNEW_LINE, forecast_beside_measured
+from fleet.core.units import NO_END_TS
 from tests.cli.test_ingest_statuses import fleet
 from tests.service.test_measured_demand import RATES, _pool
 
@@ -60,7 +61,7 @@ def test_a_clairvoyant_policy_says_so_in_one_line(tmp_path):
         svc = Service(cfg, open_repository(url), StepClock(sim.start_ts + 10 * 3600 + 1), simulation=sim)  # ten hours in
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
-        card = sorted(svc.journal_store.run_set_at(svc.journal_store.last_decided_ts(0, 2**62)))[0]
+        card = sorted(svc.journal_store.run_set_at(svc.journal_store.last_decided_ts(0, NO_END_TS)))[0]
         outputs = [fleet("status", "--db", url, cwd=tmp_path), fleet("explain", card, "--db", url, cwd=tmp_path),
                    fleet("plan", "--db", url, "--simulate", str(preset), cwd=tmp_path)]
         for p in outputs:

@@ -134,13 +134,13 @@ def _old_samples(path: Path) -> str:
     """A store with a few samples of an hour long past, for `fleet db prune` to delete."""
     import numpy as np
 
-    from storage import Rejected, SampleBatch, open_repository
+    from storage import BatchOrigin, Rejected, SampleBatch, open_repository
 
     url = f"sqlite:///{path}"
     repo = open_repository(url)
     run = repo.begin_run("t", "d", T0)
     batch = SampleBatch(np.array(["gpu-1"] * 3, dtype=object), T0 + 60 * np.arange(3), np.full(3, 6000.0), np.full(3, np.nan), np.arange(3))
-    repo.write_batch(run, 0, 0, batch, Rejected(), {"gpu-1": "flagship"}, "t", "d", T0)
+    repo.write_batch(BatchOrigin(run, 0, 0, "t", "d"), batch, Rejected(), {"gpu-1": "flagship"}, T0)
     repo.engine.dispose()
     return url
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.core.units import NO_END_TS
 from fleet.presets import load_preset
 from fleet.service.calendar import HOUR_S
 from tests.service.serving import TINY_PRESET
@@ -53,7 +54,7 @@ def serve_until(tmp_path: Path, hour: int, jobs: tuple[str, ...], preset: str = 
         clock.t = cfg.month.start_ts + h * HOUR_S + 1
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
-    assert svc.journal_store.last_decided_ts(0, 2**62) == cfg.month.start_ts + (hour - 1) * HOUR_S
+    assert svc.journal_store.last_decided_ts(0, NO_END_TS) == cfg.month.start_ts + (hour - 1) * HOUR_S
     clock.t += HOUR_S
     for name in jobs:
         getattr(svc, f"{name}_job")()
@@ -87,7 +88,7 @@ def test_plan_is_what_the_service_then_decides_and_writes_nothing(tmp_path, hour
 
     svc.score_job()
     svc.decide_job()
-    assert svc.journal_store.last_decided_ts(0, 2**62) == hour_ts
+    assert svc.journal_store.last_decided_ts(0, NO_END_TS) == hour_ts
     assert plan_of(plan) == journal_of(svc, hour_ts)
     assert set(plan["run_set"]) == svc.journal_store.run_set_at(hour_ts)
     if plan["eviction_pass"] is not None:

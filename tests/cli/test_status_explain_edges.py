@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.core.units import NO_END_TS
 from tests.cli.served_month import serve_tiny_month
 from tests.service.serving import FLEET, TINY_PRESET, Served
 
@@ -112,7 +113,7 @@ def test_status_says_each_check_in_its_unit_and_the_order_of_the_cards(served):
     assert re.search(r"now \d+ wrong evictions?\)$", next(line for line in lines if line.startswith("check eviction")))
     header = next(line for line in lines if line.startswith("cards ("))
     assert "sorted by score 24h, highest first" in header
-    evicted = {k for _, k in store.eviction_hours(0, 2**62)}
+    evicted = {k for _, k in store.eviction_hours(0, NO_END_TS)}
     assert evicted
     at = next(i for i, line in enumerate(lines) if line.startswith("evicted this month"))
     main_rows = [line.split()[0] for line in lines[lines.index(header) + 2:at]]

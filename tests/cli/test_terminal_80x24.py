@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from fleet.cli.compare import FIGURE_HEADERS, _fig
+from fleet.cli.compare_view import FIGURE_HEADERS, _fig
 from tests.service.serving import TINY_PRESET
 
 FLEET = [sys.executable, "-m", "fleet.cli.app"]

@@ -72,9 +72,9 @@ def check_same_month(scenario, bill=True):
     if not bill:
         return r, passes
     f = r.figures
-    total = {k: sum(float(getattr(b, k).sum()) for b in bills) for k in ("bill_usd", "churn_usd", "idle_usd", "ideal_usd",
+    total = {k: sum(float(getattr(b, k).sum()) for b in bills) for k in ("warm_usd", "churn_usd", "idle_usd", "ideal_usd",
                                                                            "demand_tps", "delivered_tps")}
-    bill = total["bill_usd"]
+    bill = total["warm_usd"] + total["churn_usd"]
     assert bill == pytest.approx(f["bill_usd"], rel=1e-9)
     assert total["churn_usd"] == pytest.approx(f["bill_churn_usd"], rel=1e-9, abs=1e-9)
     assert total["idle_usd"] == pytest.approx(f["idle_usd"], rel=1e-9)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, drain_drop_folder, ingest_prometheus
+from fleet.ingest import DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, drain_drop_folder, ingest_parsed, pull_prometheus
 from tests.fake_prometheus import fake_prometheus
 from tests.storage.stored import ingest_runs
 
@@ -98,7 +98,7 @@ MATRIX = {
 def test_prometheus_range_query_is_ingested(prometheus, new_repo):
     prometheus.otherwise = MATRIX
     repo = new_repo()
-    out = ingest_prometheus(repo, prometheus.url, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
+    out = ingest_parsed(repo, pull_prometheus(prometheus.url, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60), settings())
     path, params = prometheus.requests[0].path, prometheus.requests[0].params
     assert path == "/api/v1/query_range"
     assert params["query"] == ["sum by (instance) (rate(vllm:generation_tokens_total[1m]))"]
@@ -106,7 +106,7 @@ def test_prometheus_range_query_is_ingested(prometheus, new_repo):
     assert (out.read, out.stored, out.quarantined) == (6, 3, 3)
     assert out.reasons == {"non-finite:tokens_per_s": 1, "negative:tokens_per_s": 1, "missing:card_id": 1}
     assert set(repo.cards()) == {"10.0.0.1:8000", "10.0.0.2:8000"}
-    again = ingest_prometheus(repo, prometheus.url, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60, settings())
+    again = ingest_parsed(repo, pull_prometheus(prometheus.url, DEFAULT_PROMETHEUS_QUERY, T0, T0 + 180, 60), settings())
     assert (again.stored, again.duplicates) == (0, 3)
 
 
@@ -115,13 +115,13 @@ def test_prometheus_errors_name_the_source(prometheus, new_repo):
     prometheus.status = 400
     repo = new_repo()
     with pytest.raises(BadSource, match="HTTP 400: parse error at char 5"):
-        ingest_prometheus(repo, prometheus.url, "rate(", T0, T0 + 60, 60, settings())
+        ingest_parsed(repo, pull_prometheus(prometheus.url, "rate(", T0, T0 + 60, 60), settings())
     prometheus.status = 200
     prometheus.otherwise = {"status": "success", "data": {"resultType": "vector", "result": []}}
     with pytest.raises(BadSource, match="expected a range query's matrix, got vector"):
-        ingest_prometheus(repo, prometheus.url, "up", T0, T0 + 60, 60, settings())
+        ingest_parsed(repo, pull_prometheus(prometheus.url, "up", T0, T0 + 60, 60), settings())
     with pytest.raises(BadSource, match="cannot reach"):
-        ingest_prometheus(repo, "http://127.0.0.1:9", "up", T0, T0 + 60, 60, settings())
+        ingest_parsed(repo, pull_prometheus("http://127.0.0.1:9", "up", T0, T0 + 60, 60), settings())
     assert ingest_runs(repo.engine) == []
 
 

@@ -12,7 +12,7 @@ from fleet.core.errors import ConfigError
 from fleet.credentials import Credentials
 from fleet.ingest import (
     DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, busy_query, card_labels, fetch_prometheus,
-    ingest_parsed, ingest_prometheus, parse_prometheus, rate_query,
+    ingest_parsed, parse_prometheus, pull_prometheus, rate_query,
 )
 from storage import sqlite_memory_repository
 from tests.fake_prometheus import fake_prometheus, matrix
@@ -122,8 +122,9 @@ def test_both_queries_are_pulled_with_the_configured_bearer_token(server, monkey
         "busy": matrix({"metric": {"instance": "a"}, "values": [[T0, "1"], [T0 + 60, "0.5"]]}),
     }
     repo = sqlite_memory_repository()
-    report = ingest_prometheus(repo, server.url, "tps", T0, T0 + 60, 60, IngestSettings(now_ts=NOW), "instance",
-                               busy_query="busy", auth=Credentials(bearer_token_env="PROM_TOKEN"))
+    pulled = pull_prometheus(server.url, "tps", T0, T0 + 60, 60, "instance", busy_query="busy",
+                             auth=Credentials(bearer_token_env="PROM_TOKEN"))
+    report = ingest_parsed(repo, pulled, IngestSettings(now_ts=NOW))
     assert [(r.query, r.authorization) for r in server.requests] == [("tps", f"Bearer {SECRET}"), ("busy", f"Bearer {SECRET}")]
     assert report.stored == 2
     assert repo.hourly_rollups()["busy_tps"].tolist() == [pytest.approx(6000 / 1.5)]

@@ -44,8 +44,8 @@ class CountingStore:
     def classes(self):
         return {"flagship": ClassSpec("flagship", 6000.0, 2690.0)}
 
-    def write_batch(self, run_id, part, first_record, samples, rejected, register, source, digest, now_ts,  # noqa: ANN001
-                    raw_text_of=None, duplicates_in_batch=0) -> BatchOutcome:
+    def write_batch(self, origin, samples, rejected, register, now_ts, raw_text_of=None,  # noqa: ANN001
+                    duplicates_in_batch=0) -> BatchOutcome:
         new = tuple(CardInfo(len(self._cards) + i + 1, k, c, None) for i, (k, c) in enumerate(register.items()))
         self._cards.update({c.card_key: c for c in new})
         assert len(rejected.raw_text) == len(rejected.record_no) == len(rejected.reason)

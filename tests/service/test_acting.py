@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fleet.core.retry import PERMANENT, TRANSIENT, RetryRules, Tries, after_failure, backoff_s
+from fleet.core.retry import PERMANENT, TRANSIENT, NextStep, RetryRules, Tries, after_failure, backoff_s
 from fleet.service.acting import ActuatorError, ActuatorStopped, LogLimiter
 from fleet.service.actuators import Command
 from fleet.service.journal import Journal
@@ -75,14 +75,14 @@ def test_a_transient_failure_is_retried_until_the_budget_then_set_aside():
     while True:
         v = after_failure(rules, v.tries if v else None, TRANSIENT, "503", t, 0.5)
         steps += 1
-        if v.step != "retry":
+        if v.step is not NextStep.RETRY:
             break
         t = v.tries.next_ts
-    assert v.step == "set-aside" and v.tries.count == steps and "900 s of retries" in v.reason
+    assert v.step is NextStep.SET_ASIDE and v.tries.count == steps and "900 s of retries" in v.reason
     assert t <= 900 and 5 < steps < 20  # bounded by the budget, not by luck
-    assert after_failure(rules, None, PERMANENT, "400", 0, 0.5).step == "set-aside"
-    assert after_failure(rules, Tries(1, 0, 0), PERMANENT, "exit 1", 1, 0.5, max_tries=3).step == "retry"
-    assert after_failure(rules, Tries(2, 0, 0), PERMANENT, "exit 1", 2, 0.5, max_tries=3).step == "set-aside"
+    assert after_failure(rules, None, PERMANENT, "400", 0, 0.5).step is NextStep.SET_ASIDE
+    assert after_failure(rules, Tries(1, 0, 0), PERMANENT, "exit 1", 1, 0.5, max_tries=3).step is NextStep.RETRY
+    assert after_failure(rules, Tries(2, 0, 0), PERMANENT, "exit 1", 2, 0.5, max_tries=3).step is NextStep.SET_ASIDE
 
 
 def test_one_cards_permanent_failure_is_set_aside_and_holds_no_other_card():

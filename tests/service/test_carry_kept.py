@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from fleet.core.units import NO_END_TS
 from fleet.core.carry import Carry
 from fleet.presets import load_preset, replay_scenario
 from fleet.service.calendar import HOUR_S
@@ -101,7 +102,7 @@ def test_a_lease_taken_again_resumes_the_carry_once(tmp_path, monkeypatch):
     lease.elector.epoch = 2
     _serve_hours(svc, clock, range(30, sim.month.hours), resumes)
     assert resumes.hours == [30]
-    assert svc.journal_store.last_decided_ts(0, 2**62) == sim.end_ts - HOUR_S
+    assert svc.journal_store.last_decided_ts(0, NO_END_TS) == sim.end_ts - HOUR_S
 
 
 @pytest.mark.parametrize("overrides", [OVERRIDES, ["policy.mode=\"held\""]], ids=["steady-hysteresis", "held"])
@@ -157,6 +158,6 @@ def test_beside_a_real_pool_the_carry_is_resumed_only_at_a_restart(tmp_path, mon
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
     assert resumes.hours == [4]
-    assert svc.journal_store.last_decided_ts(0, 2**62) == T0 + 7 * HOUR_S
+    assert svc.journal_store.last_decided_ts(0, NO_END_TS) == T0 + 7 * HOUR_S
     released = svc.journal_store.decisions(kinds=["release"], card_key="gpu-a")
     assert [r.ts for r in released] == [T0 + 3 * HOUR_S] and "not serving" in released[0].reason  # the sync, kept carry

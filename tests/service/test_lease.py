@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from fleet.core.units import NO_END_TS
 from fleet.presets import load_preset, replay_scenario
 from fleet.service.journal import ACTIONS
 from fleet.service.lease import LeaderElector, LeaseKeeper, default_holder
@@ -206,7 +207,7 @@ def test_two_services_on_one_store_act_on_each_decision_once(tmp_path):
     a, b = services["a"], services["b"]
     assert a.renew_lease() and not b.renew_lease()
     _step(b)  # a standby does nothing
-    assert log == [] and b.journal_store.last_decided_ts(0, 2**62) is None
+    assert log == [] and b.journal_store.last_decided_ts(0, NO_END_TS) is None
     _step(a)
     assert len(log) == 18 and {e[2] for e in log} == {"a"}  # the 18th started before the stall; none after it
     assert not a.leading() and not b.renew_lease()  # a has stopped; its lease has not expired yet

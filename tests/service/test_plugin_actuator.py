@@ -89,7 +89,7 @@ def test_the_service_carries_every_decision_out_through_the_new_actuator(tmp_pat
         for job in (svc.ingest_job, svc.score_job, svc.decide_job, svc.billing_job):
             job()
     assert svc.month_done()
-    actions = svc.store.decisions(kinds=sorted(ACTIONS))
+    actions = svc.journal_store.decisions(kinds=sorted(ACTIONS))
     assert actions and all(row.acted_ts is not None for row in actions)
     assert ledger.read_text().splitlines() == [f"pool-7 {row.key} {row.kind} {row.card_key} epoch=None" for row in actions]
     svc.shutdown()

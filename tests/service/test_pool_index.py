@@ -10,7 +10,6 @@ import pytest
 from fleet.ingest.pool import declare_pool
 from fleet.service.pool import PoolIndex, PoolWatch
 from storage.repository import CardInfo, ClassSpec, open_repository
-from storage.service_store import ServiceStore
 
 CLASSES = {"flagship": ClassSpec("flagship", 6000.0, 2690.0), "budget": ClassSpec("budget", 2000.0, 720.0),
            "unpriced": ClassSpec("unpriced", None, None)}
@@ -54,7 +53,7 @@ def test_frozen(index):
 def test_rebuilt_when_a_card_is_registered_or_a_rent_changes(tmp_path):
     repo = open_repository(f"sqlite:///{tmp_path / 'p.db'}")
     declare_pool(repo, [ClassSpec("flagship", 6000.0, 2690.0)], {"gpu-a": "flagship", "gpu-b": "flagship"}, 0)
-    watch = PoolWatch(repo, ServiceStore(repo.engine), 720)
+    watch = PoolWatch(repo, 720)
     first = watch.current()
     assert first.keys == ("gpu-a", "gpu-b")
     assert watch.current() is first  # unchanged pool, same index: what a job derived from it still holds

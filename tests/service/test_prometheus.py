@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fleet.core.units import NO_END_TS
 from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.service.serving import Served, value, wait_for
@@ -65,7 +66,7 @@ def test_prometheus_scrapes_the_run_set_size(tmp_path):
         result = wait_for(query, 60, "Prometheus to scrape fleet_run_set_cards", every_s=0.5)
         from_server = float(result[0]["value"][1])
         store = ServiceStore(open_repository(db).engine)
-        last = store.last_decided_ts(0, 2**62)
+        last = store.last_decided_ts(0, NO_END_TS)
         assert from_server == len(store.run_set_at(last)) == 26
         assert value(served.families(), "fleet_run_set_cards") == from_server
         assert instant(port, 'up{job="fleet"}')["data"]["result"][0]["value"][1] == "1"

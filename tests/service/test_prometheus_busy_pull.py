@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from fleet.ingest import (
-    DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, busy_query, fetch_prometheus, ingest_prometheus, rate_query,
+    DEFAULT_BUSY_QUERY, DEFAULT_PROMETHEUS_QUERY, BadSource, IngestSettings, busy_query, fetch_prometheus, ingest_parsed, pull_prometheus, rate_query,
 )
 from fleet.ingest.demand.vllm_queue import DEFAULT_UNSERVED_QUERY
 from fleet.service.config import load_service_config
@@ -193,8 +193,8 @@ def test_a_real_prometheus_measures_a_half_idle_vllm_card_at_its_busy_rate(tmp_p
         wait_for(held, 120, "Prometheus to hold both stand-ins' samples over the span", every_s=0.5)
         end = time.time() - lag_s
         repo = sqlite_memory_repository()
-        report = ingest_prometheus(repo, url, rate_q, end - 4 * PERIOD_S, end, PERIOD_S, IngestSettings(now_ts=int(end) + 60),
-                                   busy_query=busy_q)
+        report = ingest_parsed(repo, pull_prometheus(url, rate_q, end - 4 * PERIOD_S, end, PERIOD_S, busy_query=busy_q),
+                               IngestSettings(now_ts=int(end) + 60))
         assert report.quarantined == 0 and report.stored >= 10
         roll = repo.hourly_rollups()
         got = {}

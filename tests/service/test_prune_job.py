@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.core.units import NO_END_TS
 from fleet.presets import load_preset, replay_scenario
 from fleet.service.calendar import HOUR_S
 from tests.service.serving import TINY_PRESET
@@ -34,7 +35,7 @@ def served(tmp_path, days: float):
 def store_counts(svc) -> dict:
     store = svc.journal_store
     return {"rollups": len(svc.telemetry.hourly_rollups()), "decisions": len(store.decisions(limit=100_000)),
-            "hours": len(store.hours(svc.sim.start_ts)), "bill": store.bill_by_part(0, 2**62)}
+            "hours": len(store.hours(svc.sim.start_ts)), "bill": store.bill_by_part(0, NO_END_TS)}
 
 
 def test_the_prune_job_deletes_raw_samples_older_than_the_age_and_nothing_else(tmp_path):

@@ -9,7 +9,7 @@ from fleet.core.scenario import Checks, Eviction, Policy
 from fleet.ingest.pool import declare_pool
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.service.pool import PoolWatch
-from fleet.service.readmodel import CardView, HourPlan, MonthView, closed_by, month_totals
+from fleet.service.readmodel import CardView, HourPlan, MonthView, closed_by, stored_month_totals
 from fleet.service.snapshot import build_snapshot
 from storage.records import (AddRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, SetAsideRecord, SizeRecord)
 from storage.repository import ClassSpec, open_repository
@@ -74,7 +74,7 @@ def test_the_month_on_view_is_the_same_with_a_calendar_or_without(store):
         assert (v.month_start_ts, v.last_billed_ts, v.last_decided_ts, v.hours_decided) == (T0, T1, T1, 2)
         assert v.run_set == ["gpu-a", "gpu-b"] and v.evicted == {"gpu-c": T1}
         assert (v.size.demand_tps, v.size.knew_demand, v.billed_size.demand_tps) == (10_000.0, True, 10_000.0)
-        assert v.totals == month_totals(v.hours) and v.breaker_open is False
+        assert v.totals == stored_month_totals(v.hours) and v.breaker_open is False
         assert v.scores_by_window == {24: {"gpu-a": 6000.0, "gpu-b": 5000.0}, 1: {"gpu-a": 5800.0},
                                       ScoreKey.POLICY: {"gpu-a": 6100.0, "gpu-b": 4900.0}}
         assert [(r.card_key, rec.decision_kind, rec.tries) for r, rec in v.set_aside] == [("gpu-a", "add", 3)]
@@ -83,7 +83,7 @@ def test_the_month_on_view_is_the_same_with_a_calendar_or_without(store):
 
 def test_the_snapshot_reads_its_figures_from_the_month_on_view(store):
     repo, st = store
-    snap = build_snapshot(st, repo, PoolWatch(repo, st, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 5 * HOUR_S)
+    snap = build_snapshot(st, repo, PoolWatch(repo, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 5 * HOUR_S)
     v = MonthView.on_view(st, CAL, T0 + 5 * HOUR_S)
     assert (snap.demand_tps, snap.scored_capacity_tps, snap.knew_demand) == (v.size.demand_tps, v.size.scored_capacity_tps, True)
     assert (snap.run_set, snap.hours_billed, snap.hours_decided, snap.evictions) == (v.run_set, 2, 2, len(v.evicted))

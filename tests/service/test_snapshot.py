@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from fleet.core.scenario import Checks, Eviction, Policy
-from fleet.core.verdict import checks, month_totals as core_month_totals
+from fleet.core.verdict import checks, month_totals
 from fleet.service.calendar import HOUR_S, Calendar
 from fleet.ingest.pool import declare_pool
 from fleet.service.pool import PoolWatch
-from fleet.service.snapshot import build_snapshot, month_totals
+from fleet.service.snapshot import build_snapshot, stored_month_totals
 from storage.repository import ClassSpec, open_repository
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
@@ -53,7 +53,7 @@ def store(tmp_path):
 
 def test_the_month_so_far(store):
     repo, st, hours = store
-    index = PoolWatch(repo, st, 24).current()
+    index = PoolWatch(repo, 24).current()
     snap = build_snapshot(st, repo, index, CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 2 * HOUR_S + 5)
     assert (snap.clock_ts, snap.month_start_ts, snap.month_hours, snap.hours_billed, snap.hours_decided) == (T0 + 2 * HOUR_S + 5, T0, 24, 2, 2)
     assert snap.run_set == ["gpu-a", "gpu-b"]
@@ -65,9 +65,9 @@ def test_the_month_so_far(store):
                            "hour": {"gpu-a": (5800.0, pytest.approx(5800.0 * 3600 / RENT_H))}}
     assert snap.decisions == {"size": (2, 2), "eviction-pass": (1, 1), "evict": (1, 0)}
     col = lambda name: np.array([getattr(h, name) for h in hours])  # noqa: E731
-    expected = core_month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
+    expected = month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
                                  col("delivered_tps"), 1, 1)
-    assert snap.totals == expected == month_totals(hours)
+    assert snap.totals == expected == stored_month_totals(hours)
     assert snap.checks == checks(expected, Checks())
     assert snap.checks["eviction"]["pass"] is (1 <= Checks().max_wrong_evictions)
 
@@ -76,7 +76,7 @@ def test_an_empty_store_shows_the_current_month(tmp_path):
     repo = open_repository(f"sqlite:///{tmp_path / 'e.db'}")
     declare_pool(repo, [ClassSpec("flagship", 6000.0, 2690.0)], {"gpu-a": "flagship"}, 0)
     st = ServiceStore(repo.engine)
-    snap = build_snapshot(st, repo, PoolWatch(repo, st, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 30 * HOUR_S)
+    snap = build_snapshot(st, repo, PoolWatch(repo, 24).current(), CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 30 * HOUR_S)
     assert snap.month_start_ts == T0 + 24 * HOUR_S
     assert (snap.hours_billed, snap.hours_decided, snap.run_set, snap.scores, snap.checks) == (0, 0, [], {}, {})
     assert (snap.pool_cards, snap.eligible_cards, snap.eviction_budget, snap.evictions) == (1, 1, 0, 0)
@@ -85,7 +85,7 @@ def test_an_empty_store_shows_the_current_month(tmp_path):
 
 def test_the_last_billed_month_stays_on_view_until_the_next_bills(store):
     repo, st, _ = store
-    index = PoolWatch(repo, st, 24).current()
+    index = PoolWatch(repo, 24).current()
     later = build_snapshot(st, repo, index, CAL, POLICY, WINDOWS, Checks(), now_ts=T0 + 40 * HOUR_S)
     assert later.month_start_ts == T0 and later.hours_billed == 2
     t = T0 + 24 * HOUR_S

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sqlalchemy import inspect, text
 
-from storage import ClassSpec, Rejected, SampleBatch, StoreError, current_revision, head_revision, open_repository
+from storage import BatchOrigin, ClassSpec, Rejected, SampleBatch, StoreError, current_revision, head_revision, open_repository
 from storage.copy import CopyCheckFailed, copy_store
 from storage.models import Base
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
@@ -26,9 +26,9 @@ def populate(url: str) -> None:
     busy = np.where(np.arange(120) % 2 == 0, 0.5, np.nan)
     for digest, tps in (("d1", 5000.0), ("d2", 5001.0)):  # the second run: every sample a conflicting duplicate
         run = repo.begin_run(f"{digest}.csv", digest, T0)
-        repo.write_batch(run, 0, 2, SampleBatch(keys, ts, np.full(120, tps), busy, np.arange(2, 122)),
+        repo.write_batch(BatchOrigin(run, 0, 2, f"{digest}.csv", digest), SampleBatch(keys, ts, np.full(120, tps), busy, np.arange(2, 122)),
                          Rejected([1], ["gpu-1,x,1"], ["unparseable:ts"]), {"gpu-1": "flagship", "gpu-2": "flagship", "gpu-3": "bargain"},
-                         f"{digest}.csv", digest, T0)
+                         T0)
         repo.finish_run(run, T0 + 1)
     store = ServiceStore(repo.engine)
     store.record_scores([(T0, 24, {"gpu-1": (5900.0, 5700.0), "gpu-2": (6100.5, 5900.25)})])
@@ -71,8 +71,9 @@ def test_a_store_copies_into_an_empty_database_with_every_row(tmp_path, store_ur
     repo = open_repository(store_url)
     run = repo.begin_run("after.csv", "d3", T0)
     assert run == max(r[0] for r in want["ingest_runs"]) + 1
-    out = repo.write_batch(run, 0, 0, SampleBatch(np.array(["gpu-9"], dtype=object), np.array([FAR_TS]), np.array([1.0]),
-                                                  np.array([np.nan]), np.array([0])), Rejected(), {"gpu-9": "flagship"}, "after.csv", "d3", T0)
+    out = repo.write_batch(BatchOrigin(run, 0, 0, "after.csv", "d3"),
+                           SampleBatch(np.array(["gpu-9"], dtype=object), np.array([FAR_TS]), np.array([1.0]), np.array([np.nan]),
+                                       np.array([0])), Rejected(), {"gpu-9": "flagship"}, T0)
     assert out.stored == 1
 
 

@@ -9,7 +9,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 
-from storage import Rejected, SampleBatch, current_revision, head_revision, make_engine, open_repository, upgrade
+from storage import BatchOrigin, Rejected, SampleBatch, current_revision, head_revision, make_engine, open_repository, upgrade
 from storage.models import Base
 from tests.storage.stored import ingest_runs, quarantined
 
@@ -74,9 +74,9 @@ def test_upgrade_from_first_revision_keeps_data(tmp_path):
     # and the upgraded store takes new batches
     run = repo.begin_run("b.csv", "cd", 1700000100)
     out = repo.write_batch(
-        run, 0, 0,
+        BatchOrigin(run, 0, 0, "b.csv", "cd"),
         SampleBatch(np.array(["gpu-1"], dtype=object), np.array([1700000120]), np.array([6000.0]), np.array([np.nan]), np.array([0])),
-        Rejected(), {}, "b.csv", "cd", 1700000100,
+        Rejected(), {}, 1700000100,
     )
     assert (out.stored, out.duplicates) == (1, 0)
     assert repo.hourly_rollups()["sample_count"].tolist() == [3]
@@ -151,8 +151,8 @@ def test_rollups_rekeyed_by_hour_and_last_heard_filled(store_url):
     # A newer sample moves a card's last telemetry on; an older one, stored late, does not move it back.
     for ts, want in ((1700000100, 1700000100), (1700000050, 1700000100)):
         run = store.begin_run(f"b{ts}.csv", f"cd{ts}", ts)
-        store.write_batch(run, 0, 0, SampleBatch(np.array(["gpu-1"], dtype=object), np.array([ts]), np.array([6000.0]),
-                                                 np.array([np.nan]), np.array([0])), Rejected(), {}, "b.csv", f"cd{ts}", ts)
+        store.write_batch(BatchOrigin(run, 0, 0, "b.csv", f"cd{ts}"), SampleBatch(np.array(["gpu-1"], dtype=object), np.array([ts]),
+                                                 np.array([6000.0]), np.array([np.nan]), np.array([0])), Rejected(), {}, ts)
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT last_heard_ts FROM cards WHERE id = 1").scalar() == want
 
@@ -226,8 +226,8 @@ def test_revision_0009_indexes_the_journal_by_kind_and_keeps_each_cards_last_ser
     for ts, tps, want in ((1700000180, 0.0, (1700000180, 1700000060)), (1700000240, 5000.0, (1700000240, 1700000240)),
                           (1700000200, 5000.0, (1700000240, 1700000240))):
         run = store.begin_run(f"s{ts}.csv", f"ef{ts}", ts)
-        store.write_batch(run, 0, 0, SampleBatch(np.array(["gpu-1"], dtype=object), np.array([ts]), np.array([tps]),
-                                                 np.array([np.nan]), np.array([0])), Rejected(), {}, "s.csv", f"ef{ts}", ts)
+        store.write_batch(BatchOrigin(run, 0, 0, "s.csv", f"ef{ts}"), SampleBatch(np.array(["gpu-1"], dtype=object), np.array([ts]),
+                                                 np.array([tps]), np.array([np.nan]), np.array([0])), Rejected(), {}, ts)
         assert last(1) == want, ts
     store.engine.dispose()
     with engine.begin() as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.core.units import NO_END_TS
 from storage import StoreError, open_store
 from storage.identity import StoreIdentity
 from storage.values import ClassSpec, JournalEntry, Kind
@@ -84,7 +85,7 @@ def test_a_store_opened_read_only_reads_and_refuses_every_write(store_url):
     for write in writes:
         with pytest.raises(DBAPIError, match="(?i)read.only|readonly"):
             write()
-    assert read.telemetry.cards() == {} and read.journal.last_decided_ts(0, 2**62) is None
+    assert read.telemetry.cards() == {} and read.journal.last_decided_ts(0, NO_END_TS) is None
     read.close()
 
 

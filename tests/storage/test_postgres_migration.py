@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import inspect, text
 
-from storage import Rejected, SampleBatch, head_revision, make_engine, open_repository, upgrade
+from storage import BatchOrigin, Rejected, SampleBatch, head_revision, make_engine, open_repository, upgrade
 
 TS = 1_700_000_000
 FAR_TS = 4_102_444_800  # 2100-01-01
@@ -39,8 +39,8 @@ def test_a_populated_0003_store_upgrades_in_place_and_takes_2100(store_url):
         types = {c["name"]: str(c["type"]) for c in inspect(engine).get_columns("telemetry_samples")}
         assert types["ts"] == "BIGINT"
     run = repo.begin_run("far.csv", "cd", FAR_TS)
-    out = repo.write_batch(run, 0, 0, SampleBatch(np.array(["gpu-1"], dtype=object), np.array([FAR_TS]), np.array([6000.0]),
-                                                  np.array([np.nan]), np.array([0])), Rejected(), {}, "far.csv", "cd", FAR_TS)
+    out = repo.write_batch(BatchOrigin(run, 0, 0, "far.csv", "cd"), SampleBatch(np.array(["gpu-1"], dtype=object), np.array([FAR_TS]),
+                                                  np.array([6000.0]), np.array([np.nan]), np.array([0])), Rejected(), {}, FAR_TS)
     assert out.stored == 1
     with repo.engine.connect() as conn:
         assert conn.execute(text("SELECT MAX(ts) FROM telemetry_samples")).scalar_one() == FAR_TS

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from storage import ClassSpec, Rejected, SampleBatch, make_engine, open_repository
+from storage import BatchOrigin, ClassSpec, Rejected, SampleBatch, make_engine, open_repository
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
 T0 = 1_735_689_600
@@ -41,7 +41,7 @@ def test_two_writers_wait_for_each_other(store_url):
                 n = 2000
                 i = np.arange(part * n, (part + 1) * n)
                 batch = SampleBatch(np.array([f"c{offset}"] * n, dtype=object), T0 + i, np.full(n, 1.0), np.full(n, np.nan), i)
-                repo.write_batch(run, part, int(i[0]), batch, Rejected(), {f"c{offset}": "k"}, "t", f"d{offset}", 0)
+                repo.write_batch(BatchOrigin(run, part, int(i[0]), "t", f"d{offset}"), batch, Rejected(), {f"c{offset}": "k"}, 0)
         except Exception as err:  # noqa: BLE001 - collected and asserted below
             errors.append(err)
 

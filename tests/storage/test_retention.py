@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from sqlalchemy import text
 
-from storage import ClassSpec, Rejected, SampleBatch
+from storage import BatchOrigin, ClassSpec, Rejected, SampleBatch
 from storage.service_store import HourFigures, JournalEntry, ServiceStore
 
 T0 = 1_735_689_600  # 2025-01-01T00:00Z, on the hour
@@ -22,7 +22,7 @@ def _batch(cards: list[str], ts: np.ndarray, tps: float = 6000.0) -> SampleBatch
 
 def _ingest(repo, batch: SampleBatch, digest: str):
     run = repo.begin_run("t.csv", digest, T0)
-    out = repo.write_batch(run, 0, 0, batch, Rejected(), {k: "flagship" for k in set(batch.card_key)}, "t.csv", digest, T0)
+    out = repo.write_batch(BatchOrigin(run, 0, 0, "t.csv", digest), batch, Rejected(), {k: "flagship" for k in set(batch.card_key)}, T0)
     repo.finish_run(run, T0)
     return out
 
