@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 from hypothesis import settings
@@ -18,6 +19,21 @@ from tests.pg import (  # noqa: E402,F401
     backend, new_repo, new_store_url, pg_module_databases, pg_server, pytest_addoption, pytest_report_header,
     pytest_terminal_summary, store_url,
 )
+
+
+@pytest.fixture(autouse=True)
+def _sigint_ignored_where_a_child_is_signalled(request):
+    """A test marked `sigint` runs with SIGINT ignored in this process, as `nohup python -m pytest &` or a CI script
+    starts the suite: a child it signals must restore the default itself (`tests/signals.py`), so the test passes
+    at a terminal and in the background alike, and fails wherever a child would inherit the ignore."""
+    if request.node.get_closest_marker("sigint") is None:
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def make_scenario(**over) -> Scenario:

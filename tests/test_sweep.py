@@ -6,6 +6,8 @@ import os
 import signal
 import time
 
+import pytest
+
 from fleet.sweep import LocalEngine
 
 
@@ -13,6 +15,7 @@ def _pid(_item) -> int:
     return os.getpid()
 
 
+@pytest.mark.sigint
 def test_a_ctrl_c_is_nothing_to_a_worker_waiting_for_work(capfd):
     """A worker waiting for its next batch neither dies nor prints a traceback on SIGINT: the pool runs on (the
     parent is the one to stop and report). Before, it ended with its own KeyboardInterrupt traceback."""

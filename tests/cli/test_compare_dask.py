@@ -30,6 +30,7 @@ from fleet.core.errors import ConfigError  # noqa: E402
 from fleet.dask_runner import ClusterUnreachable, DaskEngine  # noqa: E402
 from fleet.presets import load_preset, resolve_policy  # noqa: E402
 from fleet.sweep import Sweep, combo_scenarios  # noqa: E402
+from tests.signals import sigint_default  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SMALL = ROOT / "tests" / "core" / "compare_small.toml"
@@ -170,6 +171,7 @@ def test_a_refused_address_and_a_bad_one():
         DaskEngine.open("no-port-here", timeout_s=1)
 
 
+@pytest.mark.sigint
 def test_ctrl_c_stops_the_work_on_the_cluster_and_exits_130(cluster):
     """Interrupted once its first task is on the scheduler (a chosen point, not a chosen second): exit 130, and the
     scheduler is left with nothing to run."""
@@ -178,7 +180,7 @@ def test_ctrl_c_stops_the_work_on_the_cluster_and_exits_130(cluster):
         [sys.executable, "-m", "fleet.cli.app", "compare", "-p", str(SMALL), "--months", "5000", "--json",
          "--dask", cluster.scheduler_address],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal
+        preexec_fn=sigint_default,  # Ctrl-C as at a terminal, whatever the suite was started with
     )
     try:
         deadline = time.monotonic() + 90

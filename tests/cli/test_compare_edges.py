@@ -7,7 +7,6 @@ import json
 import os
 import pty
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 from fleet.cli.compare_view import _count, _fig
 from fleet.core.compare import Combo
 from fleet.report.plot import plot_axes
+from tests.signals import read_pty, sigint_default
 
 FLEET = [sys.executable, "-m", "fleet.cli.app"]
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]")
@@ -123,33 +123,27 @@ def _session_pids(sid: int) -> list[int]:
     return pids
 
 
+@pytest.mark.sigint
 @pytest.mark.parametrize("to_group", [True, False], ids=["terminal-ctrl-c", "parent-only"])
 def test_ctrl_c_stops_the_workers_and_exits_130(to_group):
     """SIGINT once the progress bar shows the first month done (read from the child's terminal), not after a delay."""
     master, slave = pty.openpty()
     p = subprocess.Popen([*FLEET, "compare", "-p", "noise-evictor", "--months", "40", "--jobs", "2", "--share", "0.2,0.4"],
-                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True, env=dict(os.environ, TERM="xterm"))
+                         stdin=slave, stdout=slave, stderr=slave, start_new_session=True, preexec_fn=sigint_default,
+                         env=dict(os.environ, TERM="xterm"))
     os.close(slave)
-    out, sent = "", False
-    deadline = time.monotonic() + 300  # a guard against a hang, not a measurement
-    while time.monotonic() < deadline:
-        if select.select([master], [], [], 1)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk.decode(errors="replace")
-            if not sent and re.search(r" [1-9]\d*/40 ", ANSI.sub("", out)):
-                (os.killpg if to_group else os.kill)(p.pid, signal.SIGINT)
-                sent = True
-        elif p.poll() is not None:
-            break
-    rc = p.wait(timeout=60)
-    os.close(master)
+    try:
+        first = read_pty(master, 300, "month done in the progress bar",
+                         until=lambda o: bool(re.search(r" [1-9]\d*/40 ", ANSI.sub("", o.decode(errors="replace")))))
+        (os.killpg if to_group else os.kill)(p.pid, signal.SIGINT)
+        out = read_pty(master, 120, "exit after the Ctrl-C", so_far=first).decode(errors="replace")
+        rc = p.wait(timeout=60)
+    finally:
+        os.close(master)
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(10)
     text = ANSI.sub("", out).replace("\r", "\n")
-    assert sent, text[-500:]
     assert rc == 130
     assert "fleet: interrupted" in text and "Traceback" not in text
     assert "combinations × 40 months (seeds" not in text  # no table after an interrupt

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from storage.db import upgrade
+from tests.signals import sigint_default
 
 T0 = 1_735_689_600
 
@@ -108,6 +109,7 @@ def test_a_drop_folder_file_moved_to_failed_is_not_status_0(tmp_path):
     assert (drop / "done" / "good.csv").is_file() and (drop / "failed" / "bad.csv").is_file()
 
 
+@pytest.mark.sigint
 def test_ctrl_c_exits_130_and_says_so(tmp_path):
     drop = tmp_path / "drop"
     drop.mkdir()
@@ -116,7 +118,7 @@ def test_ctrl_c_exits_130_and_says_so(tmp_path):
         [sys.executable, "-m", "fleet.cli.app", "ingest", "--watch", str(drop), "--settle", "0", "--interval", "0.05",
          "--json", "--db", f"sqlite:///{tmp_path / 's.db'}"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal, even if the suite runs with SIGINT ignored
+        preexec_fn=sigint_default,  # Ctrl-C as at a terminal, whatever the suite was started with
     )
     try:
         first = proc.stdout.readline()  # the file is in: the command is now in its watch loop

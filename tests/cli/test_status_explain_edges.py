@@ -19,6 +19,7 @@ import pytest
 from fleet.core.units import NO_END_TS
 from tests.cli.served_month import serve_tiny_month
 from tests.service.serving import FLEET, TINY_PRESET, Served
+from tests.signals import read_pty, sigint_default
 
 ROOT = Path(__file__).resolve().parents[2]
 BARE_NUMBER = re.compile(r"(?<![\w.,:/\-$])\d{4,}(?![\w.,:/%\-])")
@@ -165,11 +166,12 @@ def test_grouping_leaves_times_ids_and_decimals():
 
 # -- fleet status --watch -------------------------------------------------------------------------------------------
 
+@pytest.mark.sigint
 def test_status_watch_piped_prints_every_interval_and_ctrl_c_is_130(served, tmp_path):
     # Before: "No such option: --watch", exit 2.
     url, _ = served
     proc = subprocess.Popen(FLEET + ["status", "--watch", "--interval", "0.2", "--db", url], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     try:
         seen = 0
         while seen < 2:
@@ -185,31 +187,29 @@ def test_status_watch_piped_prints_every_interval_and_ctrl_c_is_130(served, tmp_
             proc.wait(10)
 
 
+@pytest.mark.sigint
 def test_status_watch_on_a_terminal_redraws_in_place(served):
     import pty
 
     url, _ = served
     pid, fd = pty.fork()
-    if pid == 0:  # the child: fleet on the pty's far side
+    if pid == 0:  # the child: fleet on the pty's far side, Ctrl-C as at a terminal
+        sigint_default()
         os.environ["COLUMNS"], os.environ["LINES"] = "120", "60"
-        os.execv(FLEET[0], FLEET + ["status", "--watch", "--interval", "0.2", "--db", url])
-    out = b""
-    deadline = time.monotonic() + 60
-    while out.count(b"status at ") < 2 and time.monotonic() < deadline:
         try:
-            out += os.read(fd, 65536)
-        except OSError:
-            break
-    os.kill(pid, signal.SIGINT)
-    rest = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        rest += chunk
+            os.execv(FLEET[0], FLEET + ["status", "--watch", "--interval", "0.2", "--db", url])
+        finally:
+            os._exit(127)  # never back into the test runner's copy
+    try:
+        out = read_pty(fd, 60, "second status", until=lambda o: o.count(b"status at ") >= 2)
+        os.kill(pid, signal.SIGINT)
+        rest = read_pty(fd, 60, "exit after the Ctrl-C")
+    except AssertionError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(fd)
     _, status = os.waitpid(pid, 0)
     assert out.count(b"status at ") >= 2, out[-2000:]
     assert b"\x1b[" in out  # cursor moves: the second status is drawn over the first

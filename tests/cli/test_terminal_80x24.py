@@ -8,17 +8,17 @@ import json
 import os
 import pty
 import re
-import select
+import signal
 import struct
 import subprocess
 import sys
 import termios
-import time
 
 import pytest
 
 from fleet.cli.compare_view import FIGURE_HEADERS, _fig
 from tests.service.serving import TINY_PRESET
+from tests.signals import read_pty
 
 FLEET = [sys.executable, "-m", "fleet.cli.app"]
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[=>]")
@@ -33,21 +33,15 @@ def in_terminal(*args: str, rows: int = 24, cols: int = 80) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")} | {"TERM": "xterm"}
     p = subprocess.Popen([*FLEET, *args], stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
-    out = b""
-    deadline = time.monotonic() + 600  # a guard against a hang, not a measurement
-    while time.monotonic() < deadline:
-        if select.select([master], [], [], 1)[0]:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-        elif p.poll() is not None:
-            break
+    try:
+        out = read_pty(master, 600, "end of the command's output")
+    except AssertionError:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+        raise
+    finally:
+        os.close(master)
     rc = p.wait(timeout=60)
-    os.close(master)
     return rc, ANSI.sub("", out.decode(errors="replace")).replace("\r", "")
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.signals import sigint_default
+
 # The installed console script, next to this interpreter (`python -m fleet.cli.app` would load the CLI twice).
 FLEET = [str(Path(sys.executable).with_name("fleet"))]
 
@@ -77,7 +79,8 @@ class Served:
         self.log = workdir / f"{name}.stderr"
         self.proc = subprocess.Popen(
             FLEET + ["serve", *args], stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"),
-            cwd=workdir, start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            cwd=workdir, start_new_session=True, preexec_fn=sigint_default,  # Ctrl-C as at a terminal
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         self.port = int(wait_for(self._port, 60, f"the metrics line in {self.log}"))
 

@@ -44,6 +44,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.sigint
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
 def test_a_stop_with_an_action_hanging_kills_it_and_marks_nothing(tmp_path, sig, status):
     (tmp_path / "tiny.toml").write_text(TINY_PRESET)
