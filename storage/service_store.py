@@ -223,11 +223,14 @@ class ServiceStore:
         self, card_key: str | None = None, kinds: Iterable[str] | None = None, since_ts: int | None = None,
         until_ts: int | None = None, limit: int = 10_000, newest_first: bool = False,
     ) -> list[JournalRow]:
-        """Journal rows filtered by card, kind and time: the oldest `limit` first, or with `newest_first` the newest
-        `limit`, newest first (`fleet journal`'s order, without reading the whole journal to keep its tail)."""
+        """Journal rows filtered by card, kind and time: the first `limit` in the order they were journaled, or with
+        `newest_first` the newest `limit` by their time, newest first (`fleet journal`'s order, without reading the
+        whole journal to keep its tail). By time, not by id: a record stamped when an action expired is written
+        after hours decided earlier in a catch-up, and must not sit between them."""
         where, params = self._decision_filter(card_key, kinds, since_ts, until_ts)
         params["n"] = int(limit)
-        sql = self._ROW_SQL + (" WHERE " + " AND ".join(where) if where else "") + (" ORDER BY d.id DESC LIMIT :n" if newest_first else " ORDER BY d.id LIMIT :n")
+        order = " ORDER BY d.ts DESC, d.id DESC LIMIT :n" if newest_first else " ORDER BY d.id LIMIT :n"
+        sql = self._ROW_SQL + (" WHERE " + " AND ".join(where) if where else "") + order
         with self.engine.connect() as conn:
             rows = conn.execute(text(sql), params).all()
         return [self._row(r) for r in rows]

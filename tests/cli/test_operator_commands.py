@@ -33,7 +33,7 @@ def test_journal_lists_the_actions_newest_first_with_reason_and_acted(served):
     events = json.loads(p.stdout)
     actions = [r for r in rows if r.kind in ("evict", "add", "release")]
     assert len(events) == len(actions) > 0
-    assert [e["id"] for e in events] == sorted((r.id for r in actions), reverse=True)
+    assert [e["id"] for e in events] == [r.id for r in sorted(actions, key=lambda r: (r.ts, r.id), reverse=True)]
     assert all(e["reason"] and isinstance(e["acted"], bool) for e in events)
     assert {e["kind"] for e in events} == {"evict", "add", "release"}
 
