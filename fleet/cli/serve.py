@@ -165,10 +165,17 @@ def _serve_metrics(service, cfg):
     return server
 
 
+def days_billed(billed_hours: int, month_hours: int) -> int:
+    """Whole days of a simulated month billed: every day once the month is billed to its end (a last short day
+    counts), else the hours billed in whole days. The progress line says this number and is printed when it grows,
+    so each day is said once (a line counting a started day as billed said "day 2" twice and skipped "day 3")."""
+    return -(-month_hours // 24) if billed_hours >= month_hours else billed_hours // 24
+
+
 def progress_line(billed_hours: int, month_hours: int) -> str:
     """The line a simulated month prints on a terminal as each of its days is billed."""
     days = -(-month_hours // 24)
-    return f"fleet serve: day {-(-billed_hours // 24)} of {days} billed (hour {billed_hours} of {month_hours})"
+    return f"fleet serve: day {days_billed(billed_hours, month_hours)} of {days} billed (hour {billed_hours} of {month_hours})"
 
 
 def _show_progress(service, sim, every_s: float = 0.5) -> None:
@@ -185,7 +192,7 @@ def _show_progress(service, sim, every_s: float = 0.5) -> None:
             except Exception:  # the store is the service's to report on; a progress line never fails a run
                 continue
             billed = 0 if last is None else (last - sim.start_ts) // HOUR_S + 1
-            day = billed // 24 if billed < hours else -(-hours // 24)
+            day = days_billed(billed, hours)
             if day > shown_day:
                 shown_day = day
                 print(progress_line(billed, hours), file=sys.stderr, flush=True)
