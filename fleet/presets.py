@@ -148,7 +148,7 @@ def demand_file_tps(scenario: Scenario, base_dir: Path | None = None) -> np.ndar
     """The scenario's `file` demand as read from disk, or None for a drawn demand."""
     if scenario.demand.shape != "file":
         return None
-    return read_demand_file(scenario.demand.file or "", scenario.hours, base_dir)
+    return read_demand_file(scenario.demand.file or "", scenario.hours, base_dir, scenario.step_minutes)
 
 
 def draw(scenario: Scenario, base_dir: Path | None = None) -> Month:

@@ -38,6 +38,7 @@ class Month:
     rent_hours: int | None = None  # the hours a month's rent pays for; None: `hours` (a stored month may be shorter)
     demand_history_tps: np.ndarray | None = None  # the demand of the hours before the month (a forecaster's past); None: none
     boot_hours: np.ndarray | None = None  # (cards,) hours a card takes to serve once added (its class's boot_minutes / 60)
+    step_demand_tps: np.ndarray | None = None  # (hours × steps an hour,) demand at the month's finer step; None: hourly
 
     @property
     def n_cards(self) -> int:
@@ -317,8 +318,16 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
         true.append(ticket)
         rent.append(np.full(n, cc.rent_usd_per_month))
         first += n
+    per_hour = 60 // scenario.step_minutes
+    steps_tps = None
+    if demand_file_tps is not None and per_hour > 1:
+        # The file read at the month's step: each hour's demand is the mean of its steps.
+        steps_tps = np.asarray(demand_file_tps, dtype=np.float64)[: scenario.hours * per_hour]
+        demand_file_tps = steps_tps.reshape(-1, per_hour).mean(axis=1) if steps_tps.size == scenario.hours * per_hour else steps_tps
     history, demand = draw_demand(scenario.demand, scenario.hours, scenario.warmup_hours, stream(scenario.seed, "demand"),
                                   scenario.seed, demand_file_tps)
+    if scenario.fine and steps_tps is None:
+        steps_tps = np.repeat(demand, per_hour)  # a drawn demand has no structure within the hour
     boot = np.concatenate([np.full(cc.pool_cards, cc.boot_minutes / 60.0) for cc in scenario.classes])
     return Month(
         hours=scenario.hours,
@@ -334,4 +343,5 @@ def draw_month(scenario: Scenario, demand_file_tps: np.ndarray | None = None) ->
         demand_tps=demand,
         demand_history_tps=history,
         boot_hours=boot if boot.any() else None,
+        step_demand_tps=steps_tps if scenario.fine else None,
     )

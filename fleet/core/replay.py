@@ -22,7 +22,8 @@ from fleet.core.plugins import PolicyParts, Scored
 from fleet.core.scenario import Scenario, budget_cards
 from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean, window_scores_many
 from fleet.core.step import CardDecision, EvictionPass, StepInput, is_decision_hour, step
-from fleet.core.verdict import figures, median_ticket_tps, wrong_evictions
+from fleet.core.traffic import Traffic, TrafficInput, boot_steps_of, ideal_usd_by_period, run_traffic, traffic_figures
+from fleet.core.verdict import checks, figures, median_ticket_tps, wrong_evictions
 
 
 _PIECE_CELLS = 1 << 23
@@ -43,6 +44,7 @@ class MonthResult:
     median_ticket_tps: np.ndarray  # (evictions,) the median ticket of its class in the run set each eviction was judged in
     in_dip: np.ndarray | None = None  # (cards, hours) bool: scored on its recent level, as in a dip (dip-aware scores)
     demand: DemandView | None = None  # what the policy believed of each hour's demand
+    traffic: Traffic | None = None  # the month at its finer clock (a finer step, a queue or a reactive loop)
     figures: dict = field(default_factory=dict)
 
     @property
@@ -243,6 +245,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             c = d
         a = b
 
+    plan_scores = score if scenario.policy.reactive is not None else None  # the reactive loop ranks spares by them
     del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place
     warm = warm_hm.T
     evicted_at: list[list[int]] = [[] for _ in range(H)]
@@ -255,7 +258,34 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
                          wrong=wrong, median_ticket_tps=medians, in_dip=in_dip, demand=view)
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
+    if scenario.fine:
+        fine_figures(result, plan_scores, in_class)
     return result
+
+
+def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: np.ndarray) -> None:
+    """The month at its finer clock (`fleet.core.traffic`): the plan's run sets served step by step, with the queue
+    and the reactive loop; the bill, the ideal, lost tokens and the checks become the finer clock's."""
+    s, month = result.scenario, result.month
+    step_minutes = s.step_minutes
+    billing = s.billing_minutes or step_minutes
+    evicted_hour = np.full(month.n_cards, month.hours, dtype=np.int64)
+    for p in result.passes:
+        evicted_hour[list(p.evicted)] = p.hour
+    eligible = in_class[:, None] & (evicted_hour[:, None] > np.arange(month.hours)[None, :]) if plan_scores is not None else None
+    t = run_traffic(TrafficInput(
+        plan_warm=result.warm, true_rate_tps=month.true_rate_tps, warmup_hours=month.warmup_hours,
+        rent_usd_per_hour=month.rent_usd_per_hour, step_demand_tps=month.step_demand_tps, step_minutes=step_minutes,
+        billing_minutes=billing, boot_steps=boot_steps_of(month.boot_hours, month.n_cards, step_minutes),
+        max_wait_s=s.demand.max_wait_s, reactive=s.policy.reactive, score_tps=plan_scores, eligible=eligible))
+    ideal = float(ideal_usd_by_period(month.true_rate_tps, month.warmup_hours, month.rent_usd_per_hour,
+                                      month.step_demand_tps, step_minutes, billing).sum())
+    figs = result.figures
+    tf = traffic_figures(t, figs["bill_usd"], ideal, step_minutes, billing, s.demand.max_wait_s, s.policy.reactive is not None)
+    result.traffic = t
+    figs["traffic"] = tf
+    figs.update(bill_usd=tf["bill_usd"], ideal_bill_usd=ideal, convergence=tf["convergence"], unmet_share=tf["lost_share"])
+    figs["checks"] = checks(figs, s.checks)
 
 
 def judge_evictions(passes: list[EvictionPass], warm: np.ndarray, month: Month) -> tuple[np.ndarray, np.ndarray]:

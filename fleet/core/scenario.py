@@ -136,6 +136,7 @@ class Demand(Strict):
     burst_mult: float = Field(default=2.0, ge=1, le=100)  # a burst multiplies demand by this
     burst_hours: int = Field(default=3, ge=1, le=24 * 31)  # a burst lasts this many hours
     file: str | None = None
+    max_wait_s: float | None = Field(default=None, gt=0, le=24 * 3600)  # a queue: unserved tokens wait this long, then are lost
     output_tokens_per_request: float | None = Field(default=None, gt=0, le=10_000_000)  # demand as requests: their mean output
     prompt_tokens_per_request: float | None = Field(default=None, ge=0, le=10_000_000)  # and their mean prompt
 
@@ -190,6 +191,19 @@ DEFAULT_HYSTERESIS = "release-after"
 """The hysteresis a policy uses unless it names one: `release_after_hours` of 1 releases a card at once."""
 
 
+class Reactive(Strict):
+    """The reactive loop: every step, scale up when the backlog or the last step's demand says the plan is short.
+
+    It adds the best spare cards by scored tokens per dollar until the scored capacity covers the last step's demand
+    × `headroom` plus the backlog drained within one step, at most `max_adds_per_hour` an hour. It never removes a
+    card: the plan releases one it does not want once `cooldown_minutes` have passed since the card was added.
+    """
+
+    headroom: float = Field(default=1.2, ge=1, le=5)
+    max_adds_per_hour: int = Field(default=16, ge=1, le=100_000)
+    cooldown_minutes: int = Field(default=60, ge=0, le=24 * 60)
+
+
 class Policy(Strict):
     """What the operator controls: the classes it rents, how it scores cards, how it sizes and evicts."""
 
@@ -206,6 +220,7 @@ class Policy(Strict):
     forecast: str = DEFAULT_FORECAST
     forecast_quantile: float | None = Field(default=None, gt=0, lt=1)  # size to forecast × this quantile of recent actual/forecast
     forecast_error_hours: int = Field(default=168, ge=1, le=24 * 31)  # the recent hours those errors are read over
+    reactive: Reactive | None = None  # the loop within the hour (a clock finer than the hour); none: the plan alone
     # Each plug-in's own settings: a table of its kind under its name (`[policy.scores.dip-aware]`), validated by the
     # plug-in when the policy is resolved. Old places of these keys are moved here (`fleet.core.old_keys`).
     scores: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -271,6 +286,10 @@ class Policy(Strict):
         return [c for c in wanted if c not in market]
 
 
+STEP_MINUTES = (1, 5, 10, 15, 30, 60)
+"""The steps a month may run at: each divides the hour."""
+
+
 class Checks(Strict):
     """Pass marks of the checks (the fourth, latency, only under a promise)."""
 
@@ -297,6 +316,22 @@ class Scenario(Strict):
     policy: Policy
     checks: Checks = Checks()
     slo: Slo | None = None  # a promise to the users on stream speed and first token; none: the fluid model
+    # The clock: the month's steps within the hour (demand, the queue, the reactive loop) and the market's billing
+    # period (None: by the step). 60 and no queue and no reactive loop: the hourly model, as the presets have it.
+    step_minutes: int = 60
+    billing_minutes: int | None = None
+
+    @field_validator("step_minutes")
+    @classmethod
+    def _step_divides_hour(cls, v: int) -> int:
+        if v not in STEP_MINUTES:
+            raise ValueError(f"step_minutes = {v}: a step must divide the hour, one of {', '.join(map(str, STEP_MINUTES))}")
+        return v
+
+    @property
+    def fine(self) -> bool:
+        """Whether the month runs the within-hour model (`fleet.core.traffic`): a finer step, a queue or a reactive loop."""
+        return self.step_minutes != 60 or self.demand.max_wait_s is not None or self.policy.reactive is not None
 
     @model_validator(mode="after")
     def _consistent(self) -> "Scenario":
@@ -307,6 +342,9 @@ class Scenario(Strict):
             raise ValueError(f"a card class may not be named {ANY_CLASS!r}: policy.card_class = {ANY_CLASS!r} means every class")
         if self.policy.unknown_classes(names):
             raise ValueError(f"policy.card_class {self.policy.card_class!r} is not one of the classes {names} (or 'any')")
+        if self.billing_minutes is not None and (60 % self.billing_minutes or self.billing_minutes % self.step_minutes):
+            raise ValueError(f"billing_minutes = {self.billing_minutes}: must divide the hour and be whole steps of "
+                             f"step_minutes = {self.step_minutes}")
         if self.slo is not None:
             check_promise(self.slo, [self.card_class(c) for c in self.policy.run_classes(names)], self.demand)
         return self

@@ -56,6 +56,13 @@ def demand_line(f: dict) -> str:
     return f"demand: forecast by {f.get('forecast', '?')} from the hours before each hour{margin}{shown}"
 
 
+def traffic_words(tr: dict) -> str:
+    """The finer clock in words: billing, the queue and the reactive loop."""
+    queue = f"a queue of {tr['max_wait_s']:g} s" if tr["max_wait_s"] else "no queue (a step's unserved tokens are lost)"
+    loop = f"the reactive loop added {tr['reactive_adds']} cards" if tr["reactive"] else "no reactive loop"
+    return f"billed by {tr['billing_minutes']} minutes; {queue}; {loop}"
+
+
 def promise_words(f: dict) -> str:
     """The promise as the verdict states it: its stream floor and its first-token wait at the percentile."""
     parts = []
@@ -101,10 +108,17 @@ def render_verdict(console: Console, preset, fix: bool, r, overrides=(), span=No
     )
     console.print(f"  {demand_line(f)}", highlight=False)
     t = Table(box=None, show_header=False, padding=(0, 2))
-    t.add_row("bill", _usd(f["bill_usd"]), f"warm rent {_usd(f['bill_warm_usd'])} + churn fees {_usd(f['bill_churn_usd'])}")
+    tr = f.get("traffic")
+    t.add_row("bill", _usd(f["bill_usd"]), f"warm rent {_usd(f['bill_warm_usd'])} + churn fees {_usd(f['bill_churn_usd'])}"
+              + (f" + the reactive loop's cards {_usd(tr['reactive_usd'])}" if tr else ""))
     t.add_row("idle cost", _usd(f["idle_usd"]), f"{f['idle_share']:.1%} of the bill bought capacity that moved no tokens")
     t.add_row("demand", f"{f['demand_avg_tps']:,.0f} tok/s", f"average; peak {f['demand_peak_tps']:,.0f} tok/s")
-    t.add_row("delivered", f"{f['delivered_avg_tps']:,.0f} tok/s", f"unmet {f['unmet_avg_tps']:,.0f} tok/s ({f['unmet_share']:.2%}), short in {f['short_hours']} of {f['hours']} hours")
+    if tr:
+        t.add_row("clock", f"{tr['step_minutes']}-minute steps", traffic_words(tr))
+        t.add_row("lost", f"{tr['lost_share']:.2%}", f"of the month's tokens; {tr['served_late_share']:.2%} served late "
+                  f"(wait p50 {tr['wait_p50_s']:.0f} s, p99 {tr['wait_p99_s']:.0f} s), the longest backlog {tr['drain_minutes_max']} min")
+    else:
+        t.add_row("delivered", f"{f['delivered_avg_tps']:,.0f} tok/s", f"unmet {f['unmet_avg_tps']:,.0f} tok/s ({f['unmet_share']:.2%}), short in {f['short_hours']} of {f['hours']} hours")
     if "goodput_share" in f:
         t.add_row("goodput", f"{f['goodput_avg_tps']:,.0f} tok/s", f"{f['goodput_share']:.1%} of delivered within the promise ({promise_words(f)}); "
                   f"outside it in {f['slow_hours']} of {f['hours']} hours")

@@ -1,0 +1,299 @@
+"""Real traffic within the hour: steps finer than the hour, a queue that carries over, and the reactive loop.
+
+The plan (`fleet.core.step.step`: forecast, greedy, eviction) decides each hour's run set at the hour. Within the
+hour the pool lives at the month's `step_minutes`:
+
+- each step's demand arrives, and the warm cards that have booted serve it at their true rate;
+- tokens not served wait, oldest first, and are served before the step's new ones when capacity frees; a token that
+  would wait longer than `max_wait_s` is abandoned and lost. With no queue, a step's unserved tokens are lost;
+- after each step the reactive loop (`react`) reads what a serving stack measures (the step's demand and the
+  backlog) and adds cards when they say the plan is short; a card added serves from the next step after its boot;
+- a card the loop added stays warm at least `cooldown_minutes`; after that, the plan's next hour releases it unless
+  the plan keeps it. The loop never removes a card.
+
+The step model's waits are whole steps: a token served in the step it arrived in waits no step (the wait within a
+step is the latency model's, `fleet.core.queueing`); one served k steps later waited k steps. A queue therefore
+carries tokens over only when `max_wait_s` is at least one step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleet.core.greedy import tokens_per_dollar
+from fleet.core.ideal import ideal_exact_usd_by_hour
+from fleet.core.scenario import Reactive
+
+_BLOCK_HOURS = 24
+"""Hours of true rates read at once (a day of a 10,000-card month is 2 MB)."""
+
+
+@dataclass(frozen=True)
+class ReactiveAdd:
+    """A card the reactive loop added, with the step it was decided at and why."""
+
+    step: int  # the month's step (hour × steps an hour + step within the hour)
+    card: int
+    score_tps: float
+    tokens_per_usd: float
+    reason: str
+
+
+def react(observed_tps: float, backlog_tokens: float, step_s: float, warm: np.ndarray, spares: np.ndarray,
+          score_tps: np.ndarray, tokens_per_usd: np.ndarray, settings: Reactive, adds_left: int, step: int
+          ) -> tuple[ReactiveAdd, ...]:
+    """The reactive loop's decision after a step: the spares to add, best tokens per dollar first.
+
+    The need is the step's measured demand × the loop's headroom plus the backlog served within one step; the
+    scored capacity of the warm cards (booting ones included: they were added for this) is what covers it. `spares`
+    are the cards the loop may add, best first; at most `adds_left` are taken. Scale-up only.
+    """
+    scored = float(np.asarray(score_tps, dtype=np.float64)[warm].sum())
+    need = float(observed_tps) * settings.headroom + float(backlog_tokens) / step_s
+    if need <= scored + 1e-6 or adds_left <= 0:
+        return ()
+    free = spares[~warm[spares]]
+    if free.size == 0:
+        return ()
+    cum = np.cumsum(np.asarray(score_tps, dtype=np.float64)[free])
+    k = min(int(np.searchsorted(cum, need - scored - 1e-6)) + 1, free.size, adds_left)
+    why = (f"reactive: step demand {observed_tps:.0f} tok/s × {settings.headroom:g} headroom"
+           + (f" + backlog {backlog_tokens:.0f} tokens within a step" if backlog_tokens > 0 else "")
+           + f" = {need:.0f} tok/s, above the scored capacity {scored:.0f} tok/s")
+    return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), why) for c in free[:k])
+
+
+@dataclass(frozen=True)
+class TrafficInput:
+    """A month's plan and truth at the finer clock. Hourly arrays are the month's hours (no warm-up)."""
+
+    plan_warm: np.ndarray  # (cards, hours) bool: the plan's run set of each hour
+    true_rate_tps: object  # (cards, warmup + hours): true rates (an array or `DippedRates`), constant within an hour
+    warmup_hours: int
+    rent_usd_per_hour: np.ndarray  # (cards,)
+    step_demand_tps: np.ndarray  # (hours × steps an hour,) the demand of each step
+    step_minutes: int
+    billing_minutes: int  # the market's billing period: a card warm in any part of one pays all of it
+    boot_steps: np.ndarray | None = None  # (cards,) whole steps a card takes to serve once added
+    max_wait_s: float | None = None  # None: no queue, a step's unserved tokens are lost
+    reactive: Reactive | None = None
+    score_tps: np.ndarray | None = None  # (cards, hours) the plan's scores: the loop's view of each card
+    eligible: np.ndarray | None = None  # (cards, hours) bool: the cards the loop may add (run classes, not evicted)
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """A month at the finer clock: tokens served on time, late and lost, the waits, the loop's adds and the bill."""
+
+    demand_tokens: float
+    served_tokens: float
+    served_late_tokens: float
+    lost_tokens: float
+    late_by_steps: np.ndarray  # (K + 1,) tokens served k steps after they arrived, k = 0..K
+    step_s: float
+    drain_steps_max: int  # the longest run of steps ending with a backlog
+    adds: tuple[ReactiveAdd, ...]
+    reactive_usd: float  # rent of the loop's cards in billing periods the plan did not pay for
+    capacity_step_tps: np.ndarray  # (steps,) true capacity serving each step
+    lost_step_tokens: np.ndarray  # (steps,) tokens abandoned or dropped in each step
+
+    def wait_s(self, q: float) -> float:
+        """The wait at quantile `q` of the tokens served late (0: none was)."""
+        late = self.late_by_steps[1:]
+        if late.sum() <= 0:
+            return 0.0
+        cum = np.cumsum(late) / late.sum()
+        return float((int(np.searchsorted(cum, q - 1e-12)) + 1) * self.step_s)
+
+
+def boot_steps_of(boot_hours: np.ndarray | None, n: int, step_minutes: int) -> np.ndarray:
+    """Each card's boot in whole steps (a boot of part of a step takes the step)."""
+    if boot_hours is None:
+        return np.zeros(n, dtype=np.int64)
+    return np.ceil(np.asarray(boot_hours, dtype=np.float64) * 60.0 / step_minutes - 1e-9).astype(np.int64)
+
+
+class _Queue:
+    """Tokens waiting, by the step they arrived in, oldest first: served first, abandoned past the patience."""
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps  # steps a token may wait and still be served
+        self.cohorts: list[list[float]] = []  # [arrival step, tokens]
+
+    @property
+    def tokens(self) -> float:
+        return sum(c[1] for c in self.cohorts)
+
+    def abandon(self, step: int) -> float:
+        """Drop the cohorts that would wait longer than the patience if served at `step`; their tokens."""
+        lost = 0.0
+        while self.cohorts and step - self.cohorts[0][0] > self.max_steps:
+            lost += self.cohorts.pop(0)[1]
+        return lost
+
+    def serve(self, step: int, capacity_tokens: float, late: np.ndarray) -> float:
+        """Serve the oldest first from `capacity_tokens`; count each cohort's tokens in `late` by steps waited."""
+        left = capacity_tokens
+        while self.cohorts and left > 0:
+            a, tokens = self.cohorts[0]
+            take = min(tokens, left)
+            late[step - int(a)] += take
+            left -= take
+            if take >= tokens:
+                self.cohorts.pop(0)
+            else:
+                self.cohorts[0][1] = tokens - take
+        return left
+
+
+def _serve(queue: _Queue | None, t: int, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
+    """One step: the backlog first (past its patience: abandoned), then the step's own; the tokens lost in it."""
+    lost = 0.0
+    left = capacity_tokens
+    if queue is not None:
+        lost += queue.abandon(t)
+        left = queue.serve(t, left, late)
+    served = min(arrive_tokens, left)
+    late[0] += served
+    unserved = arrive_tokens - served
+    if unserved > 0:
+        if queue is not None:
+            queue.cohorts.append([t, unserved])
+        else:
+            lost += unserved
+    return lost
+
+
+def _outside_plan_usd(outside: np.ndarray, from_step: np.ndarray, rent_usd_per_hour: np.ndarray, per_hour: int,
+                      period: int, step_minutes: int) -> float:
+    """An hour's rent of the loop's cards the plan does not pay for: each billing period a card is warm in, whole."""
+    cards = np.flatnonzero(outside & (from_step < per_hour))
+    if not cards.size:
+        return 0.0
+    periods = (per_hour - 1) // period - from_step[cards] // period + 1
+    return float((rent_usd_per_hour[cards] * periods).sum()) * period * step_minutes / 60.0
+
+
+def run_traffic(inp: TrafficInput) -> Traffic:
+    """Walk the month step by step: serve, queue, abandon, react, and bill the loop's cards."""
+    warm_plan = np.asarray(inp.plan_warm, dtype=bool)
+    n, hours = warm_plan.shape
+    per_hour = 60 // inp.step_minutes
+    step_s = inp.step_minutes * 60.0
+    demand = np.asarray(inp.step_demand_tps, dtype=np.float64)[: hours * per_hour]
+    boot = inp.boot_steps if inp.boot_steps is not None else np.zeros(n, dtype=np.int64)
+    queue_steps = -1 if inp.max_wait_s is None else int(math.floor(inp.max_wait_s / step_s + 1e-9))
+    queue = _Queue(max(queue_steps, 0)) if queue_steps >= 1 else None
+    late = np.zeros(max(queue_steps, 0) + 1)
+    rent = np.asarray(inp.rent_usd_per_hour, dtype=np.float64)
+    settings = inp.reactive
+    cooldown_steps = 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes)
+    period = inp.billing_minutes // inp.step_minutes  # steps a billing period
+    held = np.zeros(n, dtype=bool)  # warm because the loop added them
+    held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
+    ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
+    warm = np.zeros(n, dtype=bool)
+    capacity = np.zeros(hours * per_hour)
+    lost = np.zeros(hours * per_hour)
+    adds: list[ReactiveAdd] = []
+    reactive_usd = 0.0
+    run, drain_max = 0, 0
+    rates_block = None
+    for h in range(hours):
+        if h % _BLOCK_HOURS == 0:
+            b = min(hours, h + _BLOCK_HOURS)
+            rates_block = np.asarray(inp.true_rate_tps[:, inp.warmup_hours + h: inp.warmup_hours + b], dtype=np.float64)
+        rates = rates_block[:, h % _BLOCK_HOURS]
+        first = h * per_hour
+        held &= ~((held_until <= first) & ~warm_plan[:, h])  # the plan's hour releases what its cooldown no longer holds
+        if inp.eligible is not None:
+            held &= inp.eligible[:, h]  # an evicted card leaves, whoever added it
+        now = warm_plan[:, h] | held
+        joined = now & ~warm
+        ready[joined] = first + boot[joined]
+        warm = now
+        from_step = np.where(warm_plan[:, h], per_hour, 0)  # the step each card outside the plan is warm from
+        if settings is not None:
+            score = np.asarray(inp.score_tps[:, h], dtype=np.float64)
+            tpd = tokens_per_dollar(score, rent)
+            may = np.flatnonzero(inp.eligible[:, h]) if inp.eligible is not None else np.arange(n)
+            spares = may[np.argsort(-tpd[may], kind="stable")]
+        added_this_hour = 0
+        for j in range(per_hour):
+            t = first + j
+            serving = warm & (ready <= t)
+            cap = float(rates[serving].sum())
+            capacity[t] = cap
+            lost[t] = _serve(queue, t, demand[t] * step_s, cap * step_s, late)
+            backlog = queue.tokens if queue is not None else 0.0
+            run = run + 1 if backlog > 1e-6 else 0
+            drain_max = max(drain_max, run)
+            if settings is not None:
+                got = react(demand[t], backlog, step_s, warm, spares, score, tpd, settings,
+                            settings.max_adds_per_hour - added_this_hour, t)
+                for a in got:
+                    c = a.card
+                    warm[c] = held[c] = True
+                    held_until[c] = t + 1 + cooldown_steps
+                    ready[c] = t + 1 + boot[c]
+                    from_step[c] = j + 1
+                added_this_hour += len(got)
+                adds.extend(got)
+        reactive_usd += _outside_plan_usd(warm & ~warm_plan[:, h], from_step, rent, per_hour, period, inp.step_minutes)
+    if queue is not None:
+        lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
+    total = float(demand.sum() * step_s)
+    served = float(late.sum())
+    return Traffic(demand_tokens=total, served_tokens=served, served_late_tokens=float(late[1:].sum()),
+                   lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max,
+                   adds=tuple(adds), reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost)
+
+
+def ideal_usd_by_period(true_rate_tps, warmup_hours: int, rent_usd_per_hour: np.ndarray, step_demand_tps: np.ndarray,
+                        step_minutes: int, billing_minutes: int) -> np.ndarray:
+    """The ideal operator at the finer clock: each billing period, the cheapest whole-card set whose true rates cover
+    the period's highest step, paid for the period (it boots nothing and knows every step)."""
+    per_hour = 60 // step_minutes
+    period = billing_minutes // step_minutes
+    per_hour_periods = per_hour // period
+    demand = np.asarray(step_demand_tps, dtype=np.float64)
+    hours = demand.size // per_hour
+    peaks = demand[: hours * per_hour].reshape(hours * per_hour_periods, period).max(axis=1)
+    out = np.empty(peaks.size)
+    for a in range(0, hours, _BLOCK_HOURS):
+        b = min(hours, a + _BLOCK_HOURS)
+        rates = np.asarray(true_rate_tps[:, warmup_hours + a: warmup_hours + b])
+        rates = np.repeat(rates, per_hour_periods, axis=1)
+        out[a * per_hour_periods: b * per_hour_periods] = ideal_exact_usd_by_hour(
+            rates, rent_usd_per_hour, peaks[a * per_hour_periods: b * per_hour_periods])
+    return out * billing_minutes / 60.0
+
+
+def traffic_figures(t: Traffic, plan_bill_usd: float, ideal_usd: float, step_minutes: int, billing_minutes: int,
+                    max_wait_s: float | None, reactive: bool) -> dict:
+    """The verdict's figures of the finer clock: what the checks read in place of the hourly fluid's."""
+    bill = plan_bill_usd + t.reactive_usd
+    return {
+        "step_minutes": step_minutes,
+        "billing_minutes": billing_minutes,
+        "max_wait_s": max_wait_s,
+        "reactive": reactive,
+        "demand_tokens": t.demand_tokens,
+        "served_tokens": t.served_tokens,
+        "served_late_tokens": t.served_late_tokens,
+        "served_late_share": t.served_late_tokens / t.demand_tokens if t.demand_tokens > 0 else 0.0,
+        "lost_tokens": t.lost_tokens,
+        "lost_share": t.lost_tokens / t.demand_tokens if t.demand_tokens > 0 else 0.0,
+        "wait_p50_s": t.wait_s(0.5),
+        "wait_p99_s": t.wait_s(0.99),
+        "drain_minutes_max": t.drain_steps_max * step_minutes,
+        "reactive_adds": len(t.adds),
+        "reactive_usd": t.reactive_usd,
+        "plan_bill_usd": plan_bill_usd,
+        "bill_usd": bill,
+        "ideal_bill_usd": ideal_usd,
+        "convergence": ideal_usd / bill if bill > 0 else float("nan"),
+    }

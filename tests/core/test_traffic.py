@@ -1,0 +1,128 @@
+"""The finer clock: the queue's arithmetic, the reactive loop on a tenant's jump, billing by the period, and a month
+at 10-minute steps with nothing within the hour replaying as the hourly model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleet.core.errors import ConfigError
+from fleet.core.scenario import build_scenario
+from fleet.core.scenario import Reactive
+from fleet.core.traffic import TrafficInput, ideal_usd_by_period, react, run_traffic
+from fleet.presets import load_preset, replay_scenario, resolve_scenario
+
+
+def one_hour(demand_steps, rates, plan, step_minutes=1, **kw):
+    """A one-hour month of cards with fixed true rates, the plan's run set given."""
+    rates = np.asarray(rates, dtype=np.float64)[:, None]
+    per_hour = 60 // step_minutes
+    demand = np.zeros(per_hour)
+    demand[: len(demand_steps)] = demand_steps
+    return run_traffic(TrafficInput(plan_warm=np.asarray(plan, dtype=bool)[:, None], true_rate_tps=rates, warmup_hours=0,
+                                    rent_usd_per_hour=np.full(rates.shape[0], 10.0), step_demand_tps=demand,
+                                    step_minutes=step_minutes, billing_minutes=kw.pop("billing_minutes", step_minutes), **kw))
+
+
+def test_unserved_tokens_wait_one_step_and_are_served_first():
+    t = one_hour([50, 150, 50, 50], [100], [True], max_wait_s=60)
+    assert t.lost_tokens == 0
+    assert t.served_late_tokens == pytest.approx(50 * 60)  # step 1's deficit, served in step 2 before step 2's own
+    assert t.wait_s(0.5) == t.wait_s(0.99) == 60
+    assert t.drain_steps_max == 1
+
+
+@pytest.mark.parametrize("max_wait_s", [None, 59.0])
+def test_without_a_queue_or_with_a_patience_under_a_step_the_deficit_is_lost(max_wait_s):
+    t = one_hour([50, 150, 50, 50], [100], [True], max_wait_s=max_wait_s)
+    assert t.lost_tokens == pytest.approx(50 * 60)
+    assert t.served_late_tokens == 0
+
+
+def test_a_token_past_the_patience_is_abandoned():
+    # 1 card of 100 tok/s, two steps at 200 tok/s, one step's patience: step 0 leaves 6,000 waiting; step 1 serves
+    # them and leaves its own 12,000; step 2 serves 6,000 of those; at step 3 the rest have waited 2 steps: lost.
+    t = one_hour([200, 200], [100], [True], max_wait_s=60)
+    assert t.served_late_tokens == pytest.approx(6000 + 6000)
+    assert t.lost_tokens == pytest.approx(6000)
+    assert t.served_tokens + t.lost_tokens == pytest.approx(t.demand_tokens)
+
+
+def test_the_reactive_loop_follows_a_tenants_jump():
+    # A plan of 2 cards (100 tok/s each) for 150 tok/s; at minute 20 a tenant triples demand to 450 tok/s.
+    # The loop sees step 20's demand at its end and adds ceil(450 × 1.2 / 100) − 2 = 4 cards, serving from
+    # step 21 + their 2-step boot = 23: steps 20, 21 and 22 each lose (450 − 200) × 60 tokens.
+    demand = [150] * 20 + [450] * 40
+    settings = Reactive(headroom=1.2, max_adds_per_hour=16, cooldown_minutes=30)
+    plan = [True, True] + [False] * 8
+    t = one_hour(demand, [100] * 10, plan, reactive=settings, score_tps=np.full((10, 1), 100.0),
+                 eligible=np.ones((10, 1), dtype=bool), boot_steps=np.array([0, 0] + [2] * 8))  # the plan's serve at once
+    assert [a.step for a in t.adds] == [20] * 4
+    assert "reactive: step demand 450 tok/s" in t.adds[0].reason
+    assert t.lost_tokens == pytest.approx(3 * (450 - 200) * 60)
+    assert t.capacity_step_tps[23] == 600
+    # Each added card bills from step 21 to the hour's end: 39 one-minute periods of $10 an hour.
+    assert t.reactive_usd == pytest.approx(4 * 39 * 10 / 60)
+
+
+def test_with_a_queue_the_jump_is_served_late_and_drains():
+    demand = [150] * 20 + [450] * 40
+    settings = Reactive(headroom=1.2, max_adds_per_hour=16, cooldown_minutes=30)
+    t = one_hour(demand, [100] * 10, [True, True] + [False] * 8, reactive=settings, score_tps=np.full((10, 1), 100.0),
+                 eligible=np.ones((10, 1), dtype=bool), boot_steps=np.full(10, 0), max_wait_s=120)
+    # Step 20 leaves 15,000 tokens waiting; the loop adds cards for 450 × 1.2 + 15,000 / 60 = 790 tok/s (6 cards,
+    # 800 tok/s from step 21), and step 21 serves the backlog first with 800 − 450 = 350 tok/s to spare.
+    assert len(t.adds) == 6
+    assert t.lost_tokens == 0
+    assert t.served_late_tokens == pytest.approx(15000)
+    assert t.drain_steps_max == 1
+
+
+def test_hourly_billing_charges_the_whole_hour_of_a_card_added_within_it():
+    settings = Reactive(headroom=1.0, max_adds_per_hour=1, cooldown_minutes=0)
+    t = one_hour([150] * 60, [100, 100], [True, False], reactive=settings, score_tps=np.full((2, 1), 100.0),
+                 eligible=np.ones((2, 1), dtype=bool), billing_minutes=60)
+    assert t.reactive_usd == pytest.approx(10.0)
+
+
+def test_react_is_scale_up_only_and_within_its_budget():
+    warm = np.array([True, False, False, False])
+    score = np.full(4, 100.0)
+    got = react(1000.0, 0.0, 60.0, warm, np.arange(4), score, score / 10, Reactive(headroom=1.0), adds_left=2, step=5)
+    assert [a.card for a in got] == [1, 2]
+    assert react(50.0, 0.0, 60.0, warm, np.arange(4), score, score / 10, Reactive(headroom=1.0), adds_left=2, step=5) == ()
+
+
+def test_the_ideal_pays_each_period_for_its_highest_step():
+    rates = np.array([[100.0], [100.0], [100.0]])
+    demand = np.array([100.0] * 30 + [250.0] * 30)  # one hour at 1-minute steps
+    by_minute = ideal_usd_by_period(rates, 0, np.full(3, 60.0), demand, 1, 1)
+    assert by_minute.sum() == pytest.approx(30 * 1 + 30 * 3)  # 1 card then 3 cards, $1 a card-minute
+    by_hour = ideal_usd_by_period(rates, 0, np.full(3, 60.0), demand, 1, 60)
+    assert by_hour.sum() == pytest.approx(3 * 60)
+
+
+@pytest.mark.parametrize("name", ["noise-evictor", "golden-idler", "bargain-shortfall"])
+def test_ten_minute_steps_with_nothing_within_the_hour_replay_as_the_hourly_model(name):
+    preset = load_preset(name)
+    hourly = replay_scenario(resolve_scenario(preset))
+    fine = replay_scenario(resolve_scenario(preset, overrides=["step_minutes=10"]))
+    tf = fine.figures["traffic"]
+    assert tf["reactive_adds"] == 0
+    assert tf["lost_share"] == pytest.approx(hourly.figures["unmet_share"], abs=1e-12)
+    assert fine.figures["bill_usd"] == pytest.approx(hourly.figures["bill_usd"], abs=0.005)
+    assert fine.figures["ideal_bill_usd"] == pytest.approx(hourly.figures["ideal_bill_usd"], abs=0.005)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"step_minutes": 7}, "step_minutes = 7: a step must divide the hour"),
+    ({"step_minutes": 10, "billing_minutes": 15}, "billing_minutes = 15"),
+    ({"demand": {"max_wait_s": 0}}, "max_wait_s"),
+])
+def test_a_clock_that_does_not_fit_is_refused_in_one_line(change, words):
+    raw = {"classes": [{"name": "flagship", "rated_tps": 6000, "rent_usd_per_month": 2690, "pool_cards": 8}],
+           "policy": {"card_class": "flagship"}, **change}
+    with pytest.raises(ConfigError) as err:
+        build_scenario(raw, "pool.toml")
+    assert words in str(err.value)
+    assert "\n" not in str(err.value)
