@@ -113,6 +113,12 @@ _GAMMAS = (0.02, 0.05, 0.1, 0.2, 0.35)
 _DAMPINGS = (0.9, 0.98)
 _DEFAULT = (0.35, 0.0, 0.15, 0.95)
 _FLOOR_TPS = 1e-6
+_LEAST_BELOW_LEVEL = math.log(20.0)
+"""An hour is read as at least 1/20 of the level: in log space a zero hour would otherwise drag the level and the
+season by many orders of magnitude, and the hours after it would be forecast as far above."""
+_MOST_ABOVE_SEEN = math.log(2.0)
+"""No forecast above twice the highest demand seen: a trend carried past every hour ever measured is the model
+running away, not a forecast."""
 
 
 def initial_state(log_tps: np.ndarray, season: int) -> tuple[float, np.ndarray]:
@@ -148,12 +154,14 @@ def fit_constants(log_tps: np.ndarray, season: int) -> tuple[float, float, float
 
 
 class _HoltWintersRun:
-    __slots__ = ("m", "fit_hours", "phi", "alpha", "beta", "gamma", "logs", "level", "trend", "season", "t", "fitted")
+    __slots__ = ("m", "fit_hours", "phi", "alpha", "beta", "gamma", "logs", "level", "trend", "season", "t", "fitted",
+                 "highest")
 
     def __init__(self, s: HoltWintersSettings) -> None:
         self.m, self.fit_hours = s.season_hours, s.fit_hours
         self.alpha, self.beta, self.gamma, self.phi = _DEFAULT
         self.logs: list[float] = []
+        self.highest = -math.inf
         self.level = self.trend = 0.0
         self.season: list[float] = []
         self.t = 0
@@ -162,7 +170,8 @@ class _HoltWintersRun:
     def predict(self) -> float:
         if self.t < self.m:
             return math.exp(self.logs[-1]) if self.logs else NAN
-        return math.exp(self.level + self.phi * self.trend + self.season[self.t % self.m])
+        guess = self.level + self.phi * self.trend + self.season[self.t % self.m]
+        return math.exp(min(guess, self.highest + _MOST_ABOVE_SEEN))
 
     def _start(self) -> None:
         level, shape = initial_state(np.array(self.logs), self.m)
@@ -182,6 +191,9 @@ class _HoltWintersRun:
             if demand_tps != demand_tps:
                 return
         y = math.log(max(float(demand_tps), _FLOOR_TPS))
+        if self.t >= self.m:
+            y = max(y, self.level - _LEAST_BELOW_LEVEL)  # a quiet hour, not a collapse of the level
+        self.highest = max(self.highest, y)
         self.logs.append(y)
         if self.t >= self.m:
             self._update(y)

@@ -99,13 +99,16 @@ class DemandView:
 
 
 def demand_view(forecaster: Forecaster, observed_tps: np.ndarray, first: int, quantile: float | None = None,
-                error_hours: int = 168, known_tps: np.ndarray | None = None) -> DemandView:
+                error_hours: int = 168, known_tps: np.ndarray | None = None, cold_start_tps: float | None = None
+                ) -> DemandView:
     """The view of every hour from `first` (the month's first hour in `observed_tps`) to `len(observed_tps)`.
 
     `observed_tps` is the demand measured so far, the history before the month included; hour t's forecast reads
     `observed_tps[:t]` only (`one_step`). Held mode's peak is the highest demand observed from a week before the
     month up to the hour before, or sized for in the month so far. A forecaster that `knows_demand` reads
     `known_tps`, the month's true demand (its future peak included): the seed's model, said so by `knew_demand`.
+    An hour with nothing to forecast from yet is sized for `cold_start_tps` (the level the operator declared), or,
+    with none declared, for every card.
     """
     observed = np.asarray(observed_tps, dtype=np.float64)
     n = len(observed)
@@ -123,12 +126,13 @@ def demand_view(forecaster: Forecaster, observed_tps: np.ndarray, first: int, qu
     margin = error_margin(observed, forecast, quantile, error_hours, first)
     f = forecast[first:]
     with np.errstate(invalid="ignore"):
-        sizing = np.where(np.isfinite(f), f * margin, np.inf)
+        cold = np.inf if cold_start_tps is None else float(cold_start_tps)
+        sizing = np.where(np.isfinite(f), f * margin, cold)
     seen_from = max(0, first - 168)
     seen = np.concatenate([[np.nan], observed[seen_from:]])  # seen[i]: the demand up to the hour before
     seen_max = np.fmax.accumulate(seen)[first - seen_from :]
     sized_max = np.fmax.accumulate(np.where(np.isfinite(sizing), sizing, np.nan))
     peak = np.fmax(seen_max, sized_max)
-    peak = np.where(np.isnan(peak), np.inf, peak)  # nothing seen or forecast yet: every card
+    peak = np.where(np.isnan(peak), cold, peak)  # nothing seen or forecast yet: the declared level, or every card
     before = float(seen_max[0]) if first > 0 and np.isfinite(seen_max[0]) else float("nan")
     return DemandView(f, margin, sizing, peak, before, False)

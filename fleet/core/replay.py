@@ -163,7 +163,8 @@ def demand_key(parts: PolicyParts) -> tuple:
     if parts.knows_demand:
         return ("known",)
     own = p.forecasters.get(p.forecast, {})
-    return (p.forecast, tuple(sorted((k, repr(v)) for k, v in own.items())), p.forecast_quantile, p.forecast_error_hours)
+    return (p.forecast, tuple(sorted((k, repr(v)) for k, v in own.items())), p.forecast_quantile, p.forecast_error_hours,
+            p.cold_start)
 
 
 def month_demand(month: Month, parts: PolicyParts) -> DemandView:
@@ -173,7 +174,7 @@ def month_demand(month: Month, parts: PolicyParts) -> DemandView:
     observed = np.concatenate([np.asarray(history, dtype=np.float64), np.asarray(month.demand_tps, dtype=np.float64)[:-1]])
     p = parts.policy
     return demand_view(parts.forecast, observed, len(history), p.forecast_quantile, p.forecast_error_hours,
-                       known_tps=month.demand_tps if parts.knows_demand else None)
+                       known_tps=month.demand_tps if parts.knows_demand else None, cold_start_tps=p.cold_start)
 
 
 def demand_figures(view: DemandView, demand_tps: np.ndarray, policy) -> dict:

@@ -221,6 +221,7 @@ class Policy(Strict):
     forecast_quantile: float | None = Field(default=None, gt=0, lt=1)  # size to forecast × this quantile of recent actual/forecast
     forecast_error_hours: int = Field(default=168, ge=1, le=24 * 31)  # the recent hours those errors are read over
     reactive: Reactive | None = None  # the loop within the hour (a clock finer than the hour); none: the plan alone
+    cold_start_tps: float | None = Field(default=None, ge=0)  # what an hour is sized for before any demand is seen
     # Each plug-in's own settings: a table of its kind under its name (`[policy.scores.dip-aware]`), validated by the
     # plug-in when the policy is resolved. Old places of these keys are moved here (`fleet.core.old_keys`).
     scores: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -244,6 +245,14 @@ class Policy(Strict):
     @classmethod
     def _no_quantile(cls, v: Any) -> Any:
         return None if isinstance(v, str) and v.strip().lower() == "none" else v
+
+    @property
+    def cold_start(self) -> float | None:
+        """The level sized for before any demand is seen: the declared one; with a reactive loop and none declared,
+        nothing (the loop adds cards from the first step); else None, every card."""
+        if self.cold_start_tps is not None:
+            return self.cold_start_tps
+        return 0.0 if self.reactive is not None else None
 
     @property
     def knows_demand(self) -> bool:

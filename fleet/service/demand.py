@@ -42,7 +42,7 @@ def _view(month_tps: np.ndarray, history_tps: np.ndarray, hour: int, parts) -> D
     observed = np.concatenate([history_tps, month_tps[:hour]])
     p = parts.policy
     view = demand_view(parts.forecast, observed, history_tps.size, p.forecast_quantile, p.forecast_error_hours,
-                       known_tps=month_tps if parts.knows_demand else None)
+                       known_tps=month_tps if parts.knows_demand else None, cold_start_tps=p.cold_start)
     return view.hour(hour)
 
 

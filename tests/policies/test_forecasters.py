@@ -58,3 +58,31 @@ def test_every_forecaster_is_registered_with_its_settings():
     assert set(policies.FORECASTERS.names()) == {"known", "last-hour", "seasonal", "holt-winters"}
     for plugin in policies.FORECASTERS:
         assert plugin.settings.model_validate({}) is not None  # every setting has a default
+
+
+def test_holt_winters_survives_hours_with_no_demand():
+    # Two weeks of a daily cycle with 7 hours of no demand at all (a trace whose tenants all went quiet). In log
+    # space a zero hour would drag the level by orders of magnitude, and the hours after it would be forecast far
+    # above anything seen; read as a quiet hour, the forecasts stay within twice the highest demand seen.
+    from fleet.core.forecast import one_step
+    from policies.forecasters import HoltWinters
+
+    rng = np.random.default_rng(3)
+    h = np.arange(24 * 14)
+    demand = 36_000 * (1 + 0.5 * np.sin(2 * np.pi * h / 24)) * rng.lognormal(0, 0.1, h.size)
+    demand[rng.choice(np.arange(30, h.size), 7, replace=False)] = 0.0
+    f = one_step(HoltWinters(), demand)[:-1]
+    seen_max = np.fmax.accumulate(np.concatenate([[np.nan], demand[:-1]]))
+    ok = np.isfinite(f)
+    assert np.all(f[ok] <= 2 * seen_max[ok] + 1e-6)
+    busy = ok & (demand > 0)
+    assert np.mean(np.abs(f[busy] - demand[busy]) / demand[busy]) < 0.25
+
+
+def test_a_cold_start_sizes_for_the_declared_level_not_every_card():
+    from fleet.core.forecast import demand_view
+    from policies.forecasters import LastHour
+
+    cold = demand_view(LastHour(), np.array([]), 0, cold_start_tps=5_000.0)
+    assert cold.sizing_tps[0] == 5_000.0 and cold.peak_tps[0] == 5_000.0
+    assert np.isinf(demand_view(LastHour(), np.array([]), 0).sizing_tps[0])  # none declared: every card, as before
