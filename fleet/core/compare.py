@@ -23,7 +23,7 @@ from fleet.core.headroom import SEARCH_CONFIDENCE, least_passing_step, passing_h
 from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
-from fleet.core.replay import demand_key, month_demand, replay, score_month
+from fleet.core.replay import fine_ideal, demand_key, month_demand, replay, score_month
 from fleet.core.scenario import DEFAULT_FORECAST, KNOWN_FORECAST, Scenario
 
 FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped",
@@ -230,14 +230,21 @@ class MonthCache:
         self.ideal_usd = self.exact_usd if exact else self.greedy_usd
         self._scores: dict = {}
         self._demand: dict = {}
+        self._fine_ideal: dict = {}
 
     def replay(self, scenario: Scenario, parts: PolicyParts):
         scores = score_month(self.month, parts, self._scores)
         seen = demand_key(parts)
         if seen not in self._demand:
             self._demand[seen] = month_demand(self.month, parts)
+        fine = None
+        if scenario.fine:
+            clock = (scenario.step_minutes, scenario.billing_minutes)
+            if clock not in self._fine_ideal:
+                self._fine_ideal[clock] = fine_ideal(scenario, self.month)
+            fine = self._fine_ideal[clock]
         return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=scores,
-                      demand=self._demand[seen])
+                      demand=self._demand[seen], fine_ideal_usd=fine)
 
 
 def month_row(f: dict) -> list[float]:

@@ -188,11 +188,13 @@ def demand_figures(view: DemandView, demand_tps: np.ndarray, policy) -> dict:
 
 
 def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None,
-           scores: MonthScores | None = None, demand: DemandView | None = None) -> MonthResult:
+           scores: MonthScores | None = None, demand: DemandView | None = None,
+           fine_ideal_usd: float | None = None) -> MonthResult:
     """Replay one month of `scenario` under its resolved policy (drawing the month unless given) and judge it.
 
-    `ideal_usd` is the month's ideal bill by hour, `scores` its `score_month` and `demand` its `month_demand` when
-    the caller has them (a sweep computes each once per month); otherwise they are computed.
+    `ideal_usd` is the month's ideal bill by hour, `scores` its `score_month`, `demand` its `month_demand` and
+    `fine_ideal_usd` its `fine_ideal` when the caller has them (a sweep computes each once per month); otherwise
+    they are computed.
     """
     month = month if month is not None else draw_month(scenario)
     policy = parts.policy
@@ -260,11 +262,19 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
     if scenario.fine:
-        fine_figures(result, plan_scores, in_class)
+        fine_figures(result, plan_scores, in_class, fine_ideal_usd)
     return result
 
 
-def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: np.ndarray) -> None:
+def fine_ideal(scenario: Scenario, month: Month) -> float:
+    """The ideal operator's bill at the scenario's finer clock and billing period (`ideal_usd_by_period`)."""
+    return float(ideal_usd_by_period(month.true_rate_tps, month.warmup_hours, month.rent_usd_per_hour,
+                                     month.step_demand_tps, scenario.step_minutes,
+                                     scenario.billing_minutes or scenario.step_minutes).sum())
+
+
+def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: np.ndarray,
+                 ideal_usd: float | None = None) -> None:
     """The month at its finer clock (`fleet.core.traffic`): the plan's run sets served step by step, with the queue
     and the reactive loop; the bill, the ideal, lost tokens and the checks become the finer clock's."""
     s, month = result.scenario, result.month
@@ -279,8 +289,7 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
         rent_usd_per_hour=month.rent_usd_per_hour, step_demand_tps=month.step_demand_tps, step_minutes=step_minutes,
         billing_minutes=billing, boot_steps=boot_steps_of(month.boot_hours, month.n_cards, step_minutes),
         max_wait_s=s.demand.max_wait_s, reactive=s.policy.reactive, score_tps=plan_scores, eligible=eligible))
-    ideal = float(ideal_usd_by_period(month.true_rate_tps, month.warmup_hours, month.rent_usd_per_hour,
-                                      month.step_demand_tps, step_minutes, billing).sum())
+    ideal = fine_ideal(s, month) if ideal_usd is None else float(ideal_usd)
     figs = result.figures
     tf = traffic_figures(t, figs["bill_usd"], ideal, step_minutes, billing, s.demand.max_wait_s, s.policy.reactive is not None)
     result.traffic = t

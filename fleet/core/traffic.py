@@ -42,27 +42,32 @@ class ReactiveAdd:
     reason: str
 
 
-def react(observed_tps: float, backlog_tokens: float, step_s: float, warm: np.ndarray, spares: np.ndarray,
+def reactive_need_tps(observed_tps: float, backlog_tps: float, settings: Reactive) -> float:
+    """What the loop asks the warm cards to cover: the step's demand × its headroom, plus the backlog to clear
+    within one step (its tokens over the step's seconds)."""
+    return float(observed_tps) * settings.headroom + float(backlog_tps)
+
+
+def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
           score_tps: np.ndarray, tokens_per_usd: np.ndarray, settings: Reactive, adds_left: int, step: int
           ) -> tuple[ReactiveAdd, ...]:
     """The reactive loop's decision after a step: the spares to add, best tokens per dollar first.
 
-    The need is the step's measured demand × the loop's headroom plus the backlog served within one step; the
-    scored capacity of the warm cards (booting ones included: they were added for this) is what covers it. `spares`
-    are the cards the loop may add, best first; at most `adds_left` are taken. Scale-up only.
+    The need is `reactive_need_tps`; the scored capacity of the warm cards (`scored_tps`, booting ones included:
+    they were added for this) is what covers it. `spares` are the cards the loop may add, best first; at most
+    `adds_left` are taken. Scale-up only.
     """
-    scored = float(np.asarray(score_tps, dtype=np.float64)[warm].sum())
-    need = float(observed_tps) * settings.headroom + float(backlog_tokens) / step_s
-    if need <= scored + 1e-6 or adds_left <= 0:
+    need = reactive_need_tps(observed_tps, backlog_tps, settings)
+    if adds_left <= 0 or need <= scored_tps + 1e-6:
         return ()
     free = spares[~warm[spares]]
     if free.size == 0:
         return ()
     cum = np.cumsum(np.asarray(score_tps, dtype=np.float64)[free])
-    k = min(int(np.searchsorted(cum, need - scored - 1e-6)) + 1, free.size, adds_left)
+    k = min(int(np.searchsorted(cum, need - scored_tps - 1e-6)) + 1, free.size, adds_left)
     why = (f"reactive: step demand {observed_tps:.0f} tok/s × {settings.headroom:g} headroom"
-           + (f" + backlog {backlog_tokens:.0f} tokens within a step" if backlog_tokens > 0 else "")
-           + f" = {need:.0f} tok/s, above the scored capacity {scored:.0f} tok/s")
+           + (f" + backlog {backlog_tps:.0f} tok/s to clear within a step" if backlog_tps > 0 else "")
+           + f" = {need:.0f} tok/s, above the scored capacity {scored_tps:.0f} tok/s")
     return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), why) for c in free[:k])
 
 
@@ -122,16 +127,18 @@ class _Queue:
     def __init__(self, max_steps: int):
         self.max_steps = max_steps  # steps a token may wait and still be served
         self.cohorts: list[list[float]] = []  # [arrival step, tokens]
+        self.tokens = 0.0  # the cohorts' sum, kept as they change
 
-    @property
-    def tokens(self) -> float:
-        return sum(c[1] for c in self.cohorts)
+    def add(self, step: int, tokens: float) -> None:
+        self.cohorts.append([step, tokens])
+        self.tokens += tokens
 
     def abandon(self, step: int) -> float:
         """Drop the cohorts that would wait longer than the patience if served at `step`; their tokens."""
         lost = 0.0
         while self.cohorts and step - self.cohorts[0][0] > self.max_steps:
             lost += self.cohorts.pop(0)[1]
+        self.tokens = self.tokens - lost if self.cohorts else 0.0
         return lost
 
     def serve(self, step: int, capacity_tokens: float, late: np.ndarray) -> float:
@@ -146,6 +153,9 @@ class _Queue:
                 self.cohorts.pop(0)
             else:
                 self.cohorts[0][1] = tokens - take
+            self.tokens -= take
+        if not self.cohorts:
+            self.tokens = 0.0
         return left
 
 
@@ -161,7 +171,7 @@ def _serve(queue: _Queue | None, t: int, arrive_tokens: float, capacity_tokens: 
     unserved = arrive_tokens - served
     if unserved > 0:
         if queue is not None:
-            queue.cohorts.append([t, unserved])
+            queue.add(t, unserved)
         else:
             lost += unserved
     return lost
@@ -175,6 +185,22 @@ def _outside_plan_usd(outside: np.ndarray, from_step: np.ndarray, rent_usd_per_h
         return 0.0
     periods = (per_hour - 1) // period - from_step[cards] // period + 1
     return float((rent_usd_per_hour[cards] * periods).sum()) * period * step_minutes / 60.0
+
+
+def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first: int, per_hour: int
+                   ) -> tuple[float, list[float]]:
+    """The hour's true capacity at its first step, and what each of its steps gains as warm cards finish booting."""
+    cap = float(rates[warm & (ready <= first)].sum())
+    gain = np.zeros(per_hour)
+    booting = np.flatnonzero(warm & (ready > first) & (ready < first + per_hour))
+    np.add.at(gain, ready[booting] - first, rates[booting])
+    return cap, gain.tolist()
+
+
+def _ranked_spares(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> np.ndarray:
+    """The cards the loop may add this hour, best tokens per dollar first."""
+    may = np.flatnonzero(eligible) if eligible is not None else np.arange(tokens_per_usd.size)
+    return may[np.argsort(-tokens_per_usd[may], kind="stable")]
 
 
 def run_traffic(inp: TrafficInput) -> Traffic:
@@ -216,32 +242,38 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         ready[joined] = first + boot[joined]
         warm = now
         from_step = np.where(warm_plan[:, h], per_hour, 0)  # the step each card outside the plan is warm from
+        cap, gain_tps = _hour_capacity(rates, warm, ready, first, per_hour)
         if settings is not None:
             score = np.asarray(inp.score_tps[:, h], dtype=np.float64)
-            tpd = tokens_per_dollar(score, rent)
-            may = np.flatnonzero(inp.eligible[:, h]) if inp.eligible is not None else np.arange(n)
-            spares = may[np.argsort(-tpd[may], kind="stable")]
+            scored = float(score[warm].sum())
+            spares = None  # ranked when the loop first needs them this hour
         added_this_hour = 0
         for j in range(per_hour):
             t = first + j
-            serving = warm & (ready <= t)
-            cap = float(rates[serving].sum())
+            cap += gain_tps[j]
             capacity[t] = cap
             lost[t] = _serve(queue, t, demand[t] * step_s, cap * step_s, late)
             backlog = queue.tokens if queue is not None else 0.0
             run = run + 1 if backlog > 1e-6 else 0
             drain_max = max(drain_max, run)
-            if settings is not None:
-                got = react(demand[t], backlog, step_s, warm, spares, score, tpd, settings,
-                            settings.max_adds_per_hour - added_this_hour, t)
-                for a in got:
-                    c = a.card
-                    warm[c] = held[c] = True
-                    held_until[c] = t + 1 + cooldown_steps
-                    ready[c] = t + 1 + boot[c]
-                    from_step[c] = j + 1
-                added_this_hour += len(got)
-                adds.extend(got)
+            if settings is None or reactive_need_tps(demand[t], backlog / step_s, settings) <= scored + 1e-6:
+                continue
+            if spares is None:
+                tpd = tokens_per_dollar(score, rent)
+                spares = _ranked_spares(tpd, None if inp.eligible is None else inp.eligible[:, h])
+            got = react(demand[t], backlog / step_s, scored, warm, spares, score, tpd, settings,
+                        settings.max_adds_per_hour - added_this_hour, t)
+            for a in got:
+                c = a.card
+                warm[c] = held[c] = True
+                held_until[c] = t + 1 + cooldown_steps
+                ready[c] = t + 1 + boot[c]
+                from_step[c] = j + 1
+                scored += a.score_tps
+                if ready[c] - first < per_hour:
+                    gain_tps[ready[c] - first] += float(rates[c])
+            added_this_hour += len(got)
+            adds.extend(got)
         reactive_usd += _outside_plan_usd(warm & ~warm_plan[:, h], from_step, rent, per_hour, period, inp.step_minutes)
     if queue is not None:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
