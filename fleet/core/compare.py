@@ -232,7 +232,7 @@ class MonthCache:
         self._demand: dict = {}
         self._fine_ideal: dict = {}
 
-    def replay(self, scenario: Scenario, parts: PolicyParts):
+    def replay(self, scenario: Scenario, parts: PolicyParts, capacity_only: bool = False):
         scores = score_month(self.month, parts, self._scores)
         seen = demand_key(parts)
         if seen not in self._demand:
@@ -244,7 +244,7 @@ class MonthCache:
                 self._fine_ideal[clock] = fine_ideal(scenario, self.month)
             fine = self._fine_ideal[clock]
         return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=scores,
-                      demand=self._demand[seen], fine_ideal_usd=fine)
+                      demand=self._demand[seen], fine_ideal_usd=fine, capacity_only=capacity_only)
 
 
 def month_row(f: dict) -> list[float]:
@@ -292,9 +292,10 @@ def min_headroom(cache: MonthCache, scenario: Scenario, parts: PolicyParts, sear
 
     def passes(k: int) -> bool:
         s, p = with_headroom(scenario, parts, lo + k * step)
-        return bool(cache.replay(s, p).figures["checks"]["capacity"]["pass"])
+        return bool(cache.replay(s, p, capacity_only=True).figures["checks"]["capacity"]["pass"])
 
-    start = 0 if guess is None or not np.isfinite(guess) else min(top, max(0, int(round((guess - lo) / step))))
+    # No guess: the lowest step. A month before that no headroom passed: the top (one test says if this one is too).
+    start = 0 if guess is None else top if not np.isfinite(guess) else min(top, max(0, int(round((guess - lo) / step))))
     k = least_passing_step(passes, top, start)
     return float("inf") if k is None else lo + k * step
 
@@ -319,7 +320,7 @@ def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
         cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False)
         found = np.array([min_headroom(cache, s, p, batch.search, g) for s, p, g in zip(scenarios, batch.parts, guesses)])
-        guesses = [f if np.isfinite(f) else g for f, g in zip(found, guesses)]
+        guesses = list(found)
         out.append((seed, found))
     return out
 

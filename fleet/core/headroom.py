@@ -23,6 +23,8 @@ def least_passing_step(passes: Callable[[int], bool], top: int, start: int = 0) 
                 break
             above, d = k, d * 2
     else:
+        if start >= top:
+            return None
         below, d = start, 1
         while True:  # gallop up to a step that passes
             k = min(top, start + d)

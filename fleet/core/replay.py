@@ -189,12 +189,13 @@ def demand_figures(view: DemandView, demand_tps: np.ndarray, policy) -> dict:
 
 def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, ideal_usd: np.ndarray | None = None,
            scores: MonthScores | None = None, demand: DemandView | None = None,
-           fine_ideal_usd: float | None = None) -> MonthResult:
+           fine_ideal_usd: float | None = None, capacity_only: bool = False) -> MonthResult:
     """Replay one month of `scenario` under its resolved policy (drawing the month unless given) and judge it.
 
     `ideal_usd` is the month's ideal bill by hour, `scores` its `score_month`, `demand` its `month_demand` and
     `fine_ideal_usd` its `fine_ideal` when the caller has them (a sweep computes each once per month); otherwise
-    they are computed.
+    they are computed. `capacity_only` (a headroom search, which reads the capacity check alone): the finer clock's
+    walk stops once the month has lost more than the check allows, so that check is right and the rest partial.
     """
     month = month if month is not None else draw_month(scenario)
     policy = parts.policy
@@ -262,7 +263,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
     if scenario.fine:
-        fine_figures(result, plan_scores, in_class, fine_ideal_usd)
+        fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only)
     return result
 
 
@@ -274,7 +275,7 @@ def fine_ideal(scenario: Scenario, month: Month) -> float:
 
 
 def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: np.ndarray,
-                 ideal_usd: float | None = None) -> None:
+                 ideal_usd: float | None = None, capacity_only: bool = False) -> None:
     """The month at its finer clock (`fleet.core.traffic`): the plan's run sets served step by step, with the queue
     and the reactive loop; the bill, the ideal, lost tokens and the checks become the finer clock's."""
     s, month = result.scenario, result.month
@@ -284,11 +285,15 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
     for p in result.passes:
         evicted_hour[list(p.evicted)] = p.hour
     eligible = in_class[:, None] & (evicted_hour[:, None] > np.arange(month.hours)[None, :]) if plan_scores is not None else None
+    stop = None
+    if capacity_only and "goodput_share" not in result.figures:  # under a promise, capacity reads more than the loss
+        stop = s.checks.max_unmet_share
     t = run_traffic(TrafficInput(
         plan_warm=result.warm, true_rate_tps=month.true_rate_tps, warmup_hours=month.warmup_hours,
         rent_usd_per_hour=month.rent_usd_per_hour, step_demand_tps=month.step_demand_tps, step_minutes=step_minutes,
         billing_minutes=billing, boot_steps=boot_steps_of(month.boot_hours, month.n_cards, step_minutes),
-        max_wait_s=s.demand.max_wait_s, reactive=s.policy.reactive, score_tps=plan_scores, eligible=eligible))
+        max_wait_s=s.demand.max_wait_s, reactive=s.policy.reactive, score_tps=plan_scores, eligible=eligible,
+        stop_lost_share=stop))
     ideal = fine_ideal(s, month) if ideal_usd is None else float(ideal_usd)
     figs = result.figures
     tf = traffic_figures(t, figs["bill_usd"], ideal, step_minutes, billing, s.demand.max_wait_s, s.policy.reactive is not None)

@@ -39,7 +39,18 @@ class ReactiveAdd:
     card: int
     score_tps: float
     tokens_per_usd: float
-    reason: str
+    observed_tps: float  # the step's demand the loop read
+    backlog_tps: float  # the backlog it read, over the step's seconds
+    headroom: float
+    scored_tps: float  # the warm cards' scored capacity before the add
+
+    @property
+    def reason(self) -> str:
+        """Said when asked (the journal, `explain`): a month adds thousands, most never read."""
+        need = self.observed_tps * self.headroom + self.backlog_tps
+        return (f"reactive: step demand {self.observed_tps:.0f} tok/s × {self.headroom:g} headroom"
+                + (f" + backlog {self.backlog_tps:.0f} tok/s to clear within a step" if self.backlog_tps > 0 else "")
+                + f" = {need:.0f} tok/s, above the scored capacity {self.scored_tps:.0f} tok/s")
 
 
 def reactive_need_tps(observed_tps: float, backlog_tps: float, settings: Reactive) -> float:
@@ -65,10 +76,8 @@ def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.n
         return ()
     cum = np.cumsum(np.asarray(score_tps, dtype=np.float64)[free])
     k = min(int(np.searchsorted(cum, need - scored_tps - 1e-6)) + 1, free.size, adds_left)
-    why = (f"reactive: step demand {observed_tps:.0f} tok/s × {settings.headroom:g} headroom"
-           + (f" + backlog {backlog_tps:.0f} tok/s to clear within a step" if backlog_tps > 0 else "")
-           + f" = {need:.0f} tok/s, above the scored capacity {scored_tps:.0f} tok/s")
-    return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), why) for c in free[:k])
+    seen = (float(observed_tps), float(backlog_tps), float(settings.headroom), float(scored_tps))
+    return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), *seen) for c in free[:k])
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,7 @@ class TrafficInput:
     reactive: Reactive | None = None
     score_tps: np.ndarray | None = None  # (cards, hours) the plan's scores: the loop's view of each card
     eligible: np.ndarray | None = None  # (cards, hours) bool: the cards the loop may add (run classes, not evicted)
+    stop_lost_share: float | None = None  # stop walking once more than this share of demand is lost (pass or fail)
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,7 @@ class Traffic:
     reactive_usd: float  # rent of the loop's cards in billing periods the plan did not pay for
     capacity_step_tps: np.ndarray  # (steps,) true capacity serving each step
     lost_step_tokens: np.ndarray  # (steps,) tokens abandoned or dropped in each step
+    stopped: bool = False  # the walk stopped early, past `stop_lost_share`: every figure is partial but the loss
 
     def wait_s(self, q: float) -> float:
         """The wait at quantile `q` of the tokens served late (0: none was)."""
@@ -190,10 +201,12 @@ def _outside_plan_usd(outside: np.ndarray, from_step: np.ndarray, rent_usd_per_h
 def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first: int, per_hour: int
                    ) -> tuple[float, list[float]]:
     """The hour's true capacity at its first step, and what each of its steps gains as warm cards finish booting."""
-    cap = float(rates[warm & (ready <= first)].sum())
+    serving = warm & (ready <= first)
+    cap = float(rates[serving].sum())
     gain = np.zeros(per_hour)
-    booting = np.flatnonzero(warm & (ready > first) & (ready < first + per_hour))
-    np.add.at(gain, ready[booting] - first, rates[booting])
+    booting = np.flatnonzero(warm & ~serving & (ready < first + per_hour))
+    if booting.size:
+        np.add.at(gain, ready[booting] - first, rates[booting])
     return cap, gain.tolist()
 
 
@@ -201,6 +214,35 @@ def _ranked_spares(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> n
     """The cards the loop may add this hour, best tokens per dollar first."""
     may = np.flatnonzero(eligible) if eligible is not None else np.arange(tokens_per_usd.size)
     return may[np.argsort(-tokens_per_usd[may], kind="stable")]
+
+
+class _Cards:
+    """Which cards are warm within the hour, from when each serves, and which the loop holds until when."""
+
+    def __init__(self, n: int, boot_steps: np.ndarray, cooldown_steps: int):
+        self.boot = boot_steps
+        self.cooldown_steps = cooldown_steps
+        self.held = np.zeros(n, dtype=bool)  # warm because the loop added them
+        self.held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
+        self.ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
+        self.warm = np.zeros(n, dtype=bool)
+
+    def start_hour(self, plan: np.ndarray, eligible: np.ndarray | None, first: int) -> None:
+        """The plan's hour begins: it releases what the loop's cool-down no longer holds; joining cards boot."""
+        self.held &= ~((self.held_until <= first) & ~plan)
+        if eligible is not None:
+            self.held &= eligible  # an evicted card leaves, whoever added it
+        now = plan | self.held
+        joined = now & ~self.warm
+        self.ready[joined] = first + self.boot[joined]
+        self.warm = now
+
+    def add(self, c: int, t: int) -> int:
+        """The loop adds card `c` after step `t`; the step it serves from."""
+        self.warm[c] = self.held[c] = True
+        self.held_until[c] = t + 1 + self.cooldown_steps
+        self.ready[c] = t + 1 + self.boot[c]
+        return int(self.ready[c])
 
 
 def run_traffic(inp: TrafficInput) -> Traffic:
@@ -218,31 +260,26 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     settings = inp.reactive
     cooldown_steps = 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes)
     period = inp.billing_minutes // inp.step_minutes  # steps a billing period
-    held = np.zeros(n, dtype=bool)  # warm because the loop added them
-    held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
-    ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
-    warm = np.zeros(n, dtype=bool)
-    capacity = np.zeros(hours * per_hour)
-    lost = np.zeros(hours * per_hour)
+    cards = _Cards(n, boot, cooldown_steps)
+    steps_tps = demand.tolist()  # read one step at a time: plain floats
+    capacity = [0.0] * (hours * per_hour)
+    lost = [0.0] * (hours * per_hour)
     adds: list[ReactiveAdd] = []
     reactive_usd = 0.0
     run, drain_max = 0, 0
     rates_block = None
+    lost_so_far, stopped = 0.0, False
+    stop_tokens = math.inf if inp.stop_lost_share is None else (inp.stop_lost_share + 1e-12) * float(demand.sum()) * step_s
     for h in range(hours):
         if h % _BLOCK_HOURS == 0:
             b = min(hours, h + _BLOCK_HOURS)
             rates_block = np.asarray(inp.true_rate_tps[:, inp.warmup_hours + h: inp.warmup_hours + b], dtype=np.float64)
         rates = rates_block[:, h % _BLOCK_HOURS]
         first = h * per_hour
-        held &= ~((held_until <= first) & ~warm_plan[:, h])  # the plan's hour releases what its cooldown no longer holds
-        if inp.eligible is not None:
-            held &= inp.eligible[:, h]  # an evicted card leaves, whoever added it
-        now = warm_plan[:, h] | held
-        joined = now & ~warm
-        ready[joined] = first + boot[joined]
-        warm = now
+        cards.start_hour(warm_plan[:, h], None if inp.eligible is None else inp.eligible[:, h], first)
+        warm = cards.warm
         from_step = np.where(warm_plan[:, h], per_hour, 0)  # the step each card outside the plan is warm from
-        cap, gain_tps = _hour_capacity(rates, warm, ready, first, per_hour)
+        cap, gain_tps = _hour_capacity(rates, warm, cards.ready, first, per_hour)
         if settings is not None:
             score = np.asarray(inp.score_tps[:, h], dtype=np.float64)
             scored = float(score[warm].sum())
@@ -252,36 +289,41 @@ def run_traffic(inp: TrafficInput) -> Traffic:
             t = first + j
             cap += gain_tps[j]
             capacity[t] = cap
-            lost[t] = _serve(queue, t, demand[t] * step_s, cap * step_s, late)
+            lost[t] = _serve(queue, t, steps_tps[t] * step_s, cap * step_s, late)
             backlog = queue.tokens if queue is not None else 0.0
             run = run + 1 if backlog > 1e-6 else 0
             drain_max = max(drain_max, run)
-            if settings is None or reactive_need_tps(demand[t], backlog / step_s, settings) <= scored + 1e-6:
+            if settings is None or reactive_need_tps(steps_tps[t], backlog / step_s, settings) <= scored + 1e-6:
                 continue
             if spares is None:
                 tpd = tokens_per_dollar(score, rent)
                 spares = _ranked_spares(tpd, None if inp.eligible is None else inp.eligible[:, h])
-            got = react(demand[t], backlog / step_s, scored, warm, spares, score, tpd, settings,
+            got = react(steps_tps[t], backlog / step_s, scored, warm, spares, score, tpd, settings,
                         settings.max_adds_per_hour - added_this_hour, t)
             for a in got:
-                c = a.card
-                warm[c] = held[c] = True
-                held_until[c] = t + 1 + cooldown_steps
-                ready[c] = t + 1 + boot[c]
-                from_step[c] = j + 1
+                serves_from = cards.add(a.card, t) - first
+                from_step[a.card] = j + 1
                 scored += a.score_tps
-                if ready[c] - first < per_hour:
-                    gain_tps[ready[c] - first] += float(rates[c])
+                if serves_from < per_hour:
+                    gain_tps[serves_from] += float(rates[a.card])
             added_this_hour += len(got)
             adds.extend(got)
-        reactive_usd += _outside_plan_usd(warm & ~warm_plan[:, h], from_step, rent, per_hour, period, inp.step_minutes)
-    if queue is not None:
+        lost_so_far += sum(lost[first: first + per_hour])
+        if lost_so_far > stop_tokens:
+            stopped = True
+            break
+        if cards.held.any():  # only the loop's cards are warm outside the plan
+            reactive_usd += _outside_plan_usd(warm & ~warm_plan[:, h], from_step, rent, per_hour, period,
+                                              inp.step_minutes)
+    capacity, lost = np.asarray(capacity), np.asarray(lost)
+    if queue is not None and not stopped:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
     total = float(demand.sum() * step_s)
     served = float(late.sum())
     return Traffic(demand_tokens=total, served_tokens=served, served_late_tokens=float(late[1:].sum()),
                    lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max,
-                   adds=tuple(adds), reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost)
+                   adds=tuple(adds), reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost,
+                   stopped=stopped)
 
 
 def ideal_usd_by_period(true_rate_tps, warmup_hours: int, rent_usd_per_hour: np.ndarray, step_demand_tps: np.ndarray,

@@ -3,6 +3,8 @@ at 10-minute steps with nothing within the hour replaying as the hourly model.""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -126,3 +128,31 @@ def test_a_clock_that_does_not_fit_is_refused_in_one_line(change, words):
         build_scenario(raw, "pool.toml")
     assert words in str(err.value)
     assert "\n" not in str(err.value)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# (patience, mark, whether the walk stops early): at 600 s the few tokens lost are still waiting at the month's end.
+@pytest.mark.parametrize("max_wait_s, mark, stops", [(60, 0.005, True), (60, 0.05, False), (600, 0.000005, False),
+                                                     (600, 0.005, False)])
+def test_a_search_that_stops_once_the_month_fails_reads_the_same_capacity_check(max_wait_s, mark, stops):
+    """A headroom search asks pass or fail only: the walk may stop once the month has lost more than the mark."""
+    from fleet.core.compare import MonthCache
+    from fleet.core.month import draw_month
+    from fleet.presets import demand_file_tps
+    from policies import resolve
+
+    pool = ROOT / "bench" / "pools" / "servegen-m-mid.toml"
+    s = resolve_scenario(load_preset(str(pool)), overrides=[
+        "step_minutes=10", f"demand.max_wait_s={max_wait_s}", "policy.reactive.headroom=1.2",
+        f"checks.max_unmet_share={mark}"])
+    cache = MonthCache(draw_month(s, demand_file_tps(s, pool.parent)), exact=False)
+    full = cache.replay(s, resolve(s.policy))
+    quick = cache.replay(s, resolve(s.policy), capacity_only=True)
+    passed = full.figures["checks"]["capacity"]["pass"]
+    assert quick.figures["checks"]["capacity"]["pass"] == passed
+    assert quick.traffic.stopped == stops
+    assert not (stops and passed)
+    assert quick.traffic.lost_tokens <= full.traffic.lost_tokens + 1e-6
+
