@@ -58,7 +58,9 @@ def demand_line(f: dict) -> str:
 
 def traffic_words(tr: dict) -> str:
     """The finer clock in words: billing, the queue and the reactive loop."""
-    queue = f"a queue of {tr['max_wait_s']:g} s" if tr["max_wait_s"] else "no queue (a step's unserved tokens are lost)"
+    queue = ("no queue (a step's unserved tokens are lost)" if not tr["max_wait_s"]
+             else f"a queue of {tr['max_wait_s']:g} s" if tr["max_wait_s"] >= tr["step_minutes"] * 60
+             else f"a queue of {tr['max_wait_s']:g} s, under one step: nothing carries over")
     loop = f"the reactive loop added {tr['reactive_adds']} cards" if tr["reactive"] else "no reactive loop"
     return f"billed by {tr['billing_minutes']} minutes; {queue}; {loop}"
 
