@@ -68,16 +68,23 @@ def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.n
     they were added for this) is what covers it. `spares` are the cards the loop may add, best first; at most
     `adds_left` are taken. Scale-up only.
     """
+    picked = reactive_picks(observed_tps, backlog_tps, scored_tps, warm, spares, score_tps, settings, adds_left)
+    seen = (float(observed_tps), float(backlog_tps), float(settings.headroom), float(scored_tps))
+    return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), *seen) for c in picked)
+
+
+def reactive_picks(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
+                   score_tps: np.ndarray, settings: Reactive, adds_left: int) -> np.ndarray:
+    """`react`'s cards, as indices: a month's walk keeps these and says the adds when asked."""
     need = reactive_need_tps(observed_tps, backlog_tps, settings)
     if adds_left <= 0 or need <= scored_tps + 1e-6:
-        return ()
+        return spares[:0]
     free = spares[~warm[spares]]
     if free.size == 0:
-        return ()
+        return free
     cum = np.cumsum(np.asarray(score_tps, dtype=np.float64)[free])
     k = min(int(np.searchsorted(cum, need - scored_tps - 1e-6)) + 1, free.size, adds_left)
-    seen = (float(observed_tps), float(backlog_tps), float(settings.headroom), float(scored_tps))
-    return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), *seen) for c in free[:k])
+    return free[:k]
 
 
 @dataclass(frozen=True)
@@ -110,11 +117,22 @@ class Traffic:
     late_by_steps: np.ndarray  # (K + 1,) tokens served k steps after they arrived, k = 0..K
     step_s: float
     drain_steps_max: int  # the longest run of steps ending with a backlog
-    adds: tuple[ReactiveAdd, ...]
+    add_log: tuple  # (step, cards, observed_tps, backlog_tps, scored_tps, score_tps, tokens_per_usd) of each react
+    headroom: float  # the loop's headroom (its adds' reasons say it)
     reactive_usd: float  # rent of the loop's cards in billing periods the plan did not pay for
     capacity_step_tps: np.ndarray  # (steps,) true capacity serving each step
     lost_step_tokens: np.ndarray  # (steps,) tokens abandoned or dropped in each step
     stopped: bool = False  # the walk stopped early, past `stop_lost_share`: every figure is partial but the loss
+
+    @property
+    def adds(self) -> tuple[ReactiveAdd, ...]:
+        """The loop's adds, each with its reason: built when asked (a month adds thousands, most never read)."""
+        return tuple(ReactiveAdd(t, int(c), float(score[c]), float(tpd[c]), seen, backlog, self.headroom, scored)
+                     for t, cards, seen, backlog, scored, score, tpd in self.add_log for c in cards)
+
+    @property
+    def reactive_adds(self) -> int:
+        return sum(len(entry[1]) for entry in self.add_log)
 
     def wait_s(self, q: float) -> float:
         """The wait at quantile `q` of the tokens served late (0: none was)."""
@@ -188,19 +206,12 @@ def _serve(queue: _Queue | None, t: int, arrive_tokens: float, capacity_tokens: 
     return lost
 
 
-def _outside_plan_usd(outside: np.ndarray, from_step: np.ndarray, rent_usd_per_hour: np.ndarray, per_hour: int,
-                      period: int, step_minutes: int) -> float:
-    """An hour's rent of the loop's cards the plan does not pay for: each billing period a card is warm in, whole."""
-    cards = np.flatnonzero(outside & (from_step < per_hour))
-    if not cards.size:
-        return 0.0
-    periods = (per_hour - 1) // period - from_step[cards] // period + 1
-    return float((rent_usd_per_hour[cards] * periods).sum()) * period * step_minutes / 60.0
-
-
-def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first: int, per_hour: int
-                   ) -> tuple[float, list[float]]:
-    """The hour's true capacity at its first step, and what each of its steps gains as warm cards finish booting."""
+def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first: int, per_hour: int,
+                   ready_by: int | None = None) -> tuple[float, list[float]]:
+    """The hour's true capacity at its first step, and what each of its steps gains as warm cards finish booting.
+    `ready_by`: a step by which every warm card is known to serve (the caller's shortcut past the masks)."""
+    if ready_by is not None and ready_by <= first:  # no card can still be booting: all warm cards serve
+        return float(rates[warm].sum()), [0.0] * per_hour
     serving = warm & (ready <= first)
     cap = float(rates[serving].sum())
     gain = np.zeros(per_hour)
@@ -226,6 +237,7 @@ class _Cards:
         self.held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
         self.ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
         self.warm = np.zeros(n, dtype=bool)
+        self.ready_by = 0  # every warm card serves from this step on
 
     def start_hour(self, plan: np.ndarray, eligible: np.ndarray | None, first: int) -> None:
         """The plan's hour begins: it releases what the loop's cool-down no longer holds; joining cards boot."""
@@ -234,7 +246,9 @@ class _Cards:
             self.held &= eligible  # an evicted card leaves, whoever added it
         now = plan | self.held
         joined = now & ~self.warm
-        self.ready[joined] = first + self.boot[joined]
+        if joined.any():
+            self.ready[joined] = first + self.boot[joined]
+            self.ready_by = max(self.ready_by, first + int(self.boot[joined].max()))
         self.warm = now
 
     def add(self, c: int, t: int) -> int:
@@ -242,6 +256,7 @@ class _Cards:
         self.warm[c] = self.held[c] = True
         self.held_until[c] = t + 1 + self.cooldown_steps
         self.ready[c] = t + 1 + self.boot[c]
+        self.ready_by = max(self.ready_by, int(self.ready[c]))
         return int(self.ready[c])
 
 
@@ -260,11 +275,13 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     settings = inp.reactive
     cooldown_steps = 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes)
     period = inp.billing_minutes // inp.step_minutes  # steps a billing period
+    full_periods = (per_hour - 1) // period + 1  # billing periods an hour
+    period_usd = period * inp.step_minutes / 60.0  # a period's rent over an hour's
     cards = _Cards(n, boot, cooldown_steps)
     steps_tps = demand.tolist()  # read one step at a time: plain floats
     capacity = [0.0] * (hours * per_hour)
     lost = [0.0] * (hours * per_hour)
-    adds: list[ReactiveAdd] = []
+    adds: list[tuple] = []
     reactive_usd = 0.0
     run, drain_max = 0, 0
     rates_block = None
@@ -278,8 +295,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         first = h * per_hour
         cards.start_hour(warm_plan[:, h], None if inp.eligible is None else inp.eligible[:, h], first)
         warm = cards.warm
-        from_step = np.where(warm_plan[:, h], per_hour, 0)  # the step each card outside the plan is warm from
-        cap, gain_tps = _hour_capacity(rates, warm, cards.ready, first, per_hour)
+        short_usd = 0.0  # the periods this hour's adds were not yet warm in, not billed
+        cap, gain_tps = _hour_capacity(rates, warm, cards.ready, first, per_hour, cards.ready_by)
         if settings is not None:
             score = np.asarray(inp.score_tps[:, h], dtype=np.float64)
             scored = float(score[warm].sum())
@@ -298,23 +315,23 @@ def run_traffic(inp: TrafficInput) -> Traffic:
             if spares is None:
                 tpd = tokens_per_dollar(score, rent)
                 spares = _ranked_spares(tpd, None if inp.eligible is None else inp.eligible[:, h])
-            got = react(steps_tps[t], backlog / step_s, scored, warm, spares, score, tpd, settings,
-                        settings.max_adds_per_hour - added_this_hour, t)
-            for a in got:
-                serves_from = cards.add(a.card, t) - first
-                from_step[a.card] = j + 1
-                scored += a.score_tps
+            got = reactive_picks(steps_tps[t], backlog / step_s, scored, warm, spares, score, settings,
+                                 settings.max_adds_per_hour - added_this_hour)
+            if got.size:
+                adds.append((t, got, steps_tps[t], backlog / step_s, scored, score, tpd))
+            for c in got.tolist():
+                serves_from = cards.add(c, t) - first
+                short_usd += rent[c] * ((j + 1) // period if j + 1 < per_hour else full_periods)
+                scored += score[c]
                 if serves_from < per_hour:
-                    gain_tps[serves_from] += float(rates[a.card])
-            added_this_hour += len(got)
-            adds.extend(got)
+                    gain_tps[serves_from] += float(rates[c])
+            added_this_hour += got.size
         lost_so_far += sum(lost[first: first + per_hour])
         if lost_so_far > stop_tokens:
             stopped = True
             break
-        if cards.held.any():  # only the loop's cards are warm outside the plan
-            reactive_usd += _outside_plan_usd(warm & ~warm_plan[:, h], from_step, rent, per_hour, period,
-                                              inp.step_minutes)
+        if cards.held.any():  # only the loop's cards are warm outside the plan: every period of the hour, whole
+            reactive_usd += (float(rent[warm & ~warm_plan[:, h]].sum()) * full_periods - short_usd) * period_usd
     capacity, lost = np.asarray(capacity), np.asarray(lost)
     if queue is not None and not stopped:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
@@ -322,7 +339,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     served = float(late.sum())
     return Traffic(demand_tokens=total, served_tokens=served, served_late_tokens=float(late[1:].sum()),
                    lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max,
-                   adds=tuple(adds), reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost,
+                   add_log=tuple(adds), headroom=0.0 if settings is None else float(settings.headroom),
+                   reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost,
                    stopped=stopped)
 
 
@@ -364,7 +382,7 @@ def traffic_figures(t: Traffic, plan_bill_usd: float, ideal_usd: float, step_min
         "wait_p50_s": t.wait_s(0.5),
         "wait_p99_s": t.wait_s(0.99),
         "drain_minutes_max": t.drain_steps_max * step_minutes,
-        "reactive_adds": len(t.adds),
+        "reactive_adds": t.reactive_adds,
         "reactive_usd": t.reactive_usd,
         "plan_bill_usd": plan_bill_usd,
         "bill_usd": bill,
