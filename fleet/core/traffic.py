@@ -158,6 +158,13 @@ class _Queue:
         self.cohorts: list[list[float]] = []  # [arrival step, tokens]
         self.tokens = 0.0  # the cohorts' sum, kept as they change
 
+    @classmethod
+    def of(cls, max_wait_s: float | None, step_s: float) -> tuple[_Queue | None, np.ndarray]:
+        """The queue for a patience (None: none, or one under a step: nothing carries over) and the tokens served
+        by steps waited (0..the patience in steps)."""
+        steps = -1 if max_wait_s is None else int(math.floor(max_wait_s / step_s + 1e-9))
+        return (cls(steps) if steps >= 1 else None), np.zeros(max(steps, 0) + 1)
+
     def add(self, step: int, tokens: float) -> None:
         self.cohorts.append([step, tokens])
         self.tokens += tokens
@@ -230,8 +237,8 @@ def _ranked_spares(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> n
 class _Cards:
     """Which cards are warm within the hour, from when each serves, and which the loop holds until when."""
 
-    def __init__(self, n: int, boot_steps: np.ndarray, cooldown_steps: int):
-        self.boot = boot_steps
+    def __init__(self, n: int, boot_steps: np.ndarray | None, cooldown_steps: int):
+        self.boot = boot_steps if boot_steps is not None else np.zeros(n, dtype=np.int64)
         self.cooldown_steps = cooldown_steps
         self.held = np.zeros(n, dtype=bool)  # warm because the loop added them
         self.held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
@@ -267,17 +274,13 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     per_hour = 60 // inp.step_minutes
     step_s = inp.step_minutes * 60.0
     demand = np.asarray(inp.step_demand_tps, dtype=np.float64)[: hours * per_hour]
-    boot = inp.boot_steps if inp.boot_steps is not None else np.zeros(n, dtype=np.int64)
-    queue_steps = -1 if inp.max_wait_s is None else int(math.floor(inp.max_wait_s / step_s + 1e-9))
-    queue = _Queue(max(queue_steps, 0)) if queue_steps >= 1 else None
-    late = np.zeros(max(queue_steps, 0) + 1)
+    queue, late = _Queue.of(inp.max_wait_s, step_s)
     rent = np.asarray(inp.rent_usd_per_hour, dtype=np.float64)
     settings = inp.reactive
-    cooldown_steps = 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes)
     period = inp.billing_minutes // inp.step_minutes  # steps a billing period
     full_periods = (per_hour - 1) // period + 1  # billing periods an hour
     period_usd = period * inp.step_minutes / 60.0  # a period's rent over an hour's
-    cards = _Cards(n, boot, cooldown_steps)
+    cards = _Cards(n, inp.boot_steps, 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes))
     steps_tps = demand.tolist()  # read one step at a time: plain floats
     capacity = [0.0] * (hours * per_hour)
     lost = [0.0] * (hours * per_hour)
