@@ -156,3 +156,36 @@ def test_a_search_that_stops_once_the_month_fails_reads_the_same_capacity_check(
     assert not (stops and passed)
     assert quick.traffic.lost_tokens <= full.traffic.lost_tokens + 1e-6
 
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("max_wait_s, lost, late, p99_s", [(180, 0.0, [72000, 21000, 0], 120),
+                                                           (120, 0.0, [72000, 21000], 120),
+                                                           (60, 18000.0, [57000], 60)])
+def test_a_tenant_tripling_demand_at_a_random_minute_is_caught_by_the_loop(seed, max_wait_s, lost, late, p99_s):
+    """A 3-hour month of 100 tok/s cards at 1-minute steps; the plan runs 2 of them for 150 tok/s, and at a random
+    minute m a tenant triples demand to 450 tok/s (27,000 tokens a step; the plan serves 12,000). The step model's
+    arithmetic by hand (headroom 1.2, a 2-step boot, the oldest tokens served first):
+    m: 15,000 wait; the loop adds 6 cards for 450 × 1.2 + 15,000 / 60 = 790 tok/s.
+    m + 1: 12,000 of m's served (1 step late), m + 1's 27,000 wait (30,000 in all); 3 more cards (1,040 tok/s).
+    m + 2: m's last 3,000 (2 late) and 9,000 of m + 1's (1 late); 45,000 wait; 2 more cards (1,290 tok/s).
+    m + 3: the first 6 serve (48,000): m + 1's 18,000 (2 late), m + 2's 27,000 (1 late), 3,000 of its own.
+    m + 4: all 11 serve (66,000): m + 3's 24,000 (1 late) and its own 27,000. The backlog lasted 4 steps.
+    With a patience of one step, m's last 3,000 are abandoned at m + 2 and m + 1's 15,000 at m + 3.
+    """
+    minute = int(np.random.default_rng(seed).integers(0, 3 * 60 - 5))
+    demand = np.full(3 * 60, 150.0)
+    demand[minute:] = 450.0
+    cards = 16
+    settings = Reactive(headroom=1.2, max_adds_per_hour=16, cooldown_minutes=180)  # the plan never releases them
+    t = run_traffic(TrafficInput(
+        plan_warm=np.repeat(np.array([True, True] + [False] * (cards - 2))[:, None], 3, axis=1),
+        true_rate_tps=np.full((cards, 3), 100.0), warmup_hours=0, rent_usd_per_hour=np.full(cards, 10.0),
+        step_demand_tps=demand, step_minutes=1, billing_minutes=1, boot_steps=np.array([0, 0] + [2] * (cards - 2)),
+        max_wait_s=max_wait_s, reactive=settings, score_tps=np.full((cards, 3), 100.0),
+        eligible=np.ones((cards, 3), dtype=bool)))
+    assert [len([a for a in t.adds if a.step == minute + k]) for k in range(5)] == [6, 3, 2, 0, 0]
+    assert t.lost_tokens == pytest.approx(lost)
+    assert t.drain_steps_max == 4
+    assert list(t.late_by_steps[1:]) == pytest.approx(late)
+    assert (t.wait_s(0.5), t.wait_s(0.99)) == (60, p99_s)
