@@ -90,8 +90,15 @@ def _month_of(cfg, config: str | None, simulate: str | None, seed: int | None):
     if simulate is None:
         cfg.require_pool(f"config file {config!r}" if config else "the service config")
         return cfg, None
+    from fleet.core.scenario import ConfigError
+    from fleet.service.config import hourly_only
+
     preset = load_preset(simulate)
     scenario = preset.resolve(seed=seed)
+    try:
+        hourly_only(scenario.policy, scenario.demand, scenario.step_minutes)
+    except ValueError as err:
+        raise ConfigError(f"--simulate {simulate!r}: {err}") from None
     cfg = simulation_config(cfg, scenario)
     return cfg, Simulation.of(scenario, cfg.month.start_ts, preset.path.parent if preset.path else None)
 

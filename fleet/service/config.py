@@ -269,6 +269,7 @@ class ServiceConfig(Strict):
             import policies
 
             policies.resolve(self.policy)  # every name the policy gives is a known plug-in
+            hourly_only(self.policy, self.demand)
             if self.pool is not None and self.policy.unknown_classes([c.name for c in self.pool.classes]):
                 raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool (or 'any')")
         return self
@@ -278,6 +279,20 @@ class ServiceConfig(Strict):
         missing = [t for t in ("pool", "policy") if getattr(self, t) is None]
         if missing:
             raise ConfigError(f"{source}: [{missing[0]}] is missing (needed unless --simulate gives a preset)")
+
+
+def hourly_only(policy: Policy, demand: Demand | None, step_minutes: int = 60) -> None:
+    """The service decides by the hour: a finer clock, a queue that carries over and the reactive loop are replay's
+    and compare's. Refused in words rather than served as an hourly plan the operator did not ask for."""
+    if step_minutes != 60:
+        raise ValueError(f"step_minutes = {step_minutes}: the service decides by the hour (a finer clock runs in "
+                         "fleet replay and fleet compare)")
+    if policy.reactive is not None:
+        raise ValueError("[policy.reactive]: the service has no reactive loop yet (it runs in fleet replay and "
+                         "fleet compare); remove the table to serve the hourly plan")
+    if demand is not None and demand.max_wait_s is not None:
+        raise ValueError("demand.max_wait_s: the service bills the hourly fluid, with no queue (the queue runs in "
+                         "fleet replay and fleet compare)")
 
 
 def load_service_config(path: str | Path | None, overrides: dict | None = None) -> ServiceConfig:
