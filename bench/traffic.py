@@ -1,8 +1,9 @@
 """Real traffic: the cheapest hourly plan against the cheapest plan with a finer clock, on ServeGen's trace pools.
 
 For each pool in `bench/pools/servegen-*.toml`, over months of the card lottery (seeds the pool's own seed + 1..N),
-every hourly plan (hourly steps, no queue, no reactive loop) across a grid of headrooms, and every plan with the
-finer clock (10- or 5-minute steps, the reactive loop, a 60 s queue) across the same grid: the share of months that
+every hourly plan (hourly steps, no queue, no reactive loop) across forecasters, error quantiles and headrooms, and
+every plan with the finer clock (10-, 5- or 1-minute steps, the reactive loop, a 60 s queue) across plan and loop
+headrooms: the share of months that
 lose at most 0.5% of tokens, the median bill, the median convergence (the ideal at the same clock) and lost tokens.
 Prints the cheapest of each side that keeps the 0.5% in at least 95% of months, and the clairvoyant bill.
 
@@ -22,9 +23,11 @@ sys.path.insert(0, str(ROOT))
 
 from fleet.presets import draw, load_preset, replay_scenario, resolve_scenario  # noqa: E402
 
-HOURLY = [f"policy.headroom={h}" for h in (1.0, 1.1, 1.2, 1.3, 1.5, 1.75, 2.0, 2.5)]
+HOURLY = [[f"policy.forecast={f}", f"policy.forecast_quantile={q}", f"policy.headroom={h}"]
+          for f in ("last-hour", "seasonal", "holt-winters") for q in ("none", "0.9")
+          for h in (1.0, 1.1, 1.2, 1.3, 1.5, 1.75, 2.0, 2.5)]
 FINE = [[f"step_minutes={m}", f"policy.headroom={h}", "demand.max_wait_s=60", f"policy.reactive.headroom={r}"]
-        for m in (10, 5) for h in (0.8, 0.9, 1.0, 1.1, 1.2) for r in (1.1, 1.2, 1.3)]
+        for m in (10, 5, 1) for h in (0.6, 0.8, 1.0, 1.2) for r in (1.0, 1.1, 1.2, 1.3)]
 
 
 def months_of(pool: Path, overrides: list[str], seeds: list[int]) -> list[dict]:
@@ -58,7 +61,7 @@ def main() -> int:
         base_seed = int(load_preset(str(pool)).raw.get("seed", 0))
         seeds = [base_seed + i for i in range(1, args.months + 1)]
         t0 = time.perf_counter()
-        hourly = [(o, summary(months_of(pool, [o], seeds))) for o in HOURLY]
+        hourly = [(" ".join(o), summary(months_of(pool, o, seeds))) for o in HOURLY]
         fine = [(" ".join(o), summary(months_of(pool, o, seeds))) for o in FINE]
         known = summary(months_of(pool, ["policy.forecast=known", "policy.headroom=1.0"], seeds))
         print(f"\n{name}: {args.months} months, {time.perf_counter() - t0:.0f} s")

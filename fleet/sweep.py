@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 import numpy as np
 
 from fleet.core.compare import (
-    HEADROOM_SEARCH, SEARCH_CONFIDENCE, Combo, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend,
+    HEADROOM_SEARCH, SEARCH_CONFIDENCE, Combo, headroom_search, ComboSummary, HeadroomBatch, MonthBatch, MonthFigures, passing_headroom, recommend,
     month_ideals, replay_month,
     run_batch, run_headroom_batch, same_month, summarise,
 )
@@ -273,10 +273,11 @@ def _round(sweep, grid: GridBase, combos, seeds, min_pass_rate, exact, on_stage,
     scenarios = grid.scenarios(combos)
     if on_stage:
         on_stage(f"{label}: headroom", len(seeds))
-    h = sweep.headrooms(scenarios, seeds)
+    search = headroom_search(scenarios[0])  # the pool's, the same for every combination
+    h = sweep.headrooms(scenarios, seeds, search)
     found = [passing_headroom(h[:, i], min_pass_rate, SEARCH_CONFIDENCE) for i in range(len(combos))]
     # A combination no headroom can pass is replayed at the search's top, so the table shows what it fails.
-    chosen = [replace(c, headroom=round(x if x is not None else HEADROOM_SEARCH[1], 6)) for c, x in zip(combos, found)]
+    chosen = [replace(c, headroom=round(x if x is not None else search[1], 6)) for c, x in zip(combos, found)]
     unreachable = [c for c, x in zip(chosen, found) if x is None]
     if on_stage:
         on_stage(f"{label}: figures", len(seeds))

@@ -14,7 +14,7 @@ import typer
 from fleet.cli.compare_options import GridText, Judging, MonthsWanted, Outputs, PresetChoice, Workers
 from fleet.cli.compare_view import _cents, forecast_note, headroom_note, print_compare, render_recommendation, render_table
 from fleet.core.compare import (
-    DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, SEARCH_CONFIDENCE, Recommendation, combo_of,
+    DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, REACTIVE_HEADROOM_SEARCH, SEARCH_CONFIDENCE, Recommendation, combo_of,
     csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
 from fleet.core.shortfall import Shortfall, clairvoyant_twin, pool_rated_tps, shortfall
@@ -43,7 +43,9 @@ HELP = (
     "that must forecast demand runs with the forecaster and error quantile that hold the least capacity on the first "
     f"{DEMAND_SEARCH_MONTHS} months' demand alone (last-hour, seasonal, holt-winters; no margin, 0.5, 0.75, 0.9). Unless "
     "--headroom is given, the headroom of each combination is searched: the smallest (in steps of "
-    f"{HEADROOM_SEARCH[2]:g}, up to {HEADROOM_SEARCH[1]:g}) that passes the capacity check in --min-pass of months "
+    f"{HEADROOM_SEARCH[2]:g}, from {HEADROOM_SEARCH[0]:g} up to {HEADROOM_SEARCH[1]:g}; from "
+    f"{REACTIVE_HEADROOM_SEARCH[0]:g} when the pool runs the reactive loop) that passes the capacity check in "
+    "--min-pass of months "
     f"it has not seen with {SEARCH_CONFIDENCE:.0%} confidence (an order statistic of the months' own least passing "
     "headrooms). A large search first runs every combination on the first 30 months and keeps the 4 best for every "
     "month.\n\n"

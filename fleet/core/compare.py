@@ -19,7 +19,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from fleet.core.headroom import SEARCH_CONFIDENCE, least_passing_step, passing_headroom  # noqa: F401  (re-exported)
+from fleet.core.headroom import (  # noqa: F401  (re-exported)
+    HEADROOM_SEARCH, REACTIVE_HEADROOM_SEARCH, SEARCH_CONFIDENCE, headroom_search, least_passing_step, passing_headroom,
+)
 from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
@@ -43,10 +45,6 @@ DEFAULT_EVICTION_WINDOWS = ("day", "week")
 DEFAULT_SHARES = (0.05, 0.1)
 """Where the preset's eviction rule is on, the recommendation also tries it through these windows at these
 shares; eviction off (share 0) is always on the grid."""
-
-HEADROOM_SEARCH = (1.0, 1.5, 0.0025)
-"""The headroom a recommendation searches, lowest to highest, and its step: for each combination of the other
-axes, the smallest headroom whose months pass the capacity check in `--min-pass` of them."""
 
 MIN_PASS_RATE = 0.95
 """A combination is recommendable when at least this share of months passes all three checks."""

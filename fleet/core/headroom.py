@@ -7,6 +7,19 @@ from typing import Callable
 
 import numpy as np
 
+HEADROOM_SEARCH = (1.0, 1.5, 0.0025)
+"""The headroom a recommendation searches, lowest to highest, and its step: for each combination of the other
+axes, the smallest headroom whose months pass the capacity check in `--min-pass` of them."""
+
+REACTIVE_HEADROOM_SEARCH = (0.5, 1.5, 0.0025)
+"""With the reactive loop the plan may size under the demand it forecasts (the loop covers what it leaves within
+the hour, often for less): its headroom is searched from 0.5."""
+
+
+def headroom_search(scenario) -> tuple:
+    """The headroom range a recommendation searches for this pool's plan."""
+    return REACTIVE_HEADROOM_SEARCH if scenario.policy.reactive is not None else HEADROOM_SEARCH
+
 
 def least_passing_step(passes: Callable[[int], bool], top: int, start: int = 0) -> int | None:
     """The least step in 0..top that passes (None: none does), for a test that, once it passes, passes at every
