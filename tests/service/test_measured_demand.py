@@ -30,12 +30,26 @@ def test_an_hours_demand_is_offered_or_served_plus_unserved():
     assert np.isnan(hour_demand_tps(None)) and np.isnan(hour_demand_tps(DemandHour(0, None, None, None)))
 
 
+def write_demand(repo, batch: DemandBatch, replace: bool = False):
+    """Store a batch of demand samples as an ingest of its own would: its outcome."""
+    from storage.values import BatchOrigin, Rejected
+
+    run = repo.begin_run("test", f"test-{batch.part}-{int(batch.ts[0])}-{len(batch)}", T0)
+    out = repo.write_demand_batch(BatchOrigin(run, 0, 1, "test", f"digest-{run}"), batch, Rejected(), T0,
+                                  lambda nos: [f"record {n}" for n in nos], replace=replace)
+    repo.finish_run(run, T0)
+    return out
+
+
 def test_demand_samples_are_stored_once_and_read_by_hour(store_url):
     repo = open_repository(store_url)
     batch = DemandBatch("unserved", np.array([T0, T0 + 60, T0 + HOUR_S]), np.array([100.0, 300.0, -50.0]))
-    assert repo.write_demand(batch) == (3, 0)
-    assert repo.write_demand(DemandBatch("unserved", np.array([T0]), np.array([999.0]))) == (0, 1)  # the first kept
-    repo.write_demand(DemandBatch("offered", np.array([T0 + 2 * HOUR_S]), np.array([7000.0])))
+    counts = lambda o: (o.read, o.stored, o.duplicates, o.quarantined, o.reasons)  # noqa: E731
+    assert counts(write_demand(repo, batch)) == (3, 3, 0, 0, {})
+    assert counts(write_demand(repo, DemandBatch("unserved", np.array([T0]), np.array([100.0])))) == (1, 0, 1, 0, {})
+    out = write_demand(repo, DemandBatch("unserved", np.array([T0]), np.array([999.0])))
+    assert counts(out) == (1, 0, 0, 1, {"conflicting-duplicate": 1})  # the stored value stands
+    write_demand(repo, DemandBatch("offered", np.array([T0 + 2 * HOUR_S]), np.array([7000.0])))
     telemetry = "card_id,ts,tokens_per_s\n" + "".join(f"{c},{T0 + 60 * m},{r}\n" for c, r in RATES.items() for m in range(2))
     ingest_parsed(repo, parse_bytes(telemetry.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
     got = repo.demand_hours(T0, T0 + 3 * HOUR_S)
@@ -67,7 +81,7 @@ def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "la
         f"{c},{T0 + h * HOUR_S + 60 * m},{r}\n" for h in range(-1, 6) for m in range(3) for c, r in RATES.items())
     ingest_parsed(repo, parse_bytes(rows.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
     hours = sorted(demand_tps)
-    repo.write_demand(DemandBatch("offered", np.array([T0 + h * HOUR_S for h in hours]), np.array([demand_tps[h] for h in hours])))
+    write_demand(repo, DemandBatch("offered", np.array([T0 + h * HOUR_S for h in hours]), np.array([demand_tps[h] for h in hours])))
     clock = StepClock(T0 + 5 * HOUR_S + 301)
     return Service(cfg, repo, clock), clock
 
@@ -141,7 +155,7 @@ def test_a_real_pool_cannot_know_its_demand_ahead(tmp_path):
         _pool(tmp_path, "p", {0: 1.0}, forecast="known")
 
 
-def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_path):
+def test_a_dropped_demand_file_is_taken_once_a_bad_line_quarantined_and_a_bad_file_goes_to_failed(tmp_path):
     import os
 
     from fleet.ingest import drain_drop_folder
@@ -150,13 +164,20 @@ def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_pa
     drop = tmp_path / "drop"
     drop.mkdir()
     (drop / "gw.demand.csv").write_text(f"ts,demand_tps\n{T0},4000\n")
-    (drop / "bad.demand.csv").write_text(f"ts,demand_tps\n{T0 + HOUR_S},lots\n")
+    (drop / "lines.demand.csv").write_text(f"ts,demand_tps\n{T0 + HOUR_S},lots\n{T0 + HOUR_S},3000\n")
+    (drop / "bad.demand.csv").write_text("time,tps\n1,2\n")
     (drop / "x.demand.txt").write_text("ts,demand_tps\n")  # not a known suffix: left alone, as any such file is
     for p in drop.iterdir():
         os.utime(p, (1, 1))
     repo = sqlite_memory_repository()
-    results = {r.name: r for r in drain_drop_folder(repo, drop, IngestSettings(now_ts=T0), clock=lambda: T0)}
+    results = {r.name: r for r in drain_drop_folder(repo, drop, IngestSettings(now_ts=T0 + 2 * HOUR_S), clock=lambda: T0)}
     assert results["gw.demand.csv"].report.stored == 1
-    assert results["bad.demand.csv"].error.endswith("line 2: demand_tps 'lots' is not a number >= 0")
+    lines = results["lines.demand.csv"].report
+    assert (lines.stored, lines.quarantined, lines.reasons) == (1, 1, {"unparseable:demand_tps": 1})
+    assert (drop / "done" / "lines.demand.csv").exists()
+    assert "missing columns ts, demand_tps" in results["bad.demand.csv"].error
     assert (drop / "failed" / "bad.demand.csv.error.txt").exists() and (drop / "x.demand.txt").exists()
-    assert repo.demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0)}
+    assert repo.demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0),
+                                                      T0 + HOUR_S: DemandHour(T0 + HOUR_S, None, None, 3000.0)}
+    rows, n = repo.quarantined()
+    assert n == 1 and (rows[0]["line"], rows[0]["reason"]) == (2, "unparseable:demand_tps")
