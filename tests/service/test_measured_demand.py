@@ -181,3 +181,21 @@ def test_a_dropped_demand_file_is_taken_once_a_bad_line_quarantined_and_a_bad_fi
                                                       T0 + HOUR_S: DemandHour(T0 + HOUR_S, None, None, 3000.0)}
     rows, n = repo.quarantined()
     assert n == 1 and (rows[0]["line"], rows[0]["reason"]) == (2, "unparseable:demand_tps")
+
+
+def test_a_pulled_demand_source_is_held_to_the_same_bounds(store_url):
+    """A Prometheus demand query answering 1e308, +Inf, a time in epoch milliseconds or before 2000: each point
+    quarantined with its reason, the sound ones stored (it was 1e308 stored and a forecast of 3.94e110 tok/s)."""
+    from fleet.ingest.demand import pull_demand
+    from tests.fake_prometheus import fake_prometheus, matrix
+
+    repo = open_repository(store_url)
+    points = [[T0, "4000"], [T0 + 60, "1e308"], [T0 + 120, "+Inf"], [T0 * 1000, "4000"], [T0 + 180, "-5"],
+              [900_000_000, "4000"], [T0 + 240, "NaN"], [T0 + 300, "4200"]]
+    with fake_prometheus() as prom:
+        prom.otherwise = matrix({"metric": {}, "values": points})
+        report = pull_demand(repo, "query", prom.url, T0, T0 + 600, 60, IngestSettings(now_ts=T0 + HOUR_S), query="q")
+    assert (report.read, report.stored, report.quarantined) == (7, 2, 5)  # the NaN point is no sample: nothing measured
+    assert report.reasons == {"implausible:demand_tps": 1, "non-finite:demand_tps": 1, "out-of-range:ts": 2,
+                              "negative:demand_tps": 1}
+    assert repo.demand_hours(T0 - HOUR_S, T0 + HOUR_S) == {T0: DemandHour(T0, None, None, 4100.0)}
