@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -97,7 +98,8 @@ def journal_replaced(conn: Connection, origin, part: str, replaced: list[DemandC
     record = DemandCorrectionRecord(source=origin.source, part=part, replaced=len(replaced),
                                     changes=[[c.ts, c.stored_tps, c.new_tps] for c in replaced[:JOURNALED_CHANGES]])
     reason = (f"{origin.source}: {len(replaced):,} {part} demand sample{'s' if len(replaced) != 1 else ''} replaced "
-              f"(first at {first.ts}: {first.stored_tps:g} -> {first.new_tps:g} tok/s)")
+              f"(first at {datetime.fromtimestamp(first.ts, timezone.utc):%Y-%m-%dT%H:%M:%SZ}: {first.stored_tps:g} -> "
+              f"{first.new_tps:g} tok/s)")
     conn.execute(text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) "
                       "VALUES (:t, :kind, NULL, :r, :d, :key, :t) ON CONFLICT (decision_key) DO NOTHING"),
                  {"t": int(now_ts), "kind": str(Kind.DEMAND_CORRECTION), "r": reason,

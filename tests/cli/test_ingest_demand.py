@@ -176,3 +176,31 @@ def test_a_running_watcher_takes_every_good_file_beside_the_bad_demand_files(tmp
         _, err = proc.communicate(timeout=60)
     assert b"Traceback" not in err
     _check_moved(drop, where, db)
+
+
+def test_a_corrected_hour_is_quarantined_unless_replace_is_asked_and_then_journaled(tmp_path, store_url):
+    """A second file with a new value for a stored second: conflicting-duplicate, exit 3, the stored value stands
+    (it was "stored 0 + duplicates 1", exit 0); inside one file the same; `--replace` takes it and journals it."""
+    (tmp_path / "a.csv").write_text(f"ts,demand_tps\n{T0},5000\n{T0 + 60},5000\n")
+    assert fleet("ingest", "--demand", "a.csv", "--db", store_url, cwd=tmp_path).returncode == 0
+    (tmp_path / "b.csv").write_text(f"ts,demand_tps\n{T0},7000\n{T0 + 60},5000\n{T0 + 120},6000\n{T0 + 120},6500\n")
+    p = fleet("ingest", "--demand", "b.csv", "--db", store_url, "--json", cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    out = json.loads(p.stdout)
+    assert (out["stored"], out["duplicates"], out["quarantined"]) == (1, 1, 2)
+    assert out["reasons"] == {"conflicting-duplicate": 2} and "replaced" not in out
+    repo = open_repository(store_url)
+    rows, _ = repo.quarantined(reason="conflicting-duplicate")
+    assert sorted(r["line"] for r in rows) == [2, 5]  # the stored second's, then the file's own repeat
+    assert repo.demand_hours(T0, T0 + 3600)[T0].offered_tps == pytest.approx(16000 / 3)  # 5000, 5000, 6000: the stored values stand
+    (tmp_path / "fix.csv").write_text(f"ts,demand_tps\n{T0},7000\n{T0 + 60},5000\n")
+    p = fleet("ingest", "--demand", "fix.csv", "--replace", "--db", store_url, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "replaced             1  stored demand samples, each change journaled" in p.stdout
+    assert repo.demand_hours(T0, T0 + 3600)[T0].offered_tps == 6000.0  # 7000, 5000, 6000
+    p = fleet("journal", "--db", store_url, "--json", cwd=tmp_path)
+    [event] = [e for e in json.loads(p.stdout) if e["kind"] == "demand-correction"]
+    assert event["detail"]["changes"] == [[T0, 5000.0, 7000.0]] and event["detail"]["replaced"] == 1
+    assert "1 offered demand sample replaced (first at 2026-01-01T00:00:00Z: 5000 -> 7000 tok/s)" in event["reason"]
+    p = fleet("ingest", "t.csv", "--replace", "--db", store_url, cwd=tmp_path)
+    assert p.returncode == 2 and "--replace goes with --demand" in p.stderr
