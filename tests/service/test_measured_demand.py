@@ -199,3 +199,32 @@ def test_a_pulled_demand_source_is_held_to_the_same_bounds(store_url):
     assert report.reasons == {"implausible:demand_tps": 1, "non-finite:demand_tps": 1, "out-of-range:ts": 2,
                               "negative:demand_tps": 1}
     assert repo.demand_hours(T0 - HOUR_S, T0 + HOUR_S) == {T0: DemandHour(T0, None, None, 4100.0)}
+
+
+def test_status_says_when_no_demand_was_measured_and_the_checks_skip_those_hours(tmp_path):
+    """Hours 6..8 have no telemetry and no demand (the source down): billed at demand 0 as before, but `fleet status`
+    says so in one line and the month's checks read hours 0..5 only (they read the idle hours as no demand)."""
+    import json
+
+    from fleet.service.readmodel import MonthView, stored_month_totals
+    from tests.cli.test_ingest_statuses import fleet
+
+    svc, clock = _pool(tmp_path, "p", {0: 6000.0})
+    clock.t += 4 * HOUR_S
+    for job in (svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    hours = svc.journal_store.hours(T0)
+    assert [(h.hour_ts - T0) // HOUR_S for h in hours if h.demand_measured_tps is None] == [6, 7, 8]
+    p = fleet("status", "--db", f"sqlite:///{tmp_path / 'p.db'}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    [line] = [x for x in p.stdout.splitlines() if x.startswith("demand: ")]
+    assert line == ("demand: 3 billed hours unmeasured (2026-01-01T06:00Z to 2026-01-01T08:00Z; last measured "
+                    "2026-01-01T05:00Z): no demand source answered; the checks skip them")
+    out = json.loads(fleet("status", "--db", f"sqlite:///{tmp_path / 'p.db'}", "--json", cwd=tmp_path).stdout)
+    assert out["hours_unmeasured"] == 3
+    measured = stored_month_totals(hours[:6])
+    everything = stored_month_totals(hours)
+    assert measured["convergence"] != pytest.approx(everything["convergence"])  # the hours skipped matter
+    assert out["checks"]["convergence"]["value"] == pytest.approx(measured["convergence"])
+    view = MonthView.on_view(svc.journal_store)  # a simulation's reader: every hour counted, as before
+    assert view.unmeasured_hours == [] and view.figures["convergence"] == pytest.approx(everything["convergence"])
