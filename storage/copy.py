@@ -138,12 +138,11 @@ def _check_target(engine: Engine, url: str, source_revision: str) -> bool:
 
 def _refuse_missing_sqlite_source(url: str) -> None:
     """A SQLite source that is no file is a `StoreError` naming it, found without creating the file."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from storage.db import parse_url
 
     try:
-        parsed = make_url(url)
-    except ArgumentError:
+        parsed = parse_url(url)
+    except StoreError:
         return  # make_engine says what is wrong with it
     if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
         if not Path(parsed.database).is_file():

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
@@ -45,11 +45,48 @@ ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
 
 
 def shown_url(url: str) -> str:
-    """A database URL as it may be printed, logged or written: its password masked."""
+    """A database URL as it may be printed, logged or written: its password masked (whole, when the URL cannot be
+    parsed or its password holds an `@` of its own)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except (ArgumentError, ValueError, TypeError):
         return hide_passwords(str(url))
+    if _at_in_password(url, parsed):
+        return hide_passwords(str(url))
+    return hide_passwords(parsed.render_as_string(hide_password=True))
+
+
+def parse_url(url: str) -> URL:
+    """A database URL parsed, or a `StoreError` naming it (password masked) and what is wrong: not a URL, a port
+    that is no number, or a password with an `@` not written `%40` (SQLAlchemy would read the rest as the host, port
+    or database: never connected to, so no server's error repeats a piece of it)."""
+    shown = shown_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(f"database URL {shown!r}: not a SQLAlchemy URL (e.g. sqlite:///fleet.db)") from None
+    except (ValueError, TypeError):
+        raise StoreError(f"database URL {shown!r}: {_bad_port(url)}") from None
+    if _at_in_password(url, parsed):
+        raise StoreError(f"database URL {shown!r}: {_AT_IN_PASSWORD}")
+    return parsed
+
+
+_AT_IN_PASSWORD = "more than one '@' after the password's ':': write an '@' in the password as %40"
+
+
+def _at_in_password(url: str, parsed: URL) -> bool:
+    return parsed.password is not None and str(url).split("://", 1)[-1].count("@") > 1
+
+
+def _bad_port(url: str) -> str:
+    """Why SQLAlchemy could not read a URL's port: an `@` of the password's read as the port's (none of it shown),
+    or a port that is no number (shown: with one `@` at most, the password is before it)."""
+    rest = str(url).split("://", 1)[-1]
+    if rest.count("@") > 1:
+        return _AT_IN_PASSWORD
+    port = rest.rsplit("@", 1)[-1].split("/", 1)[0].split("?", 1)[0].rpartition(":")[2]
+    return f"port {port!r} is not a number"
 
 
 def _one_line(err: object) -> str:
@@ -73,10 +110,7 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, r
     refuses every write of this engine's connections (SQLite's `query_only`, PostgreSQL's read-only transactions)."""
     if busy_timeout_ms is None:
         busy_timeout_ms = configured_busy_timeout_ms()
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise StoreError(f"database URL {shown_url(url)!r}: not a SQLAlchemy URL (e.g. sqlite:///fleet.db)") from None
+    parsed = parse_url(url)
     kwargs: dict = {}
     memory = parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
     if parsed.get_backend_name() == "sqlite" and not memory and "uri" not in parsed.query:

@@ -1,5 +1,10 @@
 """Measured demand in the store (revision 0006): its samples written once, and each hour's parts read back.
 
+A sample is keyed by (part, second). A source that sends a stored sample again with the same value sends a
+duplicate; with another value, a conflict: quarantined as `conflicting-duplicate` (the stored value stands), or, when
+the ingest was asked to `replace`, written over the stored value and journaled (a `demand-correction` record
+listing each second's old and new value), so a correction is never silent.
+
 A pool's demand in an hour is what it served (the hourly rollups' mean tokens/s, summed over its cards) plus what
 it did not serve (the `unserved` samples' mean), unless a source measured the whole demand (`offered`). The store
 keeps the parts; `fleet.service.demand` says how they make the hour's demand. Plain SQL with bound parameters.
@@ -7,9 +12,13 @@ keeps the parts; `fleet.service.demand` says how they make the hour's demand. Pl
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
-from sqlalchemy import Engine, text
+import numpy as np
+import pandas as pd
+from sqlalchemy import Connection, Engine, text
 
 from storage.values import DemandBatch
 from fleet.core.units import HOUR_S
@@ -27,20 +36,75 @@ class DemandHour:
     offered_tps: float | None
 
 
-def write_demand(engine: Engine, batch: DemandBatch) -> tuple[int, int]:
-    """Store a batch of demand samples in one transaction; returns (stored, duplicates): a sample whose (part, ts)
-    is stored already is a duplicate and changes nothing."""
+@dataclass(frozen=True)
+class DemandConflict:
+    """A sample whose (part, second) is stored with another value."""
+
+    record_no: int
+    ts: int
+    stored_tps: float
+    new_tps: float
+
+
+@dataclass(frozen=True)
+class DemandOutcome:
+    """What became of one batch of demand records (stored + duplicates + quarantined = read); `replaced` the stored
+    samples a `replace` ingest wrote over (counted as stored)."""
+
+    read: int
+    stored: int
+    duplicates: int
+    quarantined: int
+    reasons: dict[str, int]
+    replaced: tuple[DemandConflict, ...] = ()
+
+
+def store_demand_rows(conn: Connection, batch: DemandBatch, replace: bool) -> tuple[int, int, list[DemandConflict]]:
+    """Store a batch's samples (unique by second within it) in the caller's transaction: (stored, duplicates,
+    conflicts). The stored samples of the batch's span are read first; a conflict is written over only with
+    `replace`. A sample another writer stored meanwhile counts as a duplicate."""
     if batch.part not in PARTS:
         raise ValueError(f"demand part {batch.part!r}: expected one of {', '.join(PARTS)}")
-    rows = [{"p": batch.part, "t": int(t), "v": float(v)} for t, v in zip(batch.ts.tolist(), batch.demand_tps.tolist())]
-    if not rows:
-        return 0, 0
+    if not len(batch):
+        return 0, 0, []
+    ts, tps, rec = batch.ts.astype(np.int64), batch.demand_tps.astype(np.float64), batch.records
+    stored_rows = conn.execute(text("SELECT ts, demand_tps FROM demand_samples WHERE part = :p AND ts >= :lo AND ts <= :hi"),
+                               {"p": batch.part, "lo": int(ts.min()), "hi": int(ts.max())}).all()
+    have = pd.Series({int(t): float(v) for t, v in stored_rows}, dtype=np.float64)
+    old = have.reindex(ts).to_numpy()
+    known = ~np.isnan(old)
+    differs = known & (old != tps)
+    conflicts = [DemandConflict(int(r), int(t), float(o), float(v))
+                 for r, t, o, v in zip(rec[differs].tolist(), ts[differs].tolist(), old[differs].tolist(), tps[differs].tolist())]
     insert = text("INSERT INTO demand_samples (part, ts, demand_tps) VALUES (:p, :t, :v) ON CONFLICT (part, ts) DO NOTHING")
     stored = 0
-    with engine.begin() as conn:
-        for row in rows:  # rowcount per row: an executemany's total is not reported alike by every driver
-            stored += conn.execute(insert, row).rowcount
-    return stored, len(rows) - stored
+    for t, v in zip(ts[~known].tolist(), tps[~known].tolist()):  # rowcount per row: not every driver totals an executemany
+        stored += conn.execute(insert, {"p": batch.part, "t": t, "v": v}).rowcount
+    if replace and conflicts:
+        conn.execute(text("UPDATE demand_samples SET demand_tps = :v WHERE part = :p AND ts = :t"),
+                     [{"p": batch.part, "t": c.ts, "v": c.new_tps} for c in conflicts])
+    return stored, len(batch) - stored - len(conflicts), conflicts
+
+
+JOURNALED_CHANGES = 1_000
+"""A correction's record lists at most this many seconds' old and new values (and says how many there were)."""
+
+
+def journal_replaced(conn: Connection, origin, part: str, replaced: list[DemandConflict], now_ts: int) -> None:
+    """One `demand-correction` record in the journal for a batch's replaced samples, in the caller's transaction."""
+    from storage.records import DemandCorrectionRecord, Kind
+
+    first = replaced[0]
+    record = DemandCorrectionRecord(source=origin.source, part=part, replaced=len(replaced),
+                                    changes=[[c.ts, c.stored_tps, c.new_tps] for c in replaced[:JOURNALED_CHANGES]])
+    reason = (f"{origin.source}: {len(replaced):,} {part} demand sample{'s' if len(replaced) != 1 else ''} replaced "
+              f"(first at {datetime.fromtimestamp(first.ts, timezone.utc):%Y-%m-%dT%H:%M:%SZ}: {first.stored_tps:g} -> "
+              f"{first.new_tps:g} tok/s)")
+    conn.execute(text("INSERT INTO decisions (ts, kind, card_id, reason, detail_json, decision_key, acted_ts) "
+                      "VALUES (:t, :kind, NULL, :r, :d, :key, :t) ON CONFLICT (decision_key) DO NOTHING"),
+                 {"t": int(now_ts), "kind": str(Kind.DEMAND_CORRECTION), "r": reason,
+                  "d": json.dumps(record.to_detail(), sort_keys=True),
+                  "key": f"demand-correction:{origin.run_id}:{origin.part}"})
 
 
 def demand_hours(engine: Engine, since_ts: int, until_ts: int) -> dict[int, DemandHour]:

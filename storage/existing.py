@@ -17,18 +17,16 @@ import sqlite3
 from pathlib import Path
 
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
-from storage.db import StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, shown_url
+from storage.db import StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, parse_url, shown_url
 
 
 def sqlite_file(url: str) -> str | None:
     """The file a SQLite URL names ("" for an in-memory one), or None for another backend or a bad URL: what a
     command asks of a URL before opening it, without parsing it itself."""
     try:
-        parsed = make_url(url)
-    except ArgumentError:
+        parsed = parse_url(url)
+    except StoreError:
         return None  # make_engine says what is wrong with it
     if parsed.get_backend_name() != "sqlite":
         return None

@@ -34,7 +34,7 @@ from storage.busy import BUSY_FRACTION_FLOOR
 from storage.values import BatchOrigin, BatchOutcome, CardInfo, ClassSpec, DemandBatch, HourFigures, JournalEntry, JournalRow, Pruned, Rejected, SampleBatch
 
 if TYPE_CHECKING:
-    from storage.demand import DemandHour
+    from storage.demand import DemandHour, DemandOutcome
     from storage.identity import StoreIdentity
     from storage.lease import LeaseRecord
     import numpy as np
@@ -92,8 +92,11 @@ class TelemetryStore(Protocol):
     def quarantined(self, reason: str | None = None, source: str | None = None, limit: int = 100) -> tuple[list[dict], int]: ...
 
     # -- measured demand ----------------------------------------------------------------
-    def write_demand(self, batch: DemandBatch) -> tuple[int, int]:
-        """Store measured demand samples of one part in one transaction; (stored, duplicates)."""
+    def write_demand_batch(self, origin: BatchOrigin, batch: DemandBatch, rejected: Rejected, now_ts: int,
+                           raw_text_of: Callable[[list[int]], list[str]], duplicates_in_batch: int = 0,
+                           replace: bool = False) -> DemandOutcome:
+        """Store one judged batch of a demand source in one transaction: samples new, duplicate or conflicting
+        (quarantined, or with `replace` written over and journaled), its bad records quarantined."""
 
     # -- retention ----------------------------------------------------------------------
     def prune_raw(self, older_than_ts: int) -> Pruned:

@@ -35,6 +35,7 @@ class Kind(StrEnum):
     ACT_EXPIRED = "act-expired"  # an action whose hour ended too long before it could be tried
     RECONCILE = "reconcile"  # the journal and the pool's telemetry disagreeing about a card, or agreeing again
     RETIRE = "retire"  # an operator marked a card gone by hand (`fleet card retire`)
+    DEMAND_CORRECTION = "demand-correction"  # stored demand samples written over by `fleet ingest --demand --replace`
 
 
 ACTION_KINDS = (Kind.EVICT, Kind.ADD, Kind.RELEASE)
@@ -43,9 +44,9 @@ SET_ASIDE_KINDS = (Kind.ACT_FAILED, Kind.ACT_EXPIRED)
 """An action closed without being carried out: set aside, or too late."""
 DECISION_KINDS = (Kind.SIZE, Kind.EVICTION_PASS, *ACTION_KINDS)
 """What the decide job writes for an hour."""
-EVENT_KINDS = (Kind.RECONCILE, Kind.RETIRE)
-"""Records of what happened to a card outside the decisions: the journal and the pool disagreeing (and agreeing
-again), a card retired by hand."""
+EVENT_KINDS = (Kind.RECONCILE, Kind.RETIRE, Kind.DEMAND_CORRECTION)
+"""Records of what happened outside the decisions: the journal and the pool disagreeing about a card (and agreeing
+again), a card retired by hand, measured demand corrected by hand."""
 
 
 # -- the records -----------------------------------------------------------------------------------------------------
@@ -256,8 +257,21 @@ class RetireRecord(Record):
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class DemandCorrectionRecord(Record):
+    """Stored demand samples an ingest wrote over (`--replace`): the source, the part, how many, and each second's
+    [ts, old tok/s, new tok/s] (the first `storage.demand.JOURNALED_CHANGES`)."""
+
+    kinds: ClassVar = (Kind.DEMAND_CORRECTION,)
+    source: str | None = None
+    part: str | None = None
+    replaced: int = 0
+    changes: Sequence[Sequence[float]] = field(default_factory=list)
+
+
 RECORDS: dict[Kind, type[Record]] = {k: r for r in (SizeRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, AddRecord,
-                                                    SetAsideRecord, ReconcileRecord, RetireRecord) for k in r.kinds}
+                                                    SetAsideRecord, ReconcileRecord, RetireRecord, DemandCorrectionRecord)
+                                     for k in r.kinds}
 """Each kind's record: every kind has one, and every field a default (a test holds them to that)."""
 
 

@@ -32,7 +32,7 @@ from storage.busy import BUSY_FRACTION_FLOOR, busy_rate_tps
 from storage.retention import prune_raw, pruned_hours
 from storage.bulk_rows import placeholder
 from storage.telemetry_reads import TelemetryReads
-from storage.demand import write_demand
+from storage.demand import DemandOutcome, journal_replaced, store_demand_rows
 from storage.values import BatchOrigin, BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
 from fleet.core.units import HOUR_S, NO_END_TS
 
@@ -158,18 +158,9 @@ class SqlRepository(TelemetryReads):
         `duplicates_in_batch` counts the repeats the caller already took out.
         """
         n = len(samples)
-        reasons: dict[str, int] = {}
         q_no, q_raw, q_reason = list(rejected.record_no), list(rejected.raw_text), list(rejected.reason)
         with self.engine.begin() as conn:
-            batch_id = int(
-                conn.execute(
-                    text(
-                        "INSERT INTO ingest_batches (run_id, part, first_record, read, stored, duplicates, quarantined, committed_ts) "
-                        "VALUES (:r, :p, :f, 0, 0, 0, 0, :t) RETURNING id"
-                    ),
-                    {"r": origin.run_id, "p": origin.part, "f": origin.first_record, "t": now_ts},
-                ).scalar_one()
-            )
+            batch_id = self._open_batch(conn, origin, now_ts)
             registered: tuple[CardInfo, ...] = ()
             if register:
                 self._register(conn, register, now_ts)
@@ -186,32 +177,42 @@ class SqlRepository(TelemetryReads):
                     q_no.extend(conflict_records)
                     q_raw.extend(raw)
                     q_reason.extend(["conflicting-duplicate"] * conflicts)
-            if q_no:
-                cur = conn.connection.driver_connection.cursor()
-                cur.executemany(
-                    "INSERT INTO quarantined_input (batch_id, source, source_digest, record_no, raw_text, reason) "
-                    f"VALUES {self._values(6)} ON CONFLICT (source_digest, record_no) DO NOTHING",
-                    [(batch_id, origin.source, origin.source_digest, int(r), t, why) for r, t, why in zip(q_no, q_raw, q_reason)],
-                )
-                cur.close()
-                for why in q_reason:
-                    reasons[why] = reasons.get(why, 0) + 1
-            duplicates = n - stored - conflicts + duplicates_in_batch
-            quarantined = len(q_no)
-            read = n + len(rejected) + duplicates_in_batch
-            counts = {"read": read, "stored": stored, "dup": duplicates, "q": quarantined}
-            conn.execute(
-                text("UPDATE ingest_batches SET read = :read, stored = :stored, duplicates = :dup, quarantined = :q WHERE id = :b"),
-                {**counts, "b": batch_id},
+            outcome = self._close_batch(conn, origin, batch_id, Rejected(q_no, q_raw, q_reason), n + len(rejected) + duplicates_in_batch,
+                                        stored, n - stored - conflicts + duplicates_in_batch)
+        return BatchOutcome(*outcome, registered)
+
+    @staticmethod
+    def _open_batch(conn: Connection, origin: BatchOrigin, now_ts: int) -> int:
+        """A batch's row in `ingest_batches` (its counts filled in by `_close_batch`, in the same transaction)."""
+        return int(conn.execute(
+            text("INSERT INTO ingest_batches (run_id, part, first_record, read, stored, duplicates, quarantined, committed_ts) "
+                 "VALUES (:r, :p, :f, 0, 0, 0, 0, :t) RETURNING id"),
+            {"r": origin.run_id, "p": origin.part, "f": origin.first_record, "t": now_ts},
+        ).scalar_one())
+
+    def _close_batch(self, conn: Connection, origin: BatchOrigin, batch_id: int, quarantine: Rejected, read: int, stored: int,
+                     duplicates: int) -> tuple[int, int, int, int, dict[str, int]]:
+        """Quarantine a batch's bad records (once per source digest and record) and add its counts to its batch and
+        run; returns (read, stored, duplicates, quarantined, reasons)."""
+        reasons: dict[str, int] = {}
+        if len(quarantine):
+            cur = conn.connection.driver_connection.cursor()
+            cur.executemany(
+                "INSERT INTO quarantined_input (batch_id, source, source_digest, record_no, raw_text, reason) "
+                f"VALUES {self._values(6)} ON CONFLICT (source_digest, record_no) DO NOTHING",
+                [(batch_id, origin.source, origin.source_digest, int(r), t, why)
+                 for r, t, why in zip(quarantine.record_no, quarantine.raw_text, quarantine.reason)],
             )
-            conn.execute(
-                text(
-                    "UPDATE ingest_runs SET read = read + :read, stored = stored + :stored, "
-                    "duplicates = duplicates + :dup, quarantined = quarantined + :q WHERE id = :r"
-                ),
-                {**counts, "r": origin.run_id},
-            )
-        return BatchOutcome(read, stored, duplicates, quarantined, reasons, registered)
+            cur.close()
+            for why in quarantine.reason:
+                reasons[why] = reasons.get(why, 0) + 1
+        counts = {"read": read, "stored": stored, "dup": duplicates, "q": len(quarantine)}
+        conn.execute(text("UPDATE ingest_batches SET read = :read, stored = :stored, duplicates = :dup, quarantined = :q WHERE id = :b"),
+                     {**counts, "b": batch_id})
+        conn.execute(text("UPDATE ingest_runs SET read = read + :read, stored = stored + :stored, "
+                          "duplicates = duplicates + :dup, quarantined = quarantined + :q WHERE id = :r"),
+                     {**counts, "r": origin.run_id})
+        return read, stored, duplicates, len(quarantine), reasons
 
     def _store_samples(self, conn: Connection, batch_id: int, card_id: np.ndarray, s: SampleBatch) -> tuple[int, list[int]]:
         """Insert in key order (the B-tree takes them in sequence); find what was new only when some were not.
@@ -345,9 +346,27 @@ class SqlRepository(TelemetryReads):
             return int(conn.execute(text("SELECT COUNT(*) FROM telemetry_samples")).scalar_one())
 
     # -- retention ------------------------------------------------------------------
-    def write_demand(self, batch: DemandBatch) -> tuple[int, int]:
-        """Store measured demand samples (`storage.demand`); returns (stored, duplicates)."""
-        return write_demand(self.engine, batch)
+    def write_demand_batch(self, origin: BatchOrigin, batch: DemandBatch, rejected: Rejected, now_ts: int,
+                           raw_text_of: Callable[[list[int]], list[str]], duplicates_in_batch: int = 0,
+                           replace: bool = False) -> DemandOutcome:
+        """One batch of a demand source in one transaction, as `write_batch` stores telemetry: new samples stored,
+        the same value again a duplicate, the bad records quarantined; a new value for a stored (part, second) is
+        quarantined as `conflicting-duplicate`, or with `replace` written over the stored one and journaled
+        (`storage.demand.store_demand_rows`)."""
+        with self.engine.begin() as conn:
+            batch_id = self._open_batch(conn, origin, now_ts)
+            stored, duplicates, conflicts = store_demand_rows(conn, batch, replace)
+            quarantine = Rejected(list(rejected.record_no), list(rejected.raw_text), list(rejected.reason))
+            if conflicts and not replace:
+                nos = [c.record_no for c in conflicts]
+                quarantine.record_no.extend(nos)
+                quarantine.raw_text.extend(raw_text_of(nos))
+                quarantine.reason.extend(["conflicting-duplicate"] * len(nos))
+            if conflicts and replace:
+                journal_replaced(conn, origin, batch.part, conflicts, now_ts)
+            outcome = self._close_batch(conn, origin, batch_id, quarantine, len(batch) + len(rejected) + duplicates_in_batch,
+                                        stored + (len(conflicts) if replace else 0), duplicates + duplicates_in_batch)
+        return DemandOutcome(*outcome, replaced=tuple(conflicts) if replace else ())
 
     def prune_raw(self, older_than_ts: int) -> Pruned:
         """Delete the raw samples of whole hours ending at or before `older_than_ts` whose hourly rollup is written;

@@ -108,10 +108,17 @@ class DemandBatch:
 
     part: str
     ts: np.ndarray  # int64, UTC epoch seconds
-    demand_tps: np.ndarray  # float64, finite and >= 0
+    demand_tps: np.ndarray  # float64, finite (>= 0 but for a draining queue's `unserved`)
+    record_no: np.ndarray | None = None  # each sample's record in its source (None: 1, 2, ...)
 
     def __len__(self) -> int:
         return int(self.ts.size)
+
+    @property
+    def records(self) -> np.ndarray:
+        import numpy as np
+
+        return self.record_no if self.record_no is not None else np.arange(1, len(self) + 1, dtype=np.int64)
 
 
 @dataclass(frozen=True)

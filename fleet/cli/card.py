@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from storage.interfaces import JournalStore, ReconcileStore
 
 
+MAX_REASON_CHARS = 500
+"""A retirement's reason is a sentence or two: `fleet status` and `fleet journal` print it whole."""
+
 def _now() -> float:
     """The time a retirement takes effect: the wall clock, a real pool's service clock."""
     return time.time()
@@ -46,6 +49,9 @@ def retire_cmd(
 
     if reason is None or not reason.strip():
         raise UsageError("fleet card retire: --reason is required: say why the card is gone (it is kept in the journal)")
+    if len(reason.strip()) > MAX_REASON_CHARS:
+        raise UsageError(f"fleet card retire: --reason is {len(reason.strip()):,} characters: at most {MAX_REASON_CHARS} "
+                         "(it is printed by status and the journal)")
     url = load_service_config(None, {"storage": {"url": db} if db else {}}).storage.url
     store = open_store(url)  # a store that is not there is refused, never created
     try:

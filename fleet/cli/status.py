@@ -13,13 +13,15 @@ from fleet.cli.words import DbOption, grouped, iso_minute, percent, shown_url, t
 
 
 def _open_store(db: str | None, config: str | None):
-    """The config and the store it names, for reading: a store that is not there is an error, never created."""
+    """The config and the store it names, for reading (a store that is not there is an error, never created), and
+    whether it is a real pool's (its demand measured, an hour of it possibly not)."""
     from fleet.service.config import load_service_config
     from storage import open_store
 
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
     store = open_store(cfg.storage.url)
-    return cfg, store.telemetry, store.journal
+    identity = store.identity.read()
+    return cfg, store.telemetry, store.journal, identity is not None and identity.kind == "pool"
 
 
 def status_cmd(
@@ -36,9 +38,9 @@ def status_cmd(
 
     from fleet.cli.output import console as con
 
-    cfg, repo, store = _open_store(db, config)
+    cfg, repo, store, real_pool = _open_store(db, config)
     if not watch:
-        out, shown = _status(cfg, repo, store)
+        out, shown = _status(cfg, repo, store, real_pool)
         if as_json:
             typer.echo(json.dumps(out, indent=2))
         else:
@@ -46,7 +48,7 @@ def status_cmd(
         return
     if not con.is_terminal:  # piped: one whole status an interval, each after a line saying when it was read
         while True:
-            out, shown = _status(cfg, repo, store)
+            out, shown = _status(cfg, repo, store, real_pool)
             if as_json:
                 typer.echo(json.dumps(out))
             else:
@@ -57,7 +59,7 @@ def status_cmd(
 
     with Live(console=con, auto_refresh=False, screen=False) as live:
         while True:
-            _out, shown = _status(cfg, repo, store)
+            _out, shown = _status(cfg, repo, store, real_pool)
             live.update(Group(f"status at {iso_minute(time.time())}, every {interval:g} s; Ctrl-C stops", *shown), refresh=True)
             time.sleep(interval)
 
@@ -75,11 +77,11 @@ CHECK_UNITS = {"capacity": lambda v: f"unmet {v:.2%} of demand", "convergence": 
                "eviction": lambda v: times(int(v), "wrong eviction")}
 
 
-def _status(cfg, repo, store) -> tuple[dict, list]:
+def _status(cfg, repo, store, real_pool) -> tuple[dict, list]:
     """The status as a JSON object and as lines and tables to print, from the read model's month on view."""
     from fleet.service.readmodel import MonthView
 
-    view = MonthView.on_view(store)
+    view = MonthView.on_view(store, measured_demand=real_pool)
     if view is None:
         from fleet.cli.output import UsageError
 
@@ -114,7 +116,19 @@ def _month_json(view, marks) -> dict:
         "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
         "last_billed": {"hour": iso_minute(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
                         "demand_measured_tps": view.hours[-1].demand_measured_tps},
+        "hours_unmeasured": len(view.unmeasured_hours),
     })
+
+
+def _unmeasured_line(view) -> list[str]:
+    """One line when billed hours of a real pool had no demand measured: the demand source was down (or silent)."""
+    gone = view.unmeasured_hours
+    if not gone:
+        return []
+    measured = [h.hour_ts for h in view.hours if h.demand_measured_tps is not None]
+    last = f"last measured {iso_minute(measured[-1])}" if measured else "none measured this month"
+    return [f"demand: {times(len(gone), 'billed hour')} unmeasured ({iso_minute(gone[0].hour_ts)} to "
+            f"{iso_minute(gone[-1].hour_ts)}; {last}): no demand source answered; the checks skip them"]
 
 
 def _month_lines(view, out: dict) -> list:
@@ -133,6 +147,7 @@ def _month_lines(view, out: dict) -> list:
         f"evictions: {out['evictions']}, budget left {out['budget_left']}",
         f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
         f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
+        *_unmeasured_line(view),
     ]
     for name, c in out["checks"].items():
         shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
@@ -217,7 +232,7 @@ def explain_cmd(
     from fleet.core.verdict import json_safe
     from fleet.service.readmodel import CardView
 
-    cfg, repo, store = _open_store(db, None)
+    cfg, repo, store, _real_pool = _open_store(db, None)
     cls = repo.card_class(card)
     if cls is None:
         raise UsageError(f"card {card!r}: not in the database {shown_url(cfg.storage.url)!r}")

@@ -44,12 +44,15 @@ def _print_report(out: dict, as_json: bool) -> None:
     )
     for why, n in out["reasons"].items():
         console.print(f"  quarantined {n:>10,}  {why}", markup=False, highlight=False)
+    if out.get("replaced"):
+        console.print(f"  replaced    {out['replaced']:>10,}  stored demand samples, each change journaled", markup=False, highlight=False)
 
 
 def ingest_cmd(
     file: Annotated[Optional[Path], typer.Argument(help="A CSV, JSON Lines (.jsonl/.ndjson) or Parquet file of telemetry records.")] = None,
     db: DbOption = DEFAULT_URL,
-    demand: Annotated[Optional[Path], typer.Option("--demand", help="A CSV of the pool's measured demand: header ts,demand_tps (tokens/s offered).")] = None,
+    demand: Annotated[Optional[Path], typer.Option("--demand", help="A file of the pool's measured demand (CSV, JSON Lines or Parquet): ts, demand_tps (tokens/s offered).")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="With --demand: a new value for a stored second is a correction, written over the stored one and journaled (default: quarantined as conflicting-duplicate).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: read, stored, duplicates, quarantined, reasons.")] = False,
     strict: Annotated[bool, typer.Option("--strict/--register-unknown", help="Quarantine records of undeclared cards, or register such cards on first sight.")] = False,
     pool: Annotated[Optional[Path], typer.Option("--pool", help="Pool file (TOML) declaring classes and cards before ingest.")] = None,
@@ -78,16 +81,18 @@ def ingest_cmd(
 
     Exit status: 0 every record stored (or already there), 3 some quarantined, 1 nothing stored because every
     record was quarantined (or a store write failed), 2 bad usage, input or config (with --watch --once: a file
-    went to failed/) or a simulation's store (nothing written). With --demand: 0 every sample stored (or already
-    there), 2 a bad file (nothing stored), 1 a store write failed."""
+    went to failed/) or a simulation's store (nothing written). --demand is judged as telemetry is, with the same
+    statuses."""
     from fleet.cli.output import UsageError
     from fleet.ingest import IngestSettings, declare_pool, load_pool, read_file
 
     sources = sum(x is not None for x in (file, watch, prometheus, demand))
     if sources != 1:
         raise UsageError("give one of FILE, --watch DIR, --prometheus URL or --demand FILE")
+    if replace and demand is None:
+        raise UsageError("--replace goes with --demand")
     if demand is not None:
-        _ingest_demand(demand, db, as_json)
+        _ingest_demand(demand, db, as_json, fmt, replace, plausible_factor, batch_size)
     pull_flags = {"--query": query, "--busy-query": busy_query, "--card-label": card_label, "--bearer-token-file": bearer_token_file,
                   "--bearer-token-env": bearer_token_env, "--username": username, "--password-file": password_file, "--password-env": password_env}
     given = [flag for flag, value in pull_flags.items() if value is not None]
@@ -161,20 +166,22 @@ def _watch(repo, watch: Path, settings, settle: float | None, once: bool, interv
         time.sleep(interval)
 
 
-def _ingest_demand(path: Path, db: str, as_json: bool) -> None:
-    """`fleet ingest --demand FILE`: the file read and checked whole before the store is opened, then stored."""
-    from fleet.ingest.demand import DemandRequest, file_source, store_demand
-    from fleet.ingest.formats import BadSource
+def _ingest_demand(path: Path, db: str, as_json: bool, fmt: str | None, replace: bool, plausible_factor: float,
+                   batch_size: int) -> None:
+    """`fleet ingest --demand FILE`: the file opened and checked as a telemetry file is, before the store is opened,
+    then judged and stored record by record (`fleet.ingest.demand`)."""
+    from fleet.ingest import IngestSettings
+    from fleet.ingest.demand import file_source, ingest_demand
+    from fleet.ingest.formats import detect_format
 
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise BadSource(f"demand file {str(path)!r}: cannot read ({err.strerror or err})") from None
-    source = file_source(path.suffix.lstrip(".").lower(), str(path))
-    batch = source.samples(DemandRequest(str(path), data=data))  # a bad file fails here, before the store is touched
-    report = store_demand(_open(db, "a real pool's measured demand"), batch, str(path))
+    if fmt is not None:
+        detect_format(path, fmt)  # an unknown format name is its error
+    source = file_source(fmt or path.suffix.lstrip(".").lower(), str(path))
+    parsed = source.open(path, str(path))  # a bad file fails here, before the store is touched
+    settings = IngestSettings(now_ts=int(time.time()), plausible_factor=plausible_factor, batch_records=batch_size)
+    report = ingest_demand(_open(db, "a real pool's measured demand"), parsed, settings, source.part, replace)
     _print_report(report.as_json(), as_json)
-    raise typer.Exit(0)
+    raise typer.Exit(ingest_status([report]))
 
 
 def _pull(prometheus: str, query, start, end, step, card_label, busy_query, auth):

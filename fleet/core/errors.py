@@ -7,15 +7,18 @@ They live here, with no dependencies, so that every floor (the core, `policies`,
 
 import re
 
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s@'\"]*@")
+# A password runs to the last `@` of its URL: one written with an `@`, `/`, `?` or `#` of its own, not escaped, is
+# masked whole (and the host with it, when an `@` follows in the URL's path or query: better too much than a part).
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s'\"]*@")
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|pwd)=)[^&\s'\"]*", re.IGNORECASE)
 _HTTP_USERINFO = re.compile(r"(\bhttps?://)[^\s:/@'\"]+@", re.IGNORECASE)
 
 
 def hide_passwords(text: str) -> str:
-    """`text` with the secret of every URL in it masked: a password (`scheme://user:***@host`), and in an HTTP URL a
-    userinfo with no password, which is a token (`https://***@host`). Every message, log line and name that shows a
-    database, Prometheus or webhook URL goes through here."""
-    return _HTTP_USERINFO.sub(r"\1***@", _URL_PASSWORD.sub(r"\1***@", text))
+    """`text` with the secret of every URL in it masked: a password (`scheme://user:***@host`), in an HTTP URL a
+    userinfo with no password, which is a token (`https://***@host`), and a query's `password=`. Every message, log
+    line and name that shows a database, Prometheus or webhook URL goes through here."""
+    return _QUERY_PASSWORD.sub(r"\1***", _HTTP_USERINFO.sub(r"\1***@", _URL_PASSWORD.sub(r"\1***@", text)))
 
 
 class ConfigError(ValueError):

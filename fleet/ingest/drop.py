@@ -20,8 +20,11 @@ loop, and a service calls it once per tick with its own clock.
   failure (locked, disk full) raises and leaves the file in `processing/`.
 - **Names**: errors and the ingest's records name a file as it was dropped
   (`FOLDER/NAME`), never by its `processing/` path.
-- **Demand**: a file named `NAME.demand.csv` is the pool's measured demand (`fleet.ingest.demand`), stored as
-  its demand samples; everything else about it (claim, settle, done/, failed/) is the same.
+- **Demand**: a file named `NAME.demand.csv` (`.jsonl`, `.parquet`) is the pool's measured demand
+  (`fleet.ingest.demand`), read by the same readers and judged record by record (a bad line quarantined, the
+  others stored); everything else about it (claim, settle, done/, failed/) is the same.
+- **A file that cannot be read** (its start is not of its format, or a reader or the judge fails on it in a way
+  nobody foresaw) goes to failed/ with its error: it never stays in processing/ to fail the next pass again.
 
 As a telemetry source (`fleet.ingest.sources`), it is set in `[ingest.sources.drop-folder]`: `folder` and `settle_s`.
 """
@@ -164,19 +167,21 @@ def drain_drop_folder(repo: TelemetryStore, folder: str | Path, settings_at: Cal
 
 
 def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], IngestSettings], done: Path, failed: Path) -> list[DropResult]:
+    from fleet.ingest.demand import ingest_demand, source_of_file
+    from storage.db import failure_reason
+
     source = str(root / path.name)
     stat0 = _signature(path.stat())
-    from fleet.ingest.demand import source_of_file
 
     try:
         demand = source_of_file(path.name)
+        parsed = _guarded(demand.open(path, source) if demand is not None else read_file(path, name=source))
+        if _signature(path.stat()) != stat0:  # written to after the claim: put it back
+            path.rename(root / path.name)
+            return []
         if demand is not None:
-            report = _demand(repo, path, source, demand)
+            report = ingest_demand(repo, parsed, settings(), demand.part)
         else:
-            parsed = _guarded(read_file(path, name=source))
-            if _signature(path.stat()) != stat0:  # written to after the claim: put it back
-                path.rename(root / path.name)
-                return []
             report = ingest_parsed(repo, parsed, settings())
     except BadSource as err:
         return [_fail(path, source, str(err), failed)]
@@ -184,6 +189,10 @@ def _take(repo: TelemetryStore, root: Path, path: Path, settings: Callable[[], I
         if not path.exists():
             return []
         return [_fail(path, source, f"{source!r}: cannot read ({err.strerror or err})", failed)]
+    except Exception as err:  # a reader's or judge's bug is this file's failure; the store's own raise on
+        if failure_reason(err) is not None:
+            raise
+        return [_fail(path, source, f"{source!r}: cannot be read ({type(err).__name__}: {' '.join(str(err).split())})", failed)]
     if _signature(path.stat()) != stat0:  # changed while it was being stored: read it again later
         back = root / path.name
         if not back.exists():
@@ -211,13 +220,6 @@ def _guarded(parsed: Parsed) -> Parsed:
             yield piece
 
     return Parsed(parsed.name, parsed.digest, parsed.n_records, pieces)
-
-
-def _demand(repo: TelemetryStore, path: Path, source: str, demand) -> IngestReport:
-    """A dropped demand file, read whole and refused whole if a line is bad (`BadSource`)."""
-    from fleet.ingest.demand import DemandRequest, store_demand
-
-    return store_demand(repo, demand.samples(DemandRequest(source, data=path.read_bytes())), source)
 
 
 def _fail(path: Path, source: str, error: str, failed: Path) -> DropResult:

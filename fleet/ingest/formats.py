@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -33,6 +34,23 @@ from fleet.ingest.readers import first_json_line, jsonl_pieces, parquet_pieces, 
 REQUIRED = ("card_id", "ts", "tokens_per_s")
 OPTIONAL = ("busy_fraction", "card_class")
 COLUMNS = REQUIRED + OPTIONAL
+
+
+@dataclass(frozen=True)
+class RecordSchema:
+    """What a file's records hold: the columns they must have and may have. Telemetry's is `TELEMETRY`; a
+    measured-demand file's (`fleet.ingest.demand`) is read by the same readers with its own."""
+
+    what: str  # how errors name such a file: "telemetry", "demand"
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.required + self.optional
+
+
+TELEMETRY = RecordSchema("telemetry", REQUIRED, OPTIONAL)
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
 MIN_TS = 946_684_800  # 2000-01-01T00:00:00Z: earlier is a clock or unit error
@@ -55,7 +73,10 @@ REASONS = (
     "implausible:tokens_per_s",  # above plausible_factor × the class's rated rate
     "unknown-card",  # strict: a card not declared
     "class-conflict",  # the record names a class other than the card's
-    "conflicting-duplicate",  # same card and second as a stored sample, different values
+    "conflicting-duplicate",  # same card and second as a stored sample, different values (demand: same part and second)
+    # A measured-demand record's (`fleet.ingest.demand`): its value, as a rate's, and above the pool's ceiling.
+    "missing:demand_tps", "unparseable:demand_tps", "non-finite:demand_tps", "negative:demand_tps",
+    "implausible:demand_tps",  # beyond the pool's demand ceiling (`fleet.ingest.demand.judge`)
 )
 
 
@@ -109,9 +130,9 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
     return FORMATS[suffix]
 
 
-def read_file(path: str | Path, fmt: str | None = None, name: str | None = None) -> Parsed:
-    """Open and check a telemetry file (`BadSource` if it cannot be read as a whole); `name` is how errors and the
-    ingest's records name it (default: the path)."""
+def read_file(path: str | Path, fmt: str | None = None, name: str | None = None, schema: RecordSchema = TELEMETRY) -> Parsed:
+    """Open and check a file of `schema`'s records (`BadSource` if it cannot be read as a whole); `name` is how errors
+    and the ingest's records name it (default: the path)."""
     p = Path(path)
     shown = name or str(p)
     if p.is_dir():  # before its suffix is looked at: a folder has none, and is not a file of an unknown type
@@ -133,18 +154,18 @@ def read_file(path: str | Path, fmt: str | None = None, name: str | None = None)
         except OSError as err:
             raise BadSource(f"{shown!r}: cannot read ({err.strerror})") from None
 
-    return _open(opener, kind, shown)
+    return _open(opener, kind, shown, schema)
 
 
-def parse_bytes(data: bytes, fmt: str, name: str = "<input>") -> Parsed:
+def parse_bytes(data: bytes, fmt: str, name: str = "<input>", schema: RecordSchema = TELEMETRY) -> Parsed:
     """A source held in memory, opened and checked as a file is. Raises only `BadSource` (or ConfigError for an
     unknown format name)."""
-    return _open(lambda: io.BytesIO(data), fmt, name)
+    return _open(lambda: io.BytesIO(data), fmt, name, schema)
 
 
-def _open(opener: Callable[[], io.BufferedIOBase], fmt: str, name: str) -> Parsed:
+def _open(opener: Callable[[], io.BufferedIOBase], fmt: str, name: str, schema: RecordSchema = TELEMETRY) -> Parsed:
     if fmt == "parquet":
-        return _open_parquet(opener, name)
+        return _open_parquet(opener, name, schema)
     if fmt not in ("csv", "jsonl"):
         raise ConfigError(f"format {fmt!r}: expected one of csv, jsonl, parquet")
     with opener() as f:
@@ -164,9 +185,9 @@ def _open(opener: Callable[[], io.BufferedIOBase], fmt: str, name: str) -> Parse
     if fmt == "csv":
         if not starts.size or ends[0] == starts[0]:
             what = "empty first line" if complete or starts.size else f"first line over {FIRST_BLOCK_BYTES:,} bytes"
-            raise BadSource(f"{name!r}: {what}; a CSV telemetry file starts with a header line ({', '.join(REQUIRED)})")
+            raise BadSource(f"{name!r}: {what}; a CSV {schema.what} file starts with a header line ({', '.join(schema.required)})")
         names = header_names(body[: ends[0]].decode("utf-8"))
-        _check_columns(names, name)
+        _check_columns(names, name, schema)
         start = bom + int(ends[0]) + (2 if body[ends[0] : ends[0] + 2] == b"\r\n" else 1)
 
         def csv_stream() -> Iterator[Piece]:
@@ -186,7 +207,7 @@ def _open(opener: Callable[[], io.BufferedIOBase], fmt: str, name: str) -> Parse
     def jsonl_stream() -> Iterator[Piece]:
         with opener() as f:
             f.seek(bom)
-            yield from jsonl_pieces(f, 1)
+            yield from jsonl_pieces(f, 1, fields=schema.columns)
 
     return Parsed(name, digest, n_lines, jsonl_stream)
 
@@ -216,20 +237,20 @@ def _digest(opener: Callable[[], io.BufferedIOBase]) -> tuple[str, int]:
     return h.hexdigest(), n + (1 if last and last not in b"\r\n" else 0)
 
 
-def _open_parquet(opener: Callable[[], io.BufferedIOBase], name: str) -> Parsed:
+def _open_parquet(opener: Callable[[], io.BufferedIOBase], name: str, schema: RecordSchema = TELEMETRY) -> Parsed:
     import pyarrow.parquet as pq
 
     errors = (pa.ArrowException, OSError, ValueError, TypeError, IndexError, EOFError)
     with opener() as f:
         try:
             pf = pq.ParquetFile(f)
-            schema = pf.schema_arrow
+            arrow_schema = pf.schema_arrow
         except errors as err:
             raise BadSource(f"{name!r}: not a readable Parquet file ({_first_line(err)})") from None
-        header = list(schema.names)
-        _check_columns(header, name)
+        header = list(arrow_schema.names)
+        _check_columns(header, name, schema)
         for c in header:
-            problem = parquet_type_problem(c, schema.field(c).type)
+            problem = parquet_type_problem(c, arrow_schema.field(c).type)
             if problem:
                 raise BadSource(f"{name!r}: {problem}")
         try:
@@ -251,9 +272,9 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _check_columns(header: list[str], name: str) -> None:
-    missing = [c for c in REQUIRED if c not in header]
-    unknown = [c for c in header if c not in COLUMNS]
+def _check_columns(header: list[str], name: str, schema: RecordSchema = TELEMETRY) -> None:
+    missing = [c for c in schema.required if c not in header]
+    unknown = [c for c in header if c not in schema.columns]
     dup = sorted({c for c in header if header.count(c) > 1})
     problems = []
     if missing:
@@ -264,5 +285,6 @@ def _check_columns(header: list[str], name: str) -> None:
     if dup:
         problems.append(f"column{'s' if len(dup) > 1 else ''} given twice: {', '.join(dup)}")
     if problems:
-        raise BadSource(f"{name!r}: {'; '.join(problems)} (expected {', '.join(REQUIRED)}, optionally {', '.join(OPTIONAL)})")
+        optionally = f", optionally {', '.join(schema.optional)}" if schema.optional else ""
+        raise BadSource(f"{name!r}: {'; '.join(problems)} (expected {', '.join(schema.required)}{optionally})")
 

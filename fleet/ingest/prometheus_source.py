@@ -93,7 +93,7 @@ class PrometheusSource:
         last = run.last_rollup_ts()
         start = min(max(end - PULL_BACK_HOURS * HOUR_S, last if last is not None else end - HOUR_S), end - own.step_s)
         report = ingest_parsed(run.repo, self.pull_range(start, end, own.step_s), run.settings())
-        demand = pull_demand(run.repo, own.demand_source_name, own.prometheus_url, start, end, own.step_s,
+        demand = pull_demand(run.repo, own.demand_source_name, own.prometheus_url, start, end, own.step_s, run.settings(),
                              own.demand_source_query, own.auth)
         return report.read + demand.read
 

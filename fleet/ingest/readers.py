@@ -27,9 +27,10 @@ RECORD_FIELDS = ("card_id", "ts", "tokens_per_s", "busy_fraction", "card_class")
 PARQUET_BATCH_ROWS = 65_536
 
 
-def jsonl_pieces(f: BinaryIO, first_no: int, block_bytes: int | None = None) -> Iterator[Piece]:
+def jsonl_pieces(f: BinaryIO, first_no: int, block_bytes: int | None = None,
+                 fields: tuple[str, ...] = RECORD_FIELDS) -> Iterator[Piece]:
     for block in line_blocks(f, first_no, block_bytes):
-        yield jsonl_block(block)
+        yield jsonl_block(block, fields)
 
 
 def first_json_line(block: LineBlock) -> str | None:
@@ -43,13 +44,13 @@ def first_json_line(block: LineBlock) -> str | None:
     return None
 
 
-def jsonl_block(block: LineBlock) -> Piece:
-    values: dict[str, list[str]] = {c: [] for c in RECORD_FIELDS}
+def jsonl_block(block: LineBlock, record_fields: tuple[str, ...] = RECORD_FIELDS) -> Piece:
+    values: dict[str, list[str]] = {c: [] for c in record_fields}
     good_no: list[int] = []
     bad_no: list[int] = []
     bad_reason: list[str] = []
     loads = json.loads
-    fields = set(RECORD_FIELDS)
+    fields = set(record_fields)
     for i in range(block.n_lines):
         no = block.first_no + i
         if no in block.long:
@@ -74,7 +75,7 @@ def jsonl_block(block: LineBlock) -> Piece:
             bad_reason.append("unknown-field")
             continue
         good_no.append(no)
-        for c in RECORD_FIELDS:
+        for c in record_fields:
             values[c].append(_json_field(obj.get(c)))
     columns = {c: pa.array(v, pa.string()) for c, v in values.items()}
     return Piece(columns, np.array(good_no, dtype=np.int64), np.array(bad_no, dtype=np.int64), bad_reason, block.raw_text)

@@ -69,7 +69,7 @@ class Judged:
     duplicates: int
 
 
-class _Reasons:
+class Reasons:
     """Each record's first fault (0: none yet; else 1 + its index in REASONS): a later check never overwrites it."""
 
     def __init__(self, n: int):
@@ -99,11 +99,11 @@ def judge(
     card and class, then plausibility against the class's rated rate, then duplicates within the batch.
     """
     n = int(record_no.size)
-    reasons = _Reasons(n)
+    reasons = Reasons(n)
     key, ts, tps, busy, named_class = _judge_fields(columns, n, reasons, settings)
     inv, uniq, card_class, row_known = _judge_cards(key, named_class, tps, cards, classes, settings, reasons)
     ts_int = np.floor(np.where(reasons.clean, ts, 0)).astype(np.int64)
-    dup_pos, duplicates = _judge_duplicates(inv, ts_int, tps, busy, reasons)
+    dup_pos, duplicates = judge_duplicates(inv, ts_int, tps, busy, reasons)
     store = reasons.clean & ~dup_pos
 
     register = {}
@@ -125,24 +125,47 @@ def judge(
     return Judged(samples, rejected, register, duplicates)
 
 
-def _judge_fields(columns: Mapping[str, pa.Array], n: int, reasons: _Reasons, settings: IngestSettings):
+def judge_ts(col: pa.Array, reasons: Reasons, settings: IngestSettings) -> np.ndarray:
+    """Timestamps as epoch seconds, each flagged missing, unparseable or out of the store's range: before `MIN_TS`
+    or more than `FUTURE_SLACK_S` ahead of the clock (a far date is a unit or clock error: milliseconds, year 2100).
+    The one rule for every record that carries a time, telemetry's and demand's."""
+    ts, ts_st = _as_epoch_seconds(col)
+    reasons.flag(ts_st == MISSING, "missing:ts")
+    reasons.flag(ts_st == UNPARSEABLE, "unparseable:ts")
+    with np.errstate(invalid="ignore"):
+        reasons.flag((ts_st == OK) & ((ts < MIN_TS) | (ts > settings.max_ts)), "out-of-range:ts")
+    return ts
+
+
+def judge_rate(col: pa.Array, field: str, reasons: Reasons, negative_ok: bool = False) -> np.ndarray:
+    """A rate in tokens/s, each flagged missing, unparseable, not finite or (unless `negative_ok`) negative, with
+    the reason naming `field`."""
+    v, st = _as_numbers(col)
+    reasons.flag(st == MISSING, f"missing:{field}")
+    reasons.flag(st == UNPARSEABLE, f"unparseable:{field}")
+    reasons.flag(st == NONFINITE, f"non-finite:{field}")
+    if not negative_ok:
+        with np.errstate(invalid="ignore"):
+            reasons.flag((st == OK) & (v < 0), f"negative:{field}")
+    return v
+
+
+def card_ceiling_tps(rated_tps: np.ndarray, plausible_factor: float) -> np.ndarray:
+    """The highest rate a card is believed to serve: `plausible_factor` × its class's rated rate, or
+    `ABSOLUTE_MAX_TPS` where the rate is not known (NaN)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(rated_tps), ABSOLUTE_MAX_TPS, plausible_factor * rated_tps)
+
+
+def _judge_fields(columns: Mapping[str, pa.Array], n: int, reasons: Reasons, settings: IngestSettings):
     """Each field parsed and checked on its own: (card key, ts, tokens/s, busy fraction, the class a record names)."""
     flag = reasons.flag
     key, key_st = _keys(columns["card_id"])
     flag(key_st == MISSING, "missing:card_id")
     flag(key_st == UNPARSEABLE, "unparseable:card_id")
     flag(key_st == TOO_LONG, "too-long:card_id")
-    ts, ts_st = _as_epoch_seconds(columns["ts"])
-    flag(ts_st == MISSING, "missing:ts")
-    flag(ts_st == UNPARSEABLE, "unparseable:ts")
-    with np.errstate(invalid="ignore"):
-        flag((ts_st == OK) & ((ts < MIN_TS) | (ts > settings.max_ts)), "out-of-range:ts")
-    tps, tps_st = _as_numbers(columns["tokens_per_s"])
-    flag(tps_st == MISSING, "missing:tokens_per_s")
-    flag(tps_st == UNPARSEABLE, "unparseable:tokens_per_s")
-    flag(tps_st == NONFINITE, "non-finite:tokens_per_s")
-    with np.errstate(invalid="ignore"):
-        flag((tps_st == OK) & (tps < 0), "negative:tokens_per_s")
+    ts = judge_ts(columns["ts"], reasons, settings)
+    tps = judge_rate(columns["tokens_per_s"], "tokens_per_s", reasons)
     if "busy_fraction" in columns:
         busy, busy_st = _as_numbers(columns["busy_fraction"])
         flag(busy_st == UNPARSEABLE, "unparseable:busy_fraction")
@@ -162,7 +185,7 @@ def _judge_fields(columns: Mapping[str, pa.Array], n: int, reasons: _Reasons, se
 
 
 def _judge_cards(key, named_class, tps, cards: Mapping[str, CardInfo], classes: Mapping[str, ClassSpec],
-                 settings: IngestSettings, reasons: _Reasons):
+                 settings: IngestSettings, reasons: Reasons):
     """Cards: known ones keep their class; unknown ones are registered (or, strict, quarantined); then the class a
     record names against its card's, and the rate against its class's rated one. Returns (each record's card
     index, the cards, each card's class, whether each record's card was known)."""
@@ -189,12 +212,11 @@ def _judge_cards(key, named_class, tps, cards: Mapping[str, CardInfo], classes: 
     rated = np.array([classes[c].rated_tps if c in classes and classes[c].rated_tps else np.nan for c in card_class], dtype=float)
     row_rated = rated[inv] if n else np.zeros(0)
     with np.errstate(invalid="ignore"):
-        cap = np.where(np.isnan(row_rated), ABSOLUTE_MAX_TPS, settings.plausible_factor * row_rated)
-        reasons.flag(tps > cap, "implausible:tokens_per_s")
+        reasons.flag(tps > card_ceiling_tps(row_rated, settings.plausible_factor), "implausible:tokens_per_s")
     return inv, uniq, card_class, row_known
 
 
-def _judge_duplicates(inv, ts_int, tps, busy, reasons: _Reasons) -> tuple[np.ndarray, int]:
+def judge_duplicates(inv, ts_int, tps, busy, reasons: Reasons) -> tuple[np.ndarray, int]:
     """Within the batch, a record repeating an earlier one's card and second is a duplicate (same values: dropped,
     counted) or a conflict (quarantined). Returns (the duplicates' positions, how many)."""
     n = inv.size
@@ -228,6 +250,7 @@ class IngestReport:
     quarantined: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
     batches: int = 0
+    replaced: list = field(default_factory=list)  # demand samples a `replace` ingest wrote over (`storage.demand.DemandConflict`)
 
     def add(self, read: int, stored: int, duplicates: int, quarantined: int, reasons: Mapping[str, int]) -> None:
         self.read += read
@@ -246,6 +269,7 @@ class IngestReport:
             "duplicates": self.duplicates,
             "quarantined": self.quarantined,
             "reasons": dict(sorted(self.reasons.items())),
+            **({"replaced": len(self.replaced)} if self.replaced else {}),
         }
 
 

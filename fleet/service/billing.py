@@ -6,7 +6,7 @@ a real pool hindsight (`Hindsight`): the core's one rule (`fleet.core.hindsight`
 each card's mean over the hours it was measured in) over the month so far, where
 the replay of a stored month reads it over the whole month. The demand is the simulation's,
 or a real pool's measured demand (`MeasuredDemand`; an hour with none measured is
-billed at demand 0 and its `demand_measured_tps` left NULL); the billed hour's
+billed at demand 0 and its `demand_measured_tps` left NULL: the read model's checks skip it); the billed hour's
 `size` record gains `demand_measured_tps` with it. Hours are billed in stretches of
 up to a day, each stretch in one transaction, so a rerun bills nothing twice.
 """

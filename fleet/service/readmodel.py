@@ -56,22 +56,26 @@ class MonthView:
     """The month on view, as every reader shows it: its billed hours and their totals, and the last decided hour's
     sizing, run set, evictions and scores. Each figure is read from the store on first use and kept."""
 
-    def __init__(self, store: JournalStore, month_start_ts: int, month_end_ts: int = NO_END_TS):
+    def __init__(self, store: JournalStore, month_start_ts: int, month_end_ts: int = NO_END_TS, measured_demand: bool = False):
         self.store = store
         self.month_start_ts = int(month_start_ts)
         self.month_end_ts = int(month_end_ts)
+        # A real pool's month: an hour billed with no demand measured (`demand_measured_tps` None: the demand source
+        # and the telemetry both silent) is unmeasured, and the checks skip it rather than read it as no demand.
+        self.measured_demand = measured_demand
 
     @classmethod
-    def on_view(cls, store: JournalStore, calendar: Calendar | None = None, now_ts: float | None = None) -> MonthView | None:
+    def on_view(cls, store: JournalStore, calendar: Calendar | None = None, now_ts: float | None = None,
+                measured_demand: bool = False) -> MonthView | None:
         """The month last billed (at a month's end it stays on view until the next bills); with no billed hour,
         the calendar's month at `now_ts`, or None without a calendar. Without a calendar the month's end is not
         known, and the last decided hour is the store's last."""
         last_b = store.last_billed_ts()
         if calendar is None:
             m0 = None if last_b is None else store.month_start_of(last_b)
-            return None if m0 is None else cls(store, m0)
+            return None if m0 is None else cls(store, m0, measured_demand=measured_demand)
         m0 = calendar.month_of(last_b)[0] if last_b is not None else calendar.current_month_start(now_ts)
-        return cls(store, m0, calendar.month_end_ts(m0))
+        return cls(store, m0, calendar.month_end_ts(m0), measured_demand)
 
     @cached_property
     def hours(self) -> list[HourFigures]:
@@ -81,14 +85,21 @@ class MonthView:
     def totals(self) -> dict[str, float]:
         return stored_month_totals(self.hours)
 
-    @property
+    @cached_property
+    def unmeasured_hours(self) -> list[HourFigures]:
+        """The billed hours of a real pool with no demand measured (none for a simulation)."""
+        return [h for h in self.hours if h.demand_measured_tps is None] if self.measured_demand else []
+
+    @cached_property
     def figures(self) -> dict[str, float]:
-        """The totals as the checks read them."""
-        return {**self.totals, "wrong_evictions": int(self.totals["wrong_evictions"])}
+        """The totals as the checks read them: over the hours whose demand was measured (the evictions over all)."""
+        measured = [h for h in self.hours if h.demand_measured_tps is not None] if self.unmeasured_hours else self.hours
+        return {**stored_month_totals(measured), "evictions": int(self.totals["evictions"]),
+                "wrong_evictions": int(self.totals["wrong_evictions"])}
 
     def checks(self, marks) -> dict:
-        """The core's checks over the month's billed hours (none before the first)."""
-        return judge_checks(self.figures, marks) if self.hours else {}
+        """The core's checks over the month's billed hours with their demand measured (none before the first)."""
+        return judge_checks(self.figures, marks) if len(self.hours) > len(self.unmeasured_hours) else {}
 
     @cached_property
     def last_billed_ts(self) -> int | None:

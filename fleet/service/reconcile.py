@@ -20,6 +20,7 @@ when first seen and when they clear (`reconcile` records), one record per change
 from __future__ import annotations
 
 import getpass
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Mapping, Sequence
 
@@ -53,6 +54,11 @@ class KnownRunSet:
 Records = Callable[[Sequence[str], "int | None"], "list[JournalRow]"]
 """Journal rows of some kinds at or after a time, oldest first (`ReconcileStore.records_of_kinds`)."""
 
+
+
+def _when(ts: float) -> str:
+    """A time in a journaled reason, as a time (`2026-01-01T06:00:00Z`), never as epoch seconds that read as a count."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 def _records(store: JournalStore, records: Records | None) -> Records:
     return records or (lambda kinds, since: store.decisions(kinds=kinds, since_ts=since, limit=1_000_000))
@@ -141,12 +147,12 @@ def find_mismatches(warm: AbstractSet[str], stopped: Mapping[str, int], last_see
         seen = last_seen.get(card)
         since = max(seen or 0, warm_since.get(card, 0))
         if feed_ts is not None and feed_ts - since > silent_after_s:
-            said = "never sent telemetry" if seen is None else f"no telemetry since {seen}"
+            said = "never sent telemetry" if seen is None else f"no telemetry since {_when(seen)}"
             out.append(Mismatch(card, SILENT, since, f"warm in the journal, {said} (over {silent_after_s:g} s)"))
     for card, ts in sorted(stopped.items()):
         served = last_serving.get(card)
         if card not in warm and served is not None and served >= ts:
-            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {ts}, still served tokens at {served}"))
+            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {_when(ts)}, still served tokens at {_when(served)}"))
     return out
 
 

@@ -75,8 +75,10 @@ def test_a_retired_card_leaves_the_run_set_and_is_never_added_back(served, capsy
         (["gpu-zz", "--reason", "gone"], "fleet: error: card 'gpu-zz': not in the database 'sqlite:///{path}'"),
         (["gpu-a"], "fleet: error: fleet card retire: --reason is required: say why the card is gone (it is kept in the journal)"),
         (["gpu-a", "--reason", "  "], "fleet: error: fleet card retire: --reason is required: say why the card is gone (it is kept in the journal)"),
+        (["gpu-a", "--reason", "x" * 100_000], "fleet: error: fleet card retire: --reason is 100,000 characters: at most 500 "
+                                               "(it is printed by status and the journal)"),
     ],
-    ids=["unknown card", "no reason", "blank reason"],
+    ids=["unknown card", "no reason", "blank reason", "a reason of 100,000 characters"],
 )
 def test_bad_input_is_one_line_and_nothing_written(served, capsys, args, line):
     svc, clock, drop, db = served

@@ -15,6 +15,8 @@ from fleet.core.errors import hide_passwords
         ("HTTPS://tok3n@hooks.example", "HTTPS://***@hooks.example"),
         ("http://prom:9090/api", "http://prom:9090/api"),
         ("two: sqlite:///a.db and postgresql://u:p@h/d", "two: sqlite:///a.db and postgresql://u:***@h/d"),
+        ("postgresql://fleet:pa@ss:s3cret@db:1/x", "postgresql://fleet:***@db:1/x"),  # an @ of its own: masked whole
+        ("postgresql://fleet@db/x?password=s3cret&sslmode=require", "postgresql://fleet@db/x?password=***&sslmode=require"),
     ],
 )
 def test_secrets_are_masked(text, shown):

@@ -30,12 +30,26 @@ def test_an_hours_demand_is_offered_or_served_plus_unserved():
     assert np.isnan(hour_demand_tps(None)) and np.isnan(hour_demand_tps(DemandHour(0, None, None, None)))
 
 
+def write_demand(repo, batch: DemandBatch, replace: bool = False):
+    """Store a batch of demand samples as an ingest of its own would: its outcome."""
+    from storage.values import BatchOrigin, Rejected
+
+    run = repo.begin_run("test", f"test-{batch.part}-{int(batch.ts[0])}-{len(batch)}", T0)
+    out = repo.write_demand_batch(BatchOrigin(run, 0, 1, "test", f"digest-{run}"), batch, Rejected(), T0,
+                                  lambda nos: [f"record {n}" for n in nos], replace=replace)
+    repo.finish_run(run, T0)
+    return out
+
+
 def test_demand_samples_are_stored_once_and_read_by_hour(store_url):
     repo = open_repository(store_url)
     batch = DemandBatch("unserved", np.array([T0, T0 + 60, T0 + HOUR_S]), np.array([100.0, 300.0, -50.0]))
-    assert repo.write_demand(batch) == (3, 0)
-    assert repo.write_demand(DemandBatch("unserved", np.array([T0]), np.array([999.0]))) == (0, 1)  # the first kept
-    repo.write_demand(DemandBatch("offered", np.array([T0 + 2 * HOUR_S]), np.array([7000.0])))
+    counts = lambda o: (o.read, o.stored, o.duplicates, o.quarantined, o.reasons)  # noqa: E731
+    assert counts(write_demand(repo, batch)) == (3, 3, 0, 0, {})
+    assert counts(write_demand(repo, DemandBatch("unserved", np.array([T0]), np.array([100.0])))) == (1, 0, 1, 0, {})
+    out = write_demand(repo, DemandBatch("unserved", np.array([T0]), np.array([999.0])))
+    assert counts(out) == (1, 0, 0, 1, {"conflicting-duplicate": 1})  # the stored value stands
+    write_demand(repo, DemandBatch("offered", np.array([T0 + 2 * HOUR_S]), np.array([7000.0])))
     telemetry = "card_id,ts,tokens_per_s\n" + "".join(f"{c},{T0 + 60 * m},{r}\n" for c, r in RATES.items() for m in range(2))
     ingest_parsed(repo, parse_bytes(telemetry.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
     got = repo.demand_hours(T0, T0 + 3 * HOUR_S)
@@ -67,7 +81,7 @@ def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "la
         f"{c},{T0 + h * HOUR_S + 60 * m},{r}\n" for h in range(-1, 6) for m in range(3) for c, r in RATES.items())
     ingest_parsed(repo, parse_bytes(rows.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
     hours = sorted(demand_tps)
-    repo.write_demand(DemandBatch("offered", np.array([T0 + h * HOUR_S for h in hours]), np.array([demand_tps[h] for h in hours])))
+    write_demand(repo, DemandBatch("offered", np.array([T0 + h * HOUR_S for h in hours]), np.array([demand_tps[h] for h in hours])))
     clock = StepClock(T0 + 5 * HOUR_S + 301)
     return Service(cfg, repo, clock), clock
 
@@ -141,7 +155,7 @@ def test_a_real_pool_cannot_know_its_demand_ahead(tmp_path):
         _pool(tmp_path, "p", {0: 1.0}, forecast="known")
 
 
-def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_path):
+def test_a_dropped_demand_file_is_taken_once_a_bad_line_quarantined_and_a_bad_file_goes_to_failed(tmp_path):
     import os
 
     from fleet.ingest import drain_drop_folder
@@ -150,13 +164,67 @@ def test_a_dropped_demand_file_is_taken_once_and_a_bad_one_goes_to_failed(tmp_pa
     drop = tmp_path / "drop"
     drop.mkdir()
     (drop / "gw.demand.csv").write_text(f"ts,demand_tps\n{T0},4000\n")
-    (drop / "bad.demand.csv").write_text(f"ts,demand_tps\n{T0 + HOUR_S},lots\n")
+    (drop / "lines.demand.csv").write_text(f"ts,demand_tps\n{T0 + HOUR_S},lots\n{T0 + HOUR_S},3000\n")
+    (drop / "bad.demand.csv").write_text("time,tps\n1,2\n")
     (drop / "x.demand.txt").write_text("ts,demand_tps\n")  # not a known suffix: left alone, as any such file is
     for p in drop.iterdir():
         os.utime(p, (1, 1))
     repo = sqlite_memory_repository()
-    results = {r.name: r for r in drain_drop_folder(repo, drop, IngestSettings(now_ts=T0), clock=lambda: T0)}
+    results = {r.name: r for r in drain_drop_folder(repo, drop, IngestSettings(now_ts=T0 + 2 * HOUR_S), clock=lambda: T0)}
     assert results["gw.demand.csv"].report.stored == 1
-    assert results["bad.demand.csv"].error.endswith("line 2: demand_tps 'lots' is not a number >= 0")
+    lines = results["lines.demand.csv"].report
+    assert (lines.stored, lines.quarantined, lines.reasons) == (1, 1, {"unparseable:demand_tps": 1})
+    assert (drop / "done" / "lines.demand.csv").exists()
+    assert "missing columns ts, demand_tps" in results["bad.demand.csv"].error
     assert (drop / "failed" / "bad.demand.csv.error.txt").exists() and (drop / "x.demand.txt").exists()
-    assert repo.demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0)}
+    assert repo.demand_hours(T0, T0 + 2 * HOUR_S) == {T0: DemandHour(T0, None, None, 4000.0),
+                                                      T0 + HOUR_S: DemandHour(T0 + HOUR_S, None, None, 3000.0)}
+    rows, n = repo.quarantined()
+    assert n == 1 and (rows[0]["line"], rows[0]["reason"]) == (2, "unparseable:demand_tps")
+
+
+def test_a_pulled_demand_source_is_held_to_the_same_bounds(store_url):
+    """A Prometheus demand query answering 1e308, +Inf, a time in epoch milliseconds or before 2000: each point
+    quarantined with its reason, the sound ones stored (it was 1e308 stored and a forecast of 3.94e110 tok/s)."""
+    from fleet.ingest.demand import pull_demand
+    from tests.fake_prometheus import fake_prometheus, matrix
+
+    repo = open_repository(store_url)
+    points = [[T0, "4000"], [T0 + 60, "1e308"], [T0 + 120, "+Inf"], [T0 * 1000, "4000"], [T0 + 180, "-5"],
+              [900_000_000, "4000"], [T0 + 240, "NaN"], [T0 + 300, "4200"]]
+    with fake_prometheus() as prom:
+        prom.otherwise = matrix({"metric": {}, "values": points})
+        report = pull_demand(repo, "query", prom.url, T0, T0 + 600, 60, IngestSettings(now_ts=T0 + HOUR_S), query="q")
+    assert (report.read, report.stored, report.quarantined) == (7, 2, 5)  # the NaN point is no sample: nothing measured
+    assert report.reasons == {"implausible:demand_tps": 1, "non-finite:demand_tps": 1, "out-of-range:ts": 2,
+                              "negative:demand_tps": 1}
+    assert repo.demand_hours(T0 - HOUR_S, T0 + HOUR_S) == {T0: DemandHour(T0, None, None, 4100.0)}
+
+
+def test_status_says_when_no_demand_was_measured_and_the_checks_skip_those_hours(tmp_path):
+    """Hours 6..8 have no telemetry and no demand (the source down): billed at demand 0 as before, but `fleet status`
+    says so in one line and the month's checks read hours 0..5 only (they read the idle hours as no demand)."""
+    import json
+
+    from fleet.service.readmodel import MonthView, stored_month_totals
+    from tests.cli.test_ingest_statuses import fleet
+
+    svc, clock = _pool(tmp_path, "p", {0: 6000.0})
+    clock.t += 4 * HOUR_S
+    for job in (svc.score_job, svc.decide_job, svc.billing_job):
+        job()
+    hours = svc.journal_store.hours(T0)
+    assert [(h.hour_ts - T0) // HOUR_S for h in hours if h.demand_measured_tps is None] == [6, 7, 8]
+    p = fleet("status", "--db", f"sqlite:///{tmp_path / 'p.db'}", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    [line] = [x for x in p.stdout.splitlines() if x.startswith("demand: ")]
+    assert line == ("demand: 3 billed hours unmeasured (2026-01-01T06:00Z to 2026-01-01T08:00Z; last measured "
+                    "2026-01-01T05:00Z): no demand source answered; the checks skip them")
+    out = json.loads(fleet("status", "--db", f"sqlite:///{tmp_path / 'p.db'}", "--json", cwd=tmp_path).stdout)
+    assert out["hours_unmeasured"] == 3
+    measured = stored_month_totals(hours[:6])
+    everything = stored_month_totals(hours)
+    assert measured["convergence"] != pytest.approx(everything["convergence"])  # the hours skipped matter
+    assert out["checks"]["convergence"]["value"] == pytest.approx(measured["convergence"])
+    view = MonthView.on_view(svc.journal_store)  # a simulation's reader: every hour counted, as before
+    assert view.unmeasured_hours == [] and view.figures["convergence"] == pytest.approx(everything["convergence"])

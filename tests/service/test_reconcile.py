@@ -9,7 +9,7 @@ import os
 import pytest
 
 from fleet.service.calendar import HOUR_S
-from fleet.service.reconcile import SILENT, STILL_SERVING, Mismatch, find_mismatches, mismatch_entries, silent_candidates
+from fleet.service.reconcile import SILENT, STILL_SERVING, Mismatch, _when, find_mismatches, mismatch_entries, silent_candidates
 from storage.repository import open_repository
 from storage.values import JournalRow
 from tests.fake_prometheus import StepClock
@@ -50,6 +50,14 @@ def test_a_mismatch_is_one_record_when_seen_and_one_when_cleared():
     assert cleared.detail == {"mismatch": SILENT, "state": "cleared", "seen_key": seen.key}
 
 
+def test_a_mismatch_says_its_times_as_times_not_as_epoch_seconds():
+    """`fleet journal` groups bare numbers by thousands: an epoch second in a reason read "since 1,796,321,398"."""
+    (silent,) = find_mismatches({"a"}, {}, {"a": T0, "b": T0 + 7200}, {"a": 0}, {}, T0 + 7200, SILENT_AFTER_S)
+    assert silent.reason == f"warm in the journal, no telemetry since 2026-01-01T00:00:00Z (over {SILENT_AFTER_S:g} s)"
+    (serving,) = find_mismatches(set(), {"a": T0}, {"a": T0 + 60}, {}, {"a": T0 + 60}, T0 + 120, SILENT_AFTER_S)
+    assert serving.reason == "released or evicted at 2026-01-01T00:00:00Z, still served tokens at 2026-01-01T00:01:00Z"
+
+
 def _mismatches_card_by_card(warm, stopped, last_seen, warm_since, last_serving, now_ts, silent_after_s):
     """The check as written before it picked its candidates: every warm card tested in turn."""
     out = []
@@ -59,12 +67,12 @@ def _mismatches_card_by_card(warm, stopped, last_seen, warm_since, last_serving,
         seen = last_seen.get(card)
         since = max(seen or 0, warm_since.get(card, 0))
         if feed_ts is not None and feed_ts - since > silent_after_s:
-            said = "never sent telemetry" if seen is None else f"no telemetry since {seen}"
+            said = "never sent telemetry" if seen is None else f"no telemetry since {_when(seen)}"
             out.append(Mismatch(card, SILENT, since, f"warm in the journal, {said} (over {silent_after_s:g} s)"))
     for card, ts in sorted(stopped.items()):
         served = last_serving.get(card)
         if card not in warm and served is not None and served >= ts:
-            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {ts}, still served tokens at {served}"))
+            out.append(Mismatch(card, STILL_SERVING, ts, f"released or evicted at {_when(ts)}, still served tokens at {_when(served)}"))
     return out
 
 

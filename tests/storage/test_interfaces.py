@@ -54,7 +54,7 @@ TELEMETRY = (
     "declare_classes", "declare_cards", "classes", "cards",  # the pool
     "begin_run", "write_batch", "finish_run",  # ingest
     "hourly_rollups", "sample_count",  # reading
-    "write_demand",  # measured demand
+    "write_demand_batch",  # measured demand
     "prune_raw",  # retention
     "card_count", "card_class", "rollup_means", "last_rollup_ts", "demand_hours", "ingest_totals", "quarantine_reasons",
     "quarantined",  # as the service and the operator commands read the telemetry

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fleet.core.errors import ConfigError
 from fleet.ingest.demand.base import DemandRequest, summed_matrix
-from storage.values import DemandBatch
+from fleet.ingest.formats import Parsed
 
 
 class OfferedQuery:
@@ -13,12 +13,12 @@ class OfferedQuery:
     part = "offered"
     pulled = True
 
-    def samples(self, request: DemandRequest) -> DemandBatch:
+    def fetch(self, request: DemandRequest) -> Parsed:
         from fleet.ingest.prometheus import fetch_prometheus
 
         if not request.query:
             raise ConfigError("demand source 'query' needs [ingest.sources.prometheus] demand_query (PromQL giving the pool's offered tokens/s)")
         body, name = fetch_prometheus(request.prometheus_url or "", request.query, request.start_ts, request.end_ts,
                                       request.step_s, auth=request.auth)
-        return summed_matrix(body, name, self.part)
+        return summed_matrix(body, name)
 

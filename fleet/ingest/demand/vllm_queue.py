@@ -9,7 +9,7 @@ here: a gateway's offered-tokens counter (`query`) sees them.
 from __future__ import annotations
 
 from fleet.ingest.demand.base import DemandRequest, summed_matrix
-from storage.values import DemandBatch
+from fleet.ingest.formats import Parsed
 
 
 def unserved_query(window: str = "1m", tokens_window: str = "1h") -> str:
@@ -27,10 +27,10 @@ class VllmQueue:
     part = "unserved"
     pulled = True
 
-    def samples(self, request: DemandRequest) -> DemandBatch:
+    def fetch(self, request: DemandRequest) -> Parsed:
         from fleet.ingest.prometheus import fetch_prometheus
 
         body, name = fetch_prometheus(request.prometheus_url or "", request.query or DEFAULT_UNSERVED_QUERY,
                                       request.start_ts, request.end_ts, request.step_s, auth=request.auth)
-        return summed_matrix(body, name, self.part)
+        return summed_matrix(body, name)
 
