@@ -28,6 +28,8 @@ HOURLY = [[f"policy.forecast={f}", f"policy.forecast_quantile={q}", f"policy.hea
           for h in (1.0, 1.1, 1.2, 1.3, 1.5, 1.75, 2.0, 2.5)]
 FINE = [[f"step_minutes={m}", f"policy.headroom={h}", "demand.max_wait_s=60", f"policy.reactive.headroom={r}"]
         for m in (10, 5, 1) for h in (0.6, 0.8, 1.0, 1.2) for r in (1.0, 1.1, 1.2, 1.3)]
+FINE += [[f"step_minutes={m}", "policy.forecast=seasonal", f"policy.headroom={h}", "demand.max_wait_s=60",
+          f"policy.reactive.headroom={r}"] for m in (10, 5) for h in (0.8, 1.0) for r in (1.0, 1.1)]
 
 
 def months_of(pool: Path, overrides: list[str], seeds: list[int]) -> list[dict]:

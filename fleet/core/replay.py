@@ -299,7 +299,8 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
     tf = traffic_figures(t, figs["bill_usd"], ideal, step_minutes, billing, s.demand.max_wait_s, s.policy.reactive is not None)
     result.traffic = t
     figs["traffic"] = tf
-    figs.update(bill_usd=tf["bill_usd"], ideal_bill_usd=ideal, convergence=tf["convergence"], unmet_share=tf["lost_share"])
+    figs.update(bill_usd=tf["bill_usd"], ideal_bill_usd=ideal, convergence=tf["convergence"], unmet_share=tf["lost_share"],
+                unmet_avg_tps=t.lost_tokens / (month.hours * 3600.0))  # what compare's tables read: the tokens lost
     figs["checks"] = checks(figs, s.checks)
 
 

@@ -189,3 +189,12 @@ def test_a_tenant_tripling_demand_at_a_random_minute_is_caught_by_the_loop(seed,
     assert t.drain_steps_max == 4
     assert list(t.late_by_steps[1:]) == pytest.approx(late)
     assert (t.wait_s(0.5), t.wait_s(0.99)) == (60, p99_s)
+
+
+def test_on_the_finer_clock_the_unmet_rate_is_the_tokens_lost_over_the_month():
+    pool = ROOT / "bench" / "pools" / "servegen-m-mid.toml"
+    s = resolve_scenario(load_preset(str(pool)), overrides=["step_minutes=10", "policy.reactive.headroom=1.2"])
+    f = replay_scenario(s, base_dir=pool.parent).figures
+    assert f["traffic"]["lost_tokens"] > 0
+    assert f["unmet_avg_tps"] == pytest.approx(f["traffic"]["lost_tokens"] / (s.hours * 3600))
+    assert f["unmet_avg_tps"] == pytest.approx(f["unmet_share"] * f["traffic"]["demand_tokens"] / (s.hours * 3600))
