@@ -232,7 +232,8 @@ def explain_cmd(
             # the eviction's stored record, passed on as stored (as `fleet journal --json` does)
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
             "judged": [asdict(j) for j in view.judged],
-            "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in view.warm_changes],
+            "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts,
+                              "outcome": view.outcome(r)} for r in view.warm_changes],
         }), indent=2))
         return
     typer.echo("\n".join(lines))
@@ -259,10 +260,23 @@ def _explained(view, retired_said: list[str]) -> tuple[list[str], dict | None]:
                  f"{times(view.times_moved(Kind.ADD))} and left it {left}")
     latest = _latest(view, lines)
     for r in view.warm_changes[-5:]:
-        lines.append(f"  {iso_minute(r.ts)} {r.kind}: {grouped(r.reason)}")
-    if view.unacted:
-        lines.append(f"  {len(view.unacted)} of its decisions are journaled and not yet acted on")
+        outcome = view.outcome(r)
+        said = "" if outcome == "acted" else f" ({'not yet acted on' if outcome == 'waiting' else outcome})"
+        lines.append(f"  {iso_minute(r.ts)} {r.kind}{said}: {grouped(r.reason)}")
+    lines.extend(f"  {line}" for line in _not_carried_out(view.outcomes()))
     return lines, latest
+
+
+NOT_CARRIED_OUT = {  # outcome -> (said of one decision, said of several)
+    "expired": ("expired before it was carried out", "expired before they were carried out"),
+    "set-aside": ("was set aside after failed tries", "were set aside after failed tries"),
+    "waiting": ("is journaled and not yet acted on", "are journaled and not yet acted on"),
+}
+
+
+def _not_carried_out(outcomes: dict[str, int]) -> list[str]:
+    """A line for each outcome other than `acted` that some of a card's decisions came to."""
+    return [f"{n} of its decisions {NOT_CARRIED_OUT[k][n != 1]}" for k, n in outcomes.items()]
 
 
 def _latest(view, lines: list[str]) -> dict | None:

@@ -222,10 +222,31 @@ class CardView:
 
     @property
     def unacted(self) -> list[JournalRow]:
+        """Its actions not carried out: still waiting, set aside or expired."""
         return [r for r in self.own if r.acted_ts is None and r.kind in ACTION_KINDS]
 
+    @cached_property
+    def closed(self) -> dict[str, str]:
+        """Decision key -> the kind of the record that closed it without carrying it out (`act-failed`, `act-expired`)."""
+        return {r.record.decision_key: r.kind for r in self.own if r.kind in SET_ASIDE_KINDS}
+
+    def outcome(self, row: JournalRow) -> str:
+        """What came of one of its actions: `acted`, `expired`, `set-aside`, or `waiting` (journaled, not yet acted on)."""
+        if row.acted_ts is not None:
+            return "acted"
+        closed = self.closed.get(row.key)
+        return "expired" if closed == Kind.ACT_EXPIRED else "set-aside" if closed == Kind.ACT_FAILED else "waiting"
+
+    def outcomes(self) -> dict[str, int]:
+        """How many of its actions came to each outcome that is not `acted`."""
+        got: dict[str, int] = {}
+        for r in self.unacted:
+            got[self.outcome(r)] = got.get(self.outcome(r), 0) + 1
+        return got
+
     def times_moved(self, kind: Kind) -> int:
-        return sum(r.kind == kind for r in self.warm_changes)
+        """How many of its adds (or releases) stand: carried out or still to be; one set aside or expired never moved it."""
+        return sum(r.kind == kind and self.outcome(r) in ("acted", "waiting") for r in self.warm_changes)
 
     @cached_property
     def judged(self) -> list[CardJudgement]:
