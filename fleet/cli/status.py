@@ -83,9 +83,10 @@ def _status(cfg, repo, store) -> tuple[dict, list]:
     if view is None:
         from fleet.cli.output import UsageError
 
-        raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no billed hour yet (has `fleet serve` run on it?)")
+        raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no hour decided yet (has `fleet serve` run on it?)")
     out = _month_json(view, cfg.checks)
-    shown = _month_lines(view, out)
+    out["decisions"] = view.action_counts()
+    shown = _month_lines(view, out) if view.hours else _unbilled_lines(view, out, cfg.schedule.billing_every_s)
     shown.extend(_set_aside(view, out))
     from fleet.cli.card import mismatch_lines, retired_lines
 
@@ -112,8 +113,9 @@ def _month_json(view, marks) -> dict:
         **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         "scores": {score_key_label(w): s for w, s in view.scores_by_window.items()}, "checks": view.checks(marks),
         "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
-        "last_billed": {"hour": iso_minute(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
-                        "demand_measured_tps": view.hours[-1].demand_measured_tps},
+        "last_billed": None if not view.hours else {
+            "hour": iso_minute(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
+            "demand_measured_tps": view.hours[-1].demand_measured_tps},
     })
 
 
@@ -137,6 +139,35 @@ def _month_lines(view, out: dict) -> list:
     for name, c in out["checks"].items():
         shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
     return shown
+
+
+def _unbilled_lines(view, out: dict, billing_every_s: float) -> list:
+    """The month's lines before its first bill: the hours decided, the run set and the demand it was sized to; the
+    bill and the checks come once an hour is billed."""
+    from fleet.cli.demand import KNEW_LINE
+
+    size = view.size
+    tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
+    return [
+        f"month from {out['month_start']}: no hour billed yet, decided through {out['hour_decided']}",
+        f"run set: {len(view.run_set)} cards for {tps('demand_tps'):,.0f} tok/s demand "
+        f"(target {tps('target_tps'):,.0f}, scored capacity {tps('scored_capacity_tps'):,.0f})",
+        f"demand of {out['hour_decided']} (last decided): "
+        + forecast_beside_measured(size and size.demand_forecast_tps, size and size.demand_measured_tps),
+        *([KNEW_LINE] if out["knew_demand"] else []),
+        f"evictions: {out['evictions']}, budget left {out['budget_left']}",
+        _decided_line(out["decisions"]),
+        "bill: none yet; the billing job bills each decided hour once it has ended and its telemetry has settled "
+        f"(it runs every {billing_every_s:g} s); the checks come with it",
+    ]
+
+
+def _decided_line(counts: dict) -> str:
+    """`decisions so far: 2 adds, 1 release, 0 evictions; 3 acted` (`fleet journal` lists them)."""
+    said = ", ".join(times(counts.get(k, {}).get("decided", 0), k[:-1] if k.endswith("s") else k)
+                     for k in ("adds", "releases", "evictions"))
+    acted = sum(c["acted"] for c in counts.values())
+    return f"decisions so far: {said}; {acted} acted (`fleet journal` lists them)"
 
 
 def _set_aside(view, out: dict) -> list:
