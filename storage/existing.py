@@ -20,7 +20,8 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from storage.db import StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, shown_url
+from storage.db import (StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, shown_url,
+                        sqlite_read_only_uri)
 
 
 def sqlite_file(url: str) -> str | None:
@@ -54,7 +55,7 @@ def _sqlite_revision(url: str, path: str) -> str | None:
     if not p.is_file():
         raise StoreError(f"database {shown!r}: no such file; no store there (nothing was created)")
     try:
-        conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(sqlite_read_only_uri(p), uri=True)
     except sqlite3.Error as err:
         raise StoreError(f"database {shown!r}: {err}") from None
     try:

@@ -18,7 +18,7 @@ def _open_store(db: str | None, config: str | None):
     from storage import open_store
 
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
-    store = open_store(cfg.storage.url)
+    store = open_store(cfg.storage.url, read_only=True)  # a reader: it never writes the store, which may be read-only
     return cfg, store.telemetry, store.journal
 
 
