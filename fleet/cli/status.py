@@ -123,7 +123,7 @@ def _month_lines(view, out: dict) -> list:
     """The month's lines: hours, run set, demand, evictions, the bill and the checks."""
     from fleet.cli.demand import KNEW_LINE
 
-    size, totals, parts = view.size, view.totals, out["bill_by_part_usd"]
+    size, totals = view.size, view.totals
     tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
     shown: list = [
         f"month from {out['month_start']}: {len(view.hours)} hours billed, decided through {out['hour_decided']}",
@@ -133,7 +133,9 @@ def _month_lines(view, out: dict) -> list:
         + forecast_beside_measured(out["last_billed"]["demand_forecast_tps"], out["last_billed"]["demand_measured_tps"]),
         *([KNEW_LINE] if out["knew_demand"] else []),
         f"evictions: {out['evictions']}, budget left {out['budget_left']}",
-        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
+        # The month's totals, as replay reports them: the bill lines summed apart can round a cent the other way.
+        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${totals['bill_warm_usd']:,.2f}, "
+        f"churn ${totals['bill_churn_usd']:,.2f})",
         f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
     ]
     for name, c in out["checks"].items():
