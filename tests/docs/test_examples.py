@@ -66,12 +66,12 @@ def test_a_drifted_figure_is_caught(tmp_path: Path):
 
 
 def test_the_plan_shown_is_the_tiny_evictors_at_hour_48(tmp_path: Path):
-    """The service page's `fleet plan` output needs a store decided up to an hour and no further, which no fleet
+    """The `fleet plan` output of the page on reading the service needs a store decided up to an hour and no further, which no fleet
     command leaves behind: the service is stepped there as tests/cli/test_plan.py steps it, then the page's text is
     checked as a console example's would be."""
     from tests.cli.test_plan import serve_until
 
-    page = (ROOT / "docs" / "service.md").read_text()
+    page = (ROOT / "docs" / "service-reading.md").read_text()
     (shown,) = [body for lang, _, body in fenced_blocks(page) if lang == "text" and body[0].startswith("plan for ")]
     svc, _, _ = serve_until(tmp_path, 48, ("ingest",))
     plan = Example(("plan", "--db", "sqlite:///served.db", "--simulate", "tiny.toml"), tuple(shown), 0, 0)
