@@ -185,11 +185,15 @@ def plot_compare(
     # The share held too when it is not drawn, so a grid with eviction off says "eviction off", not its window.
     anchor_share = {"share": chosen[0].combo.share} if chosen and "share" not in (x_axis, line_axis) else {}
     held_text = anchor_label(held | anchor_share)
+    return _titled_and_saved(fig, Path(path), title, held_text)
+
+
+def _titled_and_saved(fig, path: Path, title: str, held_text: str) -> Path:
+    """Title the figure, its subtitle fitted to its width, and write it; a PNG holds the title and subtitle as
+    written, so the README's picture can be checked against the code that draws it."""
     lines = fitted_lines(fig, ["lines: median", "bands: 90% of months", *held_text.split(", ")], fontsize=11)
     fig.suptitle("\n".join([title, *lines]), fontsize=11)
-    path = Path(path)
     fmt = path.suffix.lstrip(".").lower()
-    # The title and subtitle as written, in the file: the README's picture can be checked against the code that draws it.
     said = {"Title": title, "Description": "\n".join(lines)}
     fig.savefig(path, format=fmt, metadata=said if fmt == "png" else {"Title": title})
     plt.close(fig)
