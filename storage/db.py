@@ -90,8 +90,8 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, r
     """An engine for `url`, with the SQLite pragmas above and explicit BEGIN (pysqlite's own is unreliable).
     The busy timeout is `busy_timeout_ms`, else `FLEET_DB_BUSY_TIMEOUT`, else 30 s. `read_only`: the database
     refuses every write of this engine's connections (SQLite's `query_only`, PostgreSQL's read-only transactions).
-    A SQLite file read-only, or one this process may not write, is opened read-only (`sqlite_read_only_uri`): a
-    store on a read-only file system is read, and a write to it is refused as read-only."""
+    A SQLite file this process may not write (itself, or its folder, or the file system read-only) is opened
+    read-only (`sqlite_read_only_uri`): a store there is read, and a write to it is refused as read-only."""
     if busy_timeout_ms is None:
         busy_timeout_ms = configured_busy_timeout_ms()
     try:
@@ -107,7 +107,9 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, r
     if memory:
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
     elif parsed.get_backend_name() == "sqlite" and "uri" not in parsed.query and Path(parsed.database).is_file() \
-            and (read_only or not sqlite_writable(parsed.database)):
+            and not sqlite_writable(parsed.database):
+        # Only where it cannot be written: a read-only connection elsewhere would leave the WAL's files behind it,
+        # which the last ordinary connection removes as it closes (a reader there is `query_only`, below).
         read_only, uri = True, sqlite_read_only_uri(parsed.database)
         kwargs = {"creator": lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)}
     if read_only and parsed.get_backend_name() == "postgresql":
@@ -328,7 +330,7 @@ def failure_reason(err: BaseException) -> str | None:
     orig = _driver_error(err)
     reason = _one_line(orig) or type(orig).__name__
     if _sqlite_code(err) == READONLY_CODE:
-        reason = f"read-only: the store's file or its folder cannot be written here ({reason})"
+        reason = f"read-only: the store refused a write ({reason})"
     if _sqlite_code(err) in LOCK_CODES:
         try:
             timeout_s = configured_busy_timeout_ms() / 1000
