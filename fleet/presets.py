@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from fleet.core.errors import ConfigError
 from fleet.core.month import Month, draw_month
 from fleet.core.replay import MonthResult, replay
+from fleet.core.errors import reworded
 from fleet.core.preset import Preset, apply_override
 from fleet.core.scenario import Scenario, deep_merge
 
@@ -199,7 +200,7 @@ def _refusal(err: ValidationError) -> str:
     kept = [e for e, loc in zip(found, locs) if not any(len(o) > len(loc) and o[: len(loc)] == loc for o in locs)]
     parts = []
     for e in kept:
-        msg = e["msg"].removeprefix("Value error, ")
+        msg = reworded(e["msg"].removeprefix("Value error, "))
         if e["type"] not in ("value_error", "extra_forbidden") and isinstance(e.get("input"), (str, int, float, bool)):
             msg += f", got {e['input']!r}"
         parts.append(msg)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import AbstractSet, Iterable
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, bindparam, text
 
 from storage.bulk_rows import driver_rows
 from storage.values import JournalEntry, JournalRow, Kind
@@ -183,6 +183,27 @@ def last_actions_not_carried_out(engine: Engine, since_ts: int, until_ts: int) -
     return {r[4]: JournalRow(int(r[0]), r[1], int(r[2]), Kind(r[3]), r[4], r[5], {}, r[6]) for r in rows}
 
 
+def run_set_actions(engine: Engine, card_keys: Iterable[str], since_ts: int, until_ts: int
+                    ) -> dict[str, list[tuple[JournalRow, bool]]]:
+    """Card -> its run-set actions journaled in [since_ts, until_ts), oldest first, each with whether it stands:
+    carried out or still to be, False where a `KEY:act-failed` or `KEY:act-expired` record closes it. Read for the
+    few cards whose last action did not stand (`last_actions_not_carried_out`), through the (card, ts) index."""
+    keys = sorted(set(card_keys))
+    out: dict[str, list[tuple[JournalRow, bool]]] = {}
+    sql = text("SELECT d.id, d.decision_key, d.ts, d.kind, c.card_key, d.reason, d.acted_ts, "
+               r"EXISTS (SELECT 1 FROM decisions s WHERE s.decision_key IN (d.decision_key || '\:act-failed', "
+               r"d.decision_key || '\:act-expired')) "
+               "FROM decisions d JOIN cards c ON c.id = d.card_id WHERE c.card_key IN :keys "
+               "AND d.ts >= :lo AND d.ts < :hi AND d.kind IN ('add', 'release', 'evict') ORDER BY d.ts, d.id"
+               ).bindparams(bindparam("keys", expanding=True))
+    with engine.connect() as conn:
+        for i in range(0, len(keys), _IDS_PER_READ):
+            for r in conn.execute(sql, {"keys": keys[i:i + _IDS_PER_READ], "lo": int(since_ts), "hi": int(until_ts)}):
+                row = JournalRow(int(r[0]), r[1], int(r[2]), Kind(r[3]), r[4], r[5], {}, r[6])
+                out.setdefault(r[4], []).append((row, not r[7]))
+    return out
+
+
 class SqlReconcileStore:
     """`storage.interfaces.ReconcileStore` on one engine: the functions above, bound to their store."""
 
@@ -210,3 +231,7 @@ class SqlReconcileStore:
 
     def last_actions_not_carried_out(self, since_ts: int, until_ts: int) -> dict[str, JournalRow]:
         return last_actions_not_carried_out(self._engine, since_ts, until_ts)
+
+    def run_set_actions(self, card_keys: Iterable[str], since_ts: int, until_ts: int
+                        ) -> dict[str, list[tuple[JournalRow, bool]]]:
+        return run_set_actions(self._engine, card_keys, since_ts, until_ts)

@@ -40,6 +40,7 @@ BUSY_TIMEOUT_ENV = "FLEET_DB_BUSY_TIMEOUT"  # seconds
 # BUSY, LOCKED, READONLY, IOERR, FULL, PROTOCOL.
 RUN_TIME_CODES = frozenset({5, 6, 8, 10, 13, 15})
 LOCK_CODES = frozenset({5, 6})
+READONLY_CODE = 8
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent / "alembic"
 
 
@@ -104,10 +105,30 @@ def configured_busy_timeout_ms() -> int:
     return int(round(seconds * 1000))
 
 
+def sqlite_writable(path: str | Path) -> bool:
+    """Whether this process may write the SQLite file at `path` and make files beside it (its WAL and `-shm`):
+    not on a read-only file system, nor in a folder or of a file whose permissions deny it."""
+    p = Path(path)
+    return os.access(p.parent, os.W_OK) and (not p.exists() or os.access(p, os.W_OK))
+
+
+def sqlite_read_only_uri(path: str | Path) -> str:
+    """The URI that opens the SQLite file at `path` read-only (`mode=ro`). Where nothing may write it (a read-only
+    file system or folder) and no write-ahead log is waiting beside it, it is opened `immutable` too: SQLite then
+    neither locks it nor needs a `-shm` file, which it could not make there."""
+    p = Path(path).resolve()
+    uri = f"{p.as_uri()}?mode=ro"
+    if not sqlite_writable(p) and not Path(f"{p}-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, read_only: bool = False) -> Engine:
     """An engine for `url`, with the SQLite pragmas above and explicit BEGIN (pysqlite's own is unreliable).
     The busy timeout is `busy_timeout_ms`, else `FLEET_DB_BUSY_TIMEOUT`, else 30 s. `read_only`: the database
-    refuses every write of this engine's connections (SQLite's `query_only`, PostgreSQL's read-only transactions)."""
+    refuses every write of this engine's connections (SQLite's `query_only`, PostgreSQL's read-only transactions).
+    A SQLite file this process may not write (itself, or its folder, or the file system read-only) is opened
+    read-only (`sqlite_read_only_uri`): a store there is read, and a write to it is refused as read-only."""
     if busy_timeout_ms is None:
         busy_timeout_ms = configured_busy_timeout_ms()
     parsed = parse_url(url)
@@ -119,6 +140,12 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, r
             raise StoreError(f"database {shown_url(url)!r}: no folder {str(folder)!r} to hold it (nothing was created)")
     if memory:
         kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+    elif parsed.get_backend_name() == "sqlite" and "uri" not in parsed.query and Path(parsed.database).is_file() \
+            and not sqlite_writable(parsed.database):
+        # Only where it cannot be written: a read-only connection elsewhere would leave the WAL's files behind it,
+        # which the last ordinary connection removes as it closes (a reader there is `query_only`, below).
+        read_only, uri = True, sqlite_read_only_uri(parsed.database)
+        kwargs = {"creator": lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)}
     if read_only and parsed.get_backend_name() == "postgresql":
         kwargs["connect_args"] = {**kwargs.get("connect_args", {}), "options": "-c default_transaction_read_only=on"}
     try:
@@ -129,7 +156,7 @@ def make_engine(url: str = DEFAULT_URL, *, busy_timeout_ms: int | None = None, r
     except (ArgumentError, SQLAlchemyError) as err:
         raise StoreError(f"database URL {shown_url(url)!r}: {_one_line(err)}") from None
     if engine.dialect.name == "sqlite":
-        _sqlite_events(engine, busy_timeout_ms, wal=not memory, read_only=read_only)
+        _sqlite_events(engine, busy_timeout_ms, wal=not memory and not read_only, read_only=read_only)
     return engine
 
 
@@ -336,6 +363,8 @@ def failure_reason(err: BaseException) -> str | None:
         return None
     orig = _driver_error(err)
     reason = _one_line(orig) or type(orig).__name__
+    if _sqlite_code(err) == READONLY_CODE:
+        reason = f"read-only: the store refused a write ({reason})"
     if _sqlite_code(err) in LOCK_CODES:
         try:
             timeout_s = configured_busy_timeout_ms() / 1000

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
-from storage.db import StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, parse_url, shown_url
+from storage.db import (StoreError, configured_busy_timeout_ms, current_revision, head_revision, make_engine, parse_url,
+                        shown_url, sqlite_read_only_uri)
 
 
 def sqlite_file(url: str) -> str | None:
@@ -52,7 +53,7 @@ def _sqlite_revision(url: str, path: str) -> str | None:
     if not p.is_file():
         raise StoreError(f"database {shown!r}: no such file; no store there (nothing was created)")
     try:
-        conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(sqlite_read_only_uri(p), uri=True)
     except sqlite3.Error as err:
         raise StoreError(f"database {shown!r}: {err}") from None
     try:

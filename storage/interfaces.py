@@ -215,6 +215,11 @@ class ReconcileStore(Protocol):
 
     def last_actions_not_carried_out(self, since_ts: int, until_ts: int) -> dict[str, JournalRow]: ...
 
+    def run_set_actions(self, card_keys: Iterable[str], since_ts: int, until_ts: int
+                        ) -> dict[str, list[tuple[JournalRow, bool]]]:
+        """Each card's run-set actions in [since_ts, until_ts), oldest first, each with whether it stands (carried
+        out or still to be; not set aside nor expired)."""
+
 
 @runtime_checkable
 class Migrations(Protocol):

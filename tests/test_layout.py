@@ -301,11 +301,12 @@ STORE_INSIDE_NAMES = frozenset({
     "open_repository", "sqlite_memory_repository", "open_existing", "make_engine", "ensure_schema",
     "current_revision", "upgrade", "read_identity", "claim_identity", "refuse_other_identity", "retire_card", "last_heard",
     "still_serving", "warm_since", "journal_records", "records_of_kinds", "last_actions_not_carried_out",
+    "run_set_actions",
 })
 # An attribute that is an engine, or one of the names above reached through an object (`storage.ServiceStore`); not
 # those that are role members too (`store.reconcile.warm_since(...)`, `store.migrations.upgrade()`).
 ROLE_MEMBERS = frozenset({"retire_card", "last_heard", "still_serving", "warm_since", "journal_records", "records_of_kinds",
-                          "last_actions_not_carried_out", "upgrade"})
+                          "last_actions_not_carried_out", "run_set_actions", "upgrade"})
 ENGINE_ATTRIBUTES = frozenset({"engine"}) | (STORE_INSIDE_NAMES - ROLE_MEMBERS)
 # A sweep's engine runs months on processes or a cluster (`fleet.sweep.Engine`): no database in it.
 COMPUTE_ENGINES = frozenset({"fleet/sweep.py"})

@@ -105,7 +105,7 @@ def journal_cmd(
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise ConfigError(f"--kind {unknown[0]}: not a decision kind (one of {', '.join(KINDS)})")
-    db_store = open_store(db)
+    db_store = open_store(db, read_only=True)  # a reader: it never writes the store, which may be read-only
     try:
         _show(console, db_store, card, kinds, since, limit, as_json)
     finally:

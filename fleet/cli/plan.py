@@ -63,9 +63,12 @@ def plan_hour(cfg, store, sim=None, now_ts: float | None = None) -> dict:
     clock = SetClock(now)
     frame = make_frame(cfg, parts, store, telemetry, clock, sim)
     cal = frame.calendar
-    hour_ts = cal.next_hour(store.journal.last_decided_ts(cal.start_ts, NO_END_TS), now)
-    if hour_ts > cal.last_hour_ts:
-        raise ConfigError(f"database {shown_url(cfg.storage.url)!r}: the month is decided to its last hour; nothing to plan")
+    last_ts = store.journal.last_decided_ts(cal.start_ts, NO_END_TS)
+    hour_ts = cal.next_hour(last_ts, now)
+    if hour_ts > cal.last_hour_ts:  # a simulation plays one month; a real pool's months follow one another
+        m0 = cal.month_of(last_ts)[0]
+        return {"hour": None, "hour_ts": None, "database": shown_url(cfg.storage.url), "month_start": iso_minute(m0),
+                "last_decided": iso_minute(last_ts), "month_decided_to_its_end": True}
     clock.t = max(now, hour_ts)  # the plan stands still at the hour it plans
     windows = policy_windows(parts)
     journal = KeptJournal()
@@ -91,6 +94,9 @@ def plan_hour(cfg, store, sim=None, now_ts: float | None = None) -> dict:
 
 
 def _render(p: dict) -> list[str]:
+    if p.get("month_decided_to_its_end"):
+        return [f"nothing to plan on {p['database']}: its month from {p['month_start']} is decided to its last hour "
+                f"({p['last_decided']}), and a simulation plays one month"]
     s = p["size"]
     lines = [
         f"plan for {p['hour']} (month hour {p['month_hour']}) on {p['database']}; nothing journaled or acted",

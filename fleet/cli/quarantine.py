@@ -21,7 +21,7 @@ def quarantine_cmd(
     from fleet.cli.output import console
     from storage import open_store
 
-    store = open_store(db)
+    store = open_store(db, read_only=True)  # a reader: it never writes the store, which may be read-only
     try:
         records, total = store.telemetry.quarantined(reason, source, limit)
     finally:

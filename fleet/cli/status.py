@@ -19,7 +19,7 @@ def _open_store(db: str | None, config: str | None):
     from storage import open_store
 
     cfg = load_service_config(config, {"storage": {"url": db} if db else {}})
-    store = open_store(cfg.storage.url)
+    store = open_store(cfg.storage.url, read_only=True)  # a reader: it never writes the store, which may be read-only
     identity = store.identity.read()
     return cfg, store.telemetry, store.journal, identity is not None and identity.kind == "pool"
 
@@ -85,9 +85,10 @@ def _status(cfg, repo, store, real_pool) -> tuple[dict, list]:
     if view is None:
         from fleet.cli.output import UsageError
 
-        raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no billed hour yet (has `fleet serve` run on it?)")
+        raise UsageError(f"database {shown_url(cfg.storage.url)!r}: no hour decided yet (has `fleet serve` run on it?)")
     out = _month_json(view, cfg.checks)
-    shown = _month_lines(view, out)
+    out["decisions"] = view.action_counts()
+    shown = _month_lines(view, out) if view.hours else _unbilled_lines(view, out, cfg.schedule.billing_every_s)
     shown.extend(_set_aside(view, out))
     from fleet.cli.card import mismatch_lines, retired_lines
 
@@ -114,8 +115,9 @@ def _month_json(view, marks) -> dict:
         **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         "scores": {score_key_label(w): s for w, s in view.scores_by_window.items()}, "checks": view.checks(marks),
         "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
-        "last_billed": {"hour": iso_minute(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
-                        "demand_measured_tps": view.hours[-1].demand_measured_tps},
+        "last_billed": None if not view.hours else {
+            "hour": iso_minute(view.last_billed_ts), "demand_forecast_tps": billed and billed.demand_forecast_tps,
+            "demand_measured_tps": view.hours[-1].demand_measured_tps},
         "hours_unmeasured": len(view.unmeasured_hours),
     })
 
@@ -135,7 +137,7 @@ def _month_lines(view, out: dict) -> list:
     """The month's lines: hours, run set, demand, evictions, the bill and the checks."""
     from fleet.cli.demand import KNEW_LINE
 
-    size, totals, parts = view.size, view.totals, out["bill_by_part_usd"]
+    size, totals = view.size, view.totals
     tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
     shown: list = [
         f"month from {out['month_start']}: {len(view.hours)} hours billed, decided through {out['hour_decided']}",
@@ -145,13 +147,44 @@ def _month_lines(view, out: dict) -> list:
         + forecast_beside_measured(out["last_billed"]["demand_forecast_tps"], out["last_billed"]["demand_measured_tps"]),
         *([KNEW_LINE] if out["knew_demand"] else []),
         f"evictions: {out['evictions']}, budget left {out['budget_left']}",
-        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${parts.get('rent', 0):,.2f}, churn ${parts.get('churn', 0):,.2f})",
+        # The month's totals, as replay reports them: the bill lines summed apart can round a cent the other way.
+        f"bill so far: ${totals['bill_usd']:,.2f} (rent ${totals['bill_warm_usd']:,.2f}, "
+        f"churn ${totals['bill_churn_usd']:,.2f})",
         f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
         *_unmeasured_line(view),
     ]
     for name, c in out["checks"].items():
         shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
     return shown
+
+
+def _unbilled_lines(view, out: dict, billing_every_s: float) -> list:
+    """The month's lines before its first bill: the hours decided, the run set and the demand it was sized to; the
+    bill and the checks come once an hour is billed."""
+    from fleet.cli.demand import KNEW_LINE
+
+    size = view.size
+    tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
+    return [
+        f"month from {out['month_start']}: no hour billed yet, decided through {out['hour_decided']}",
+        f"run set: {len(view.run_set)} cards for {tps('demand_tps'):,.0f} tok/s demand "
+        f"(target {tps('target_tps'):,.0f}, scored capacity {tps('scored_capacity_tps'):,.0f})",
+        f"demand of {out['hour_decided']} (last decided): "
+        + forecast_beside_measured(size and size.demand_forecast_tps, size and size.demand_measured_tps),
+        *([KNEW_LINE] if out["knew_demand"] else []),
+        f"evictions: {out['evictions']}, budget left {out['budget_left']}",
+        _decided_line(out["decisions"]),
+        "bill: none yet; the billing job bills each decided hour once it has ended and its telemetry has settled "
+        f"(it runs every {billing_every_s:g} s); the checks come with it",
+    ]
+
+
+def _decided_line(counts: dict) -> str:
+    """`decisions so far: 2 adds, 1 release, 0 evictions; 3 acted` (`fleet journal` lists them)."""
+    said = ", ".join(times(counts.get(k, {}).get("decided", 0), k[:-1] if k.endswith("s") else k)
+                     for k in ("adds", "releases", "evictions"))
+    acted = sum(c["acted"] for c in counts.values())
+    return f"decisions so far: {said}; {acted} acted (`fleet journal` lists them)"
 
 
 def _set_aside(view, out: dict) -> list:
@@ -247,7 +280,8 @@ def explain_cmd(
             # the eviction's stored record, passed on as stored (as `fleet journal --json` does)
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
             "judged": [asdict(j) for j in view.judged],
-            "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts} for r in view.warm_changes],
+            "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts,
+                              "outcome": view.outcome(r)} for r in view.warm_changes],
         }), indent=2))
         return
     typer.echo("\n".join(lines))
@@ -274,10 +308,23 @@ def _explained(view, retired_said: list[str]) -> tuple[list[str], dict | None]:
                  f"{times(view.times_moved(Kind.ADD))} and left it {left}")
     latest = _latest(view, lines)
     for r in view.warm_changes[-5:]:
-        lines.append(f"  {iso_minute(r.ts)} {r.kind}: {grouped(r.reason)}")
-    if view.unacted:
-        lines.append(f"  {len(view.unacted)} of its decisions are journaled and not yet acted on")
+        outcome = view.outcome(r)
+        said = "" if outcome == "acted" else f" ({'not yet acted on' if outcome == 'waiting' else outcome})"
+        lines.append(f"  {iso_minute(r.ts)} {r.kind}{said}: {grouped(r.reason)}")
+    lines.extend(f"  {line}" for line in _not_carried_out(view.outcomes()))
     return lines, latest
+
+
+NOT_CARRIED_OUT = {  # outcome -> (said of one decision, said of several)
+    "expired": ("expired before it was carried out", "expired before they were carried out"),
+    "set-aside": ("was set aside after failed tries", "were set aside after failed tries"),
+    "waiting": ("is journaled and not yet acted on", "are journaled and not yet acted on"),
+}
+
+
+def _not_carried_out(outcomes: dict[str, int]) -> list[str]:
+    """A line for each outcome other than `acted` that some of a card's decisions came to."""
+    return [f"{n} of its decisions {NOT_CARRIED_OUT[k][n != 1]}" for k, n in outcomes.items()]
 
 
 def _latest(view, lines: list[str]) -> dict | None:

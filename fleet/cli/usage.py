@@ -10,24 +10,9 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-_REWORDED = (
-    (re.compile(r"^Input should be greater than or equal to (\S+)$"), r"should be \1 or more"),
-    (re.compile(r"^Input should be less than or equal to (\S+)$"), r"should be \1 or less"),
-    (re.compile(r"^Input should be greater than (\S+)$"), r"should be more than \1"),
-    (re.compile(r"^Input should be less than (\S+)$"), r"should be less than \1"),
-    (re.compile(r"^Input should be a valid integer.*$"), "should be a whole number"),
-    (re.compile(r"^Input should be a valid number.*$"), "should be a number"),
-    (re.compile(r"^Input should be (.*)$"), r"should be \1"),
-)
+from fleet.core.errors import reworded
 
-
-def reworded(message: str) -> str:
-    """A validator's message in the command line's words."""
-    message = message.strip().rstrip(".")
-    for pattern, words in _REWORDED:
-        if pattern.match(message):
-            return pattern.sub(words, message)
-    return message[:1].lower() + message[1:]
+__all__ = ["given_value", "reworded", "usage_line"]
 
 
 def given_value(opts: Sequence[str], argv: Sequence[str]) -> str | None:
@@ -59,6 +44,8 @@ def usage_line(err, argv: Sequence[str]) -> str:
         value = given_value(opts, argv) if opts else None
         shown = f"{label} {value}" if value is not None else label
         return f"{shown}: {reworded(str(err.message))}{see}"
+    if "NoArgsIsHelpError" in kinds:  # the help is printed above; click's own message is empty
+        return f"{path}: no command given: name one of the commands above{see}"
     message = err.format_message() if hasattr(err, "format_message") else str(err)
     extra = re.match(r"Got unexpected extra argument(?:s|\(s\))? \((.*)\)$", message)
     if extra:

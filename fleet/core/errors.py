@@ -21,6 +21,27 @@ def hide_passwords(text: str) -> str:
     return _QUERY_PASSWORD.sub(r"\1***", _HTTP_USERINFO.sub(r"\1***@", _URL_PASSWORD.sub(r"\1***@", text)))
 
 
+_REWORDED = (
+    (re.compile(r"^Input should be greater than or equal to (\S+)$"), r"should be \1 or more"),
+    (re.compile(r"^Input should be less than or equal to (\S+)$"), r"should be \1 or less"),
+    (re.compile(r"^Input should be greater than (\S+)$"), r"should be more than \1"),
+    (re.compile(r"^Input should be less than (\S+)$"), r"should be less than \1"),
+    (re.compile(r"^Input should be a valid integer.*$"), "should be a whole number"),
+    (re.compile(r"^Input should be a valid number.*$"), "should be a number"),
+    (re.compile(r"^Input should be (.*)$"), r"should be \1"),
+)
+
+
+def reworded(message: str) -> str:
+    """A validator's message in the command line's words ('should be 1 or more', not 'Input should be greater than or
+    equal to 1'): the parser's usage errors and `--set` say it alike."""
+    message = message.strip().rstrip(".")
+    for pattern, words in _REWORDED:
+        if pattern.match(message):
+            return pattern.sub(words, message)
+    return message[:1].lower() + message[1:]
+
+
 class ConfigError(ValueError):
     """A preset, override or config that cannot be used; the message names it and why."""
 

@@ -66,12 +66,12 @@ def parse_value(text: str) -> Any:
 def apply_override(raw: dict, assignment: str) -> dict:
     """Apply one `KEY=VALUE` override (dotted key, e.g. `policy.eviction.share=0.1`) to a raw scenario dict."""
     if "=" not in assignment:
-        raise ConfigError(f"override {assignment!r}: expected KEY=VALUE")
+        raise ConfigError(f"--set {assignment}: expected KEY=VALUE")
     key, _, text = assignment.partition("=")
     key = key.strip()
     path = key.split(".")
     if not key or any(not p for p in path):
-        raise ConfigError(f"override {assignment!r}: empty key")
+        raise ConfigError(f"--set {assignment}: empty key")
     value = parse_value(text.strip())
     if path[0] == "classes":
         return _override_class(raw, path, value, assignment)
@@ -84,10 +84,10 @@ def apply_override(raw: dict, assignment: str) -> dict:
             node = node[_OTHER_KEYS]
             continue
         if not isinstance(node, dict) or p not in node:
-            raise ConfigError(f"override {assignment!r}: unknown key {key!r}")
+            raise ConfigError(f"--set {assignment}: unknown key {key!r}")
         node = node[p]
     if isinstance(node, (dict, _AnyKeys)):
-        raise ConfigError(f"override {assignment!r}: {key!r} is a table, set one of its keys")
+        raise ConfigError(f"--set {assignment}: {key!r} is a table, set one of its keys")
     out = copy.deepcopy(raw)
     cur = out
     for p in path[:-1]:
@@ -99,16 +99,16 @@ def apply_override(raw: dict, assignment: str) -> dict:
 def _override_class(raw: dict, path: list[str], value: Any, assignment: str) -> dict:
     """`classes.NAME.KEY=VALUE` edits one card class of the market."""
     if len(path) != 3:
-        raise ConfigError(f"override {assignment!r}: expected classes.CLASS.KEY=VALUE")
+        raise ConfigError(f"--set {assignment}: expected classes.CLASS.KEY=VALUE")
     _, name, field = path
     if field not in MarketClass.model_fields:
-        raise ConfigError(f"override {assignment!r}: unknown key {field!r} for a card class")
+        raise ConfigError(f"--set {assignment}: unknown key {field!r} for a card class")
     out = copy.deepcopy(raw)
     for c in out.get("classes", []):
         if c.get("name") == name:
             c[field] = value
             return out
-    raise ConfigError(f"override {assignment!r}: no card class named {name!r}")
+    raise ConfigError(f"--set {assignment}: no card class named {name!r}")
 
 
 _OTHER_KEYS = "\0other"

@@ -185,8 +185,41 @@ def plot_compare(
     # The share held too when it is not drawn, so a grid with eviction off says "eviction off", not its window.
     anchor_share = {"share": chosen[0].combo.share} if chosen and "share" not in (x_axis, line_axis) else {}
     held_text = anchor_label(held | anchor_share)
-    fig.suptitle(f"{title}\nlines: median; bands: 90% of months; {held_text}", fontsize=11)
-    path = Path(path)
-    fig.savefig(path, format=path.suffix.lstrip(".").lower())
+    return _titled_and_saved(fig, Path(path), title, held_text)
+
+
+def _titled_and_saved(fig, path: Path, title: str, held_text: str) -> Path:
+    """Title the figure, its subtitle fitted to its width, and write it; a PNG holds the title and subtitle as
+    written, so the README's picture can be checked against the code that draws it."""
+    lines = fitted_lines(fig, ["lines: median", "bands: 90% of months", *held_text.split(", ")], fontsize=11)
+    fig.suptitle("\n".join([title, *lines]), fontsize=11)
+    fmt = path.suffix.lstrip(".").lower()
+    said = {"Title": title, "Description": "\n".join(lines)}
+    fig.savefig(path, format=fmt, metadata=said if fmt == "png" else {"Title": title})
     plt.close(fig)
     return path
+
+
+def fitted_lines(fig, parts: Sequence[str], fontsize: float, share: float = 0.96) -> list[str]:
+    """`parts` joined into as few lines as fit `share` of the figure's width at `fontsize`, measured as drawn (a
+    subtitle as long as the axes held grew past both edges of the figure, and was cut there); a line breaks only
+    between parts, `; ` after the first two (what the lines and bands are) and `, ` between the axes held."""
+    renderer = fig.canvas.get_renderer()
+    room = fig.bbox.width * share
+
+    def width(text: str) -> float:
+        t = fig.text(0, 0, text, fontsize=fontsize)
+        w = t.get_window_extent(renderer).width
+        t.remove()
+        return w
+
+    lines: list[str] = []
+    for i, part in enumerate(parts):
+        sep = "; " if i <= 2 else ", "
+        if lines and width(lines[-1] + sep + part) <= room:
+            lines[-1] += sep + part
+        else:
+            if lines:
+                lines[-1] += sep.rstrip()
+            lines.append(part)
+    return lines

@@ -42,7 +42,7 @@ def describe_policy(f: dict) -> str:
             f"{f['eviction_share']:g}), sized through the {f['window']} window in {f['mode']} mode")
 
 
-KNEW_DEMAND = "the policy knew each hour's demand (forecast \"known\", the seed's clairvoyant view): no real autoscaler can"
+KNEW_DEMAND = "the policy knew each hour's demand ahead (forecast \"known\"), which no real autoscaler does"
 
 
 def demand_line(f: dict) -> str:

@@ -93,24 +93,30 @@ class LogLimiter:
 
 
 class _Marks:
-    """Decisions carried out (and records with nothing to carry out) waiting to be marked acted, one batch at a time."""
+    """Decisions carried out (and records with nothing to carry out) waiting to be marked acted, one batch at a time.
+    A batch is stamped with the time it is marked, or with the time each decision gives (`add(..., at=)`): a
+    decision stamped otherwise than the batch's starts a batch of its own."""
 
     def __init__(self, store, now: Callable[[], float]):
         self.store, self.now = store, now
         self.ids: list[int] = []
+        self.at: int | None = None  # the batch's stamp, when its decisions give one
         self.records = 0  # how many of `ids` are records, not actions
         self.acted = 0  # actions marked so far
 
-    def add(self, decision_id: int, action: bool) -> None:
+    def add(self, decision_id: int, action: bool, at: int | None = None) -> None:
+        if self.ids and at != self.at:
+            self.flush()
         self.ids.append(decision_id)
+        self.at = at
         self.records += not action
 
     def flush(self) -> None:
         """Mark the batch in one transaction. An action a standby marked meanwhile is not counted twice."""
         if self.ids:
-            marked = self.store.mark_acted_many(self.ids, int(self.now()))
+            marked = self.store.mark_acted_many(self.ids, int(self.now()) if self.at is None else self.at)
             self.acted += max(0, marked - self.records)
-        self.ids, self.records = [], 0
+        self.ids, self.at, self.records = [], None, 0
 
 
 class Acting:
@@ -118,8 +124,13 @@ class Acting:
 
     def __init__(self, store, actuator, now: Callable[[], float], rules: RetryRules | None = None,
                  rng: random.Random | None = None, limiter: LogLimiter | None = None,
-                 wall_seconds: Callable[[float], float] = lambda s: s, batch_size: int = ACT_BATCH_SIZE):
+                 wall_seconds: Callable[[float], float] = lambda s: s, batch_size: int = ACT_BATCH_SIZE,
+                 simulated: bool = False):
         self.store = store
+        # A simulated pool carries a decision out in the hour it was decided for (its bill counts it from there), but
+        # the act job reaches it on the wall, where a fast clock has run on by days or years: what the job does to a
+        # decision is stamped with the decision's hour, never with the time the clock has run to.
+        self.simulated = simulated
         self.batch_size = max(1, int(batch_size))
         self.wall_seconds = wall_seconds  # a simulation's clock seconds as wall seconds: lateness is judged on the wall
         self.actuator = actuator
@@ -176,7 +187,7 @@ class Acting:
             if len(marks.ids) >= self.batch_size:
                 marks.flush()
             if row.kind not in ACTIONS:
-                marks.add(row.id, action=False)
+                marks.add(row.id, action=False, at=self._stamp(row))
                 continue
             card = row.card_key or ""
             if card in waiting:
@@ -217,13 +228,20 @@ class Acting:
                     set_aside += 1
                 continue
             self.tries.pop(row.id, None)
-            marks.add(row.id, action=True)
+            marks.add(row.id, action=True, at=self._stamp(row))
         next_from = first_open[0] if first_open else rows[-1].id + 1 if rows else self._from_id
         return failed, error, retried, set_aside, n_expired, next_from
+
+    def _stamp(self, row: JournalRow) -> int | None:
+        """When what the act job does to `row` is stamped: on a simulated pool, its decided hour (never later than the
+        clock); elsewhere None, the time it is done."""
+        return min(int(row.ts), int(self.now())) if self.simulated else None
 
     def _close(self, row: JournalRow, kind: str, reason: str, now: float, tries: Tries | None = None,
                outcome: Failure = PERMANENT) -> None:
         """Journal the record that closes an action never carried out (the decision itself stays unacted)."""
+        stamp = self._stamp(row)
+        now = now if stamp is None else stamp
         closed = SetAsideRecord(decision_key=row.key, decision_id=row.id, decision_kind=row.kind, hour_ts=row.ts)
         if tries is not None:
             closed = replace(closed, tries=tries.count, first_try_ts=tries.first_ts, outcome=outcome, error=tries.last_error)

@@ -33,11 +33,11 @@ class Journal:
     """Journal first, act second; acting is at most once per decision as far as the journal can see."""
 
     def __init__(self, store: JournalStore, actuator: Actuator, now: Callable[[], float], rules: RetryRules | None = None,
-                 rng=None, wall_seconds: Callable[[float], float] = lambda s: s):
+                 rng=None, wall_seconds: Callable[[float], float] = lambda s: s, simulated: bool = False):
         self.store = store
         self.actuator = actuator
         self.now = now
-        self.acting = Acting(store, actuator, now, rules, rng, wall_seconds=wall_seconds)
+        self.acting = Acting(store, actuator, now, rules, rng, wall_seconds=wall_seconds, simulated=simulated)
         self.wake: Callable[[], None] | None = None  # set while a separate act job runs the passes (`fleet serve`)
 
     def write(

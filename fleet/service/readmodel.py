@@ -68,11 +68,17 @@ class MonthView:
     def on_view(cls, store: JournalStore, calendar: Calendar | None = None, now_ts: float | None = None,
                 measured_demand: bool = False) -> MonthView | None:
         """The month last billed (at a month's end it stays on view until the next bills); with no billed hour,
-        the calendar's month at `now_ts`, or None without a calendar. Without a calendar the month's end is not
-        known, and the last decided hour is the store's last."""
+        the calendar's month at `now_ts`, or without a calendar the month of the last decided hour (its `size`
+        record says which hour of its month it is), or None when no hour is decided. Without a calendar the month's
+        end is not known, and the last decided hour is the store's last."""
         last_b = store.last_billed_ts()
         if calendar is None:
-            m0 = None if last_b is None else store.month_start_of(last_b)
+            if last_b is not None:
+                m0 = store.month_start_of(last_b)
+            else:
+                last_d = store.last_decided_ts(0, NO_END_TS)
+                size = size_at(store, last_d)
+                m0 = None if size is None or size.hour is None else last_d - int(size.hour) * HOUR_S
             return None if m0 is None else cls(store, m0, measured_demand=measured_demand)
         m0 = calendar.month_of(last_b)[0] if last_b is not None else calendar.current_month_start(now_ts)
         return cls(store, m0, calendar.month_end_ts(m0), measured_demand)
@@ -141,6 +147,15 @@ class MonthView:
         if self.last_decided_ts is None:
             return {}
         return {_score_key(w): s for w, s in self.store.scores_by_window(self.last_decided_ts).items()}
+
+    def action_counts(self) -> dict[str, dict[str, int]]:
+        """The month's actions through its last decided hour, by kind (`adds`, `releases`, `evictions`): how many
+        were decided and how many acted."""
+        if self.last_decided_ts is None:
+            return {}
+        got = self.store.decision_counts(self.month_start_ts, self.last_decided_ts + HOUR_S)
+        names = {Kind.ADD: "adds", Kind.RELEASE: "releases", Kind.EVICT: "evictions"}
+        return {name: {"decided": got.get(kind, (0, 0))[0], "acted": got.get(kind, (0, 0))[1]} for kind, name in names.items()}
 
     @cached_property
     def breaker_open(self) -> bool:
@@ -233,10 +248,31 @@ class CardView:
 
     @property
     def unacted(self) -> list[JournalRow]:
+        """Its actions not carried out: still waiting, set aside or expired."""
         return [r for r in self.own if r.acted_ts is None and r.kind in ACTION_KINDS]
 
+    @cached_property
+    def closed(self) -> dict[str, str]:
+        """Decision key -> the kind of the record that closed it without carrying it out (`act-failed`, `act-expired`)."""
+        return {r.record.decision_key: r.kind for r in self.own if r.kind in SET_ASIDE_KINDS}
+
+    def outcome(self, row: JournalRow) -> str:
+        """What came of one of its actions: `acted`, `expired`, `set-aside`, or `waiting` (journaled, not yet acted on)."""
+        if row.acted_ts is not None:
+            return "acted"
+        closed = self.closed.get(row.key)
+        return "expired" if closed == Kind.ACT_EXPIRED else "set-aside" if closed == Kind.ACT_FAILED else "waiting"
+
+    def outcomes(self) -> dict[str, int]:
+        """How many of its actions came to each outcome that is not `acted`."""
+        got: dict[str, int] = {}
+        for r in self.unacted:
+            got[self.outcome(r)] = got.get(self.outcome(r), 0) + 1
+        return got
+
     def times_moved(self, kind: Kind) -> int:
-        return sum(r.kind == kind for r in self.warm_changes)
+        """How many of its adds (or releases) stand: carried out or still to be; one set aside or expired never moved it."""
+        return sum(r.kind == kind and self.outcome(r) in ("acted", "waiting") for r in self.warm_changes)
 
     @cached_property
     def judged(self) -> list[CardJudgement]:

@@ -5,8 +5,11 @@ things part them, and each is read here, once, for the decide job, `fleet
 status` and the metrics:
 
 - an action set aside or expired (`acting.py`) never happened: a card whose last
-  add was set aside is not running, one whose last release was set aside still is
-  (the store finds them: `ReconcileStore.last_actions_not_carried_out`);
+  action did not stand runs as its last action that stood left it (carried out, or
+  still to be), or as it ran before its first action of the month when none did
+  (`pool_runs`; the store finds the cards: `ReconcileStore.last_actions_not_carried_out`).
+  So an expired add and the release after it, both never carried out, leave a card
+  that never ran: it is not counted running, and not released again;
 - a card an operator retired by hand (`fleet card retire`) is gone for good;
 - the telemetry: a warm card silent for `[reconcile] silent_after_s` is not
   serving, and a card released or evicted that still serves tokens was not
@@ -69,21 +72,32 @@ def retired_by_hand(store: JournalStore, records: Records | None = None) -> dict
     return {r.card_key: r for r in _records(store, records)([RETIRE_KIND], None) if r.card_key}
 
 
-def known_run_set(journal_open: AbstractSet[str], not_carried: Mapping[str, JournalRow],
+def pool_runs(actions: Sequence[tuple[JournalRow, bool]]) -> bool:
+    """Whether the pool runs a card after its run-set actions (oldest first, each with whether it stands): as the
+    last that stands left it, and where none stands, as before the first (an add is decided for a card not running,
+    a release or an eviction for one running)."""
+    stood = [row for row, stands in actions if stands]
+    if stood:
+        return stood[-1].kind == Kind.ADD
+    return bool(actions) and actions[0][0].kind != Kind.ADD
+
+
+def known_run_set(journal_open: AbstractSet[str], not_carried: Mapping[str, tuple[JournalRow, bool]],
                   retired: Mapping[str, JournalRow], silent: Mapping[str, str], evicted: AbstractSet[str] = frozenset()
                   ) -> KnownRunSet:
-    """From the journal's run set to the one the pool is known to run: set-aside adds out, set-aside releases back
-    (an evicted card stays out: it has left the pool for the month), retired and silent cards out."""
+    """From the journal's run set to the one the pool is known to run. `not_carried`: card -> (its last action,
+    which did not stand; whether the pool runs it all the same, `pool_runs`): one it does not run out, one it runs
+    back (an evicted card stays out: it has left the pool for the month); retired and silent cards out."""
     cards = set(journal_open)
     left_out: dict[str, str] = {}
     put_back: dict[str, str] = {}
-    for card, row in not_carried.items():
-        if row.kind == Kind.ADD and card in cards:
+    for card, (row, runs) in not_carried.items():
+        if not runs and card in cards:
             cards.discard(card)
-            left_out[card] = f"its add ({row.key}) was not carried out: the pool is not known to run it"
-        elif row.kind == Kind.RELEASE and card not in cards and card not in retired and card not in evicted:
+            left_out[card] = f"its {row.kind} ({row.key}) was not carried out: the pool is not known to run it"
+        elif runs and card not in cards and card not in retired and card not in evicted:
             cards.add(card)
-            put_back[card] = f"its release ({row.key}) was not carried out: the pool still runs it"
+            put_back[card] = f"its {row.kind} ({row.key}) was not carried out: the pool still runs it"
     for card, row in retired.items():
         if card in cards:
             cards.discard(card)
@@ -228,8 +242,17 @@ class Reconciler:
         """The run set the pool is known to run at `hour_ts`: the journal's (`journal_open`), less adds not carried
         out, cards retired by hand and silent ones, plus releases not carried out (of cards not `evicted` this
         month). Actions not carried out and retirements count in a simulation too; silence only beside a real pool."""
-        return known_run_set(journal_open, self.cards.last_actions_not_carried_out(month_start_ts, hour_ts),
+        return known_run_set(journal_open, self.not_carried(month_start_ts, hour_ts),
                              retired_by_hand(self.store, self.cards.records_of_kinds), self.silent(hour_ts, journal_open), evicted)
+
+    def not_carried(self, month_start_ts: int, hour_ts: int) -> dict[str, tuple[JournalRow, bool]]:
+        """Card -> (its last action of the month before `hour_ts`, which did not stand; whether the pool runs it
+        all the same), for the few cards whose last action was set aside or expired."""
+        last = self.cards.last_actions_not_carried_out(month_start_ts, hour_ts)
+        if not last:
+            return {}
+        actions = self.cards.run_set_actions(last, month_start_ts, hour_ts)
+        return {card: (row, pool_runs(actions.get(card) or [(row, False)])) for card, row in last.items()}
 
     def silent(self, hour_ts: int, warm: AbstractSet[str]) -> dict[str, str]:
         """Warm cards (of `warm`) silent at `hour_ts` -> why: what the decide job leaves out of the hour's capacity."""

@@ -132,7 +132,7 @@ class Service:
         a = cfg.actuator
         self.journal = Journal(self.journal_store, actuator or make_actuator(cfg), clock.now,
                                RetryRules(max_retry_s=a.max_retry_s, expire_after_s=a.expire_after_s),
-                               wall_seconds=clock.wall_seconds)
+                               wall_seconds=clock.wall_seconds, simulated=simulation is not None)
         self.runner = JobRunner(clock.now)
         self.snapshot: Snapshot | None = None
         self._scheduler: Scheduler | None = None

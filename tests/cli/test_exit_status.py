@@ -54,7 +54,7 @@ def test_a_write_to_a_read_only_database_exits_1(tmp_path):
     src = _telemetry(tmp_path / "t.csv")
     p = fleet("ingest", str(src), "--db", f"sqlite:///file:{db}?mode=ro&uri=true", cwd=tmp_path)
     assert p.returncode == 1, (p.returncode, p.stderr)
-    assert _one_error_line(p) == "fleet: error: database: attempt to write a readonly database"
+    assert _one_error_line(p) == "fleet: error: database: read-only: the store refused a write (attempt to write a readonly database)"
     assert p.stdout == ""
 
 
@@ -152,7 +152,7 @@ def test_a_prune_refused_by_a_read_only_database_or_a_lock_exits_1(tmp_path):
     url = _old_samples(db)
     ro = fleet("db", "prune", "--raw-older-than", "1", "--db", f"sqlite:///file:{db}?mode=ro&uri=true", cwd=tmp_path)
     assert ro.returncode == 1, ro.stderr
-    assert _one_error_line(ro) == "fleet: error: database: attempt to write a readonly database"
+    assert _one_error_line(ro) == "fleet: error: database: read-only: the store refused a write (attempt to write a readonly database)"
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:

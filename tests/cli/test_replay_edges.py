@@ -106,7 +106,7 @@ def test_a_directory_given_as_a_preset_says_so(tmp_path):
 @pytest.mark.parametrize(
     "assignment, reason",
     [
-        ("classes.flagship.pool_cards=abc", "Input should be a valid integer, unable to parse string as an integer, got 'abc'"),
+        ("classes.flagship.pool_cards=abc", "should be a whole number, got 'abc'"),
         ("policy.window=fortnight", "unknown window 'fortnight'"),
     ],
 )

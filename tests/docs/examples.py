@@ -1,11 +1,12 @@
 """The documentation's runnable command examples, and how their shown output is checked against the real one.
 
 The convention (written once, here, and in docs/development.md): a fenced block opened with ```console is a
-terminal session. Each line starting `$ fleet ` is a command; the lines after it, up to the next `$ ` line, are
-what it prints. A command may end in `# exit status N` when it is meant to fail (0 otherwise). The commands of one
-block run in order in one fresh folder, so a later command may read what an earlier one wrote. Every other fenced
-block (```bash, ```text, ```toml, ...) is shown, never run: that is where the examples too slow for the test suite
-go (200-month sweeps, benchmarks, serving a pool).
+terminal session. Each line starting `$ fleet ` is a command (a line ending in `\\` goes on on the next, as a
+reader copies it); the lines after it, up to the next `$ ` line, are what it prints. A command may end in `# exit
+status N` when it is meant to fail (0 otherwise). The commands of one block run in order in one fresh folder, so a
+later command may read what an earlier one wrote. Every other fenced block (```bash, ```text, ```toml, ...) is
+shown, never run: that is where the examples too slow for the test suite go (200-month sweeps, benchmarks, serving
+a pool).
 
 A shown line matches a real line when the two are equal after collapsing runs of blanks; `...` in a shown line
 stands for any text, so an example may elide the tail of a long line. The shown lines must appear in the real
@@ -99,8 +100,11 @@ def _examples(body: list[str], first_line: int, page: str) -> list[Example]:
             shown.pop(0)
         examples.append(Example(tuple(words[1:]), tuple(shown), int(status.group(1)) if status else 0, line))
 
+    continued = False  # the command line before ended in a backslash: this line goes on with it
     for offset, raw in enumerate(body):
-        if raw.startswith("$ "):
+        if continued and command is not None:
+            command = (command[0].rstrip()[:-1].rstrip() + " " + raw.strip().removeprefix("> ").strip(), command[1])
+        elif raw.startswith("$ "):
             close()
             command, shown = (raw[2:], first_line + offset), []
         elif command is None:
@@ -108,10 +112,25 @@ def _examples(body: list[str], first_line: int, page: str) -> list[Example]:
                 raise ValueError(f"{page}:{first_line + offset}: a console block starts with a `$ fleet ...` line")
         else:
             shown.append(raw)
+        continued = command is not None and not shown and command[0].rstrip().endswith("\\")
     close()
     if not examples:
         raise ValueError(f"{page}:{first_line - 1}: a console block with no `$ fleet ...` line")
     return examples
+
+
+BLOCK_WIDTH = 88
+"""The widest line of a terminal or shell block a page may show: what the site's column holds without a scroll bar.
+A long command breaks with `\\` where a reader would break it; a long printed line is elided with `...`."""
+
+SHELL_BLOCKS = ("console", "bash", "sh", "shell", "")
+
+
+def wide_block_lines(text: str, page: str) -> list[str]:
+    """`page:line: N characters` for each line of a terminal or shell block (or one that names no language) wider
+    than `BLOCK_WIDTH`."""
+    return [f"{page}:{line + 1 + i}: {len(raw)} characters" for lang, line, body in fenced_blocks(text)
+            if lang in SHELL_BLOCKS for i, raw in enumerate(body) if len(raw) > BLOCK_WIDTH]
 
 
 def all_sessions() -> list[Session]:

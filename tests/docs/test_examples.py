@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.examples import ROOT, Example, Session, all_sessions, fenced_blocks, mismatch, sessions_in
+from tests.docs.examples import (BLOCK_WIDTH, ROOT, Example, Session, all_sessions, fenced_blocks, mismatch, pages,
+                                 sessions_in, wide_block_lines)
 
 SCRIPT = Path(sys.executable).parent / "fleet"  # the entry point `pip install -e .` writes, as a reader runs it
 FLEET = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "fleet.cli.app"]
@@ -65,12 +66,12 @@ def test_a_drifted_figure_is_caught(tmp_path: Path):
 
 
 def test_the_plan_shown_is_the_tiny_evictors_at_hour_48(tmp_path: Path):
-    """The service page's `fleet plan` output needs a store decided up to an hour and no further, which no fleet
+    """The `fleet plan` output of the page on reading the service needs a store decided up to an hour and no further, which no fleet
     command leaves behind: the service is stepped there as tests/cli/test_plan.py steps it, then the page's text is
     checked as a console example's would be."""
     from tests.cli.test_plan import serve_until
 
-    page = (ROOT / "docs" / "service.md").read_text()
+    page = (ROOT / "docs" / "service-reading.md").read_text()
     (shown,) = [body for lang, _, body in fenced_blocks(page) if lang == "text" and body[0].startswith("plan for ")]
     svc, _, _ = serve_until(tmp_path, 48, ("ingest",))
     plan = Example(("plan", "--db", "sqlite:///served.db", "--simulate", "tiny.toml"), tuple(shown), 0, 0)
@@ -99,3 +100,25 @@ def test_a_console_block_runs_fleet_only():
     (s,) = sessions_in("```console\n$ fleet replay --seeds -3   # exit status 2\nfleet: error: x\n\n```\n", "p.md")
     assert s.examples[0].argv == ("replay", "--seeds", "-3") and s.examples[0].exit_status == 2
     assert s.examples[0].shown == ("fleet: error: x",) and s.examples[0].line == 2
+
+
+def test_a_command_broken_with_a_backslash_runs_as_one():
+    text = "```console\n$ fleet compare -p noise-evictor \\\n>     --months 10 --share 0.1 \\\n    --window day\nx\n```\n"
+    (s,) = sessions_in(text, "p.md")
+    (e,) = s.examples
+    assert e.argv == ("compare", "-p", "noise-evictor", "--months", "10", "--share", "0.1", "--window", "day")
+    assert e.shown == ("x",) and e.line == 2
+
+
+def test_no_terminal_or_shell_line_is_wider_than_the_column():
+    """Before: 60 lines of the README's and the site's terminal and shell blocks were wider than 88 characters, so
+    the site cut them (even the Quick start's, `fleet repl…`) or scrolled them sideways."""
+    wide = [w for p in pages() for w in wide_block_lines(p.read_text(), str(p.relative_to(ROOT)))]
+    assert wide == []
+
+
+def test_a_wide_line_is_found_in_a_shell_block_and_not_in_toml():
+    long = "x" * (BLOCK_WIDTH + 1)
+    text = f"```bash\nfleet ok\n{long}\n```\n\n```toml\n{long}\n```\n\n```\n{long}\n```\n"
+    assert wide_block_lines(text, "p.md") == [f"p.md:3: {BLOCK_WIDTH + 1} characters",
+                                              f"p.md:11: {BLOCK_WIDTH + 1} characters"]

@@ -16,7 +16,7 @@ from storage.repository import open_repository
 from storage.service_store import ServiceStore
 from tests.service.serving import TINY_PRESET, Served
 
-# A receiver as docs/service.md asks for: it keeps the keys it carried out and answers a repeat with success.
+# A receiver as docs/acting.md asks for: it keeps the keys it carried out and answers a repeat with success.
 ACTUATOR = textwrap.dedent(
     """\
     #!/bin/sh

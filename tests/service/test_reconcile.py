@@ -262,12 +262,15 @@ def _row(key: str, kind: str, card: str, reason: str = "") -> JournalRow:
 @pytest.mark.parametrize(
     "case, journal_open, not_carried, retired, silent, evicted, cards, left_out, put_back",
     [
-        ("an add set aside: not running", {"a", "b"}, {"a": _row("k:add:a", "add", "a")}, {}, {}, set(),
+        ("an add set aside: not running", {"a", "b"}, {"a": (_row("k:add:a", "add", "a"), False)}, {}, {}, set(),
          {"b"}, {"a"}, set()),
-        ("a release set aside: still running", {"b"}, {"a": _row("k:release:a", "release", "a")}, {}, {}, set(),
-         {"a", "b"}, set(), {"a"}),
-        ("an evicted card whose release was set aside stays out", {"b"}, {"a": _row("k:release:a", "release", "a")},
-         {}, {}, {"a"}, {"b"}, set(), set()),
+        ("a release set aside: still running", {"b"}, {"a": (_row("k:release:a", "release", "a"), True)}, {}, {},
+         set(), {"a", "b"}, set(), {"a"}),
+        ("a release set aside after an add set aside: never ran", {"b"}, {"a": (_row("k:release:a", "release", "a"),
+                                                                                False)}, {}, {}, set(),
+         {"b"}, set(), set()),
+        ("an evicted card whose release was set aside stays out", {"b"},
+         {"a": (_row("k:release:a", "release", "a"), True)}, {}, {}, {"a"}, {"b"}, set(), set()),
         ("retired by hand: out", {"a", "b"}, {}, {"a": _row("retire:a", "retire", "a", "gone")}, {}, set(),
          {"b"}, {"a"}, set()),
         ("silent: out", {"a", "b"}, {}, {}, {"b": "not serving"}, set(), {"a"}, {"b"}, set()),
@@ -279,6 +282,25 @@ def test_known_run_set(case, journal_open, not_carried, retired, silent, evicted
     known = known_run_set(journal_open, not_carried, retired, silent, evicted)
     assert (set(known.cards), set(known.left_out), set(known.put_back)) == (cards, left_out, put_back), case
     assert set(retired) | set(silent) <= known.ineligible
+
+
+@pytest.mark.parametrize(
+    "case, actions, runs",
+    [
+        ("an add that stands", [("add", True)], True),
+        ("an add set aside: as before it, not running", [("add", False)], False),
+        ("a release set aside: as before it, running", [("release", False)], True),
+        ("an add and a release, both expired: never ran", [("add", False), ("release", False)], False),
+        ("an add carried out, its release expired: runs", [("add", True), ("release", False)], True),
+        ("an add, a release carried out, a second add expired", [("add", True), ("release", True), ("add", False)], False),
+        ("an eviction carried out, then a release expired", [("evict", True), ("release", False)], False),
+    ],
+)
+def test_pool_runs(case, actions, runs):
+    from fleet.service.reconcile import pool_runs
+
+    rows = [(_row(f"k:{kind}:{i}", kind, "a"), stands) for i, (kind, stands) in enumerate(actions)]
+    assert pool_runs(rows) is runs, case
 
 
 @pytest.mark.parametrize("value", ["0", "-5", '"two hours"'])

@@ -160,6 +160,19 @@ def test_status_shows_the_month(noise_month, capsys):
     assert "check convergence" in out and "bill so far" in out
 
 
+def test_status_says_replays_bill_to_the_cent(noise_month, capsys):
+    """The status line's bill, rent and churn are replay's JSON figures, cent for cent. Before, the rent was the bill
+    lines summed apart (49,462.374999...), a cent below replay's 49,462.38."""
+    code, out, err = run_cli(capsys, "replay", "-p", "noise-evictor", "--json")
+    assert code == 0, err
+    r = json.loads(out)
+    code, out, err = run_cli(capsys, "status", "--db", noise_month["db"])
+    assert code == 0, err
+    (line,) = [x.strip() for x in out.splitlines() if x.strip().startswith("bill so far:")]
+    assert line == (f"bill so far: ${r['bill_usd']:,.2f} (rent ${r['bill_warm_usd']:,.2f}, "
+                    f"churn ${r['bill_churn_usd']:,.2f})")
+
+
 @pytest.mark.parametrize(
     "config, message",
     [

@@ -71,7 +71,7 @@ JOURNAL = (
 LEASES = ("read", "try_acquire", "release")
 IDENTITY = ("read", "claim", "refuse_other")
 RECONCILE = ("retire_card", "last_heard", "still_serving", "warm_since", "journal_records", "records_of_kinds",
-             "last_actions_not_carried_out")
+             "last_actions_not_carried_out", "run_set_actions")
 MIGRATIONS = ("revision", "head", "upgrade")
 STORE = ("close",)
 ROLES = {"telemetry": TelemetryStore, "journal": JournalStore, "leases": Leases, "identity": IdentityRecord,
