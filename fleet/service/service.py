@@ -177,6 +177,10 @@ class Service:
         leads = self.leading()
         return leads, (self.lease.elector.epoch if leads else seen.epoch if seen is not None else None)
 
+    def lease_lost(self) -> str | None:
+        """Why this service lost the lease through the store's failure and has not taken it back, or None."""
+        return None if self.lease is None else self.lease.lost_reason
+
     def renew_lease(self) -> bool:
         """One attempt to take or renew the lease now (the keeper's thread does this every renew_every_s)."""
         return True if self.lease is None else self.lease.tick()
