@@ -107,6 +107,13 @@ def journal_replaced(conn: Connection, origin, part: str, replaced: list[DemandC
                   "key": f"demand-correction:{origin.run_id}:{origin.part}"})
 
 
+def last_demand_sample_ts(engine: Engine) -> int | None:
+    """The newest second a demand source measured (either part), or None: when the demand source last answered."""
+    with engine.connect() as conn:
+        got = conn.execute(text("SELECT MAX(ts) FROM demand_samples")).scalar_one()
+    return None if got is None else int(got)
+
+
 def demand_hours(engine: Engine, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
     """Every hour in [since_ts, until_ts) with any part of its demand measured, by hour start."""
     params = {"lo": int(since_ts), "hi": int(until_ts), "h": HOUR_S}

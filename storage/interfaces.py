@@ -85,6 +85,9 @@ class TelemetryStore(Protocol):
     def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
         """Each hour in [since_ts, until_ts) with a part of its demand measured: served, unserved and offered tok/s."""
 
+    def last_demand_sample_ts(self) -> int | None:
+        """The newest second a demand source measured (None: none ever): when it last answered."""
+
     def ingest_totals(self) -> dict[str, int]: ...
 
     def quarantine_reasons(self) -> dict[str, int]: ...

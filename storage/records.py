@@ -114,6 +114,8 @@ class SizeRecord(Record):
     not_counted: Mapping[str, str] = _opt(omit=_EMPTY, factory=_dict)  # warm in the journal, not counted (card -> why)
     counted_running: Mapping[str, str] = _opt(omit=_EMPTY, factory=_dict)  # released in the journal, still running
     demand_measured_tps: float | None = _opt()  # the demand the hour had: noted once it is billed
+    # Hours just before this one with no demand measured: the forecast fell back on the last measured level.
+    demand_unmeasured_hours: int = _opt(0, _EMPTY)
 
     @property
     def forecast_tps(self) -> float:

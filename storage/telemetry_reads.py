@@ -9,7 +9,7 @@ from sqlalchemy import Engine, text
 
 from storage.bulk_rows import placeholder, read_rollup_means
 from storage.busy import BUSY_FRACTION_FLOOR
-from storage.demand import DemandHour, demand_hours
+from storage.demand import DemandHour, demand_hours, last_demand_sample_ts
 
 
 class TelemetryReads:
@@ -29,6 +29,10 @@ class TelemetryReads:
     def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
         """Each hour in [since_ts, until_ts) with a part of its demand measured (`storage.demand`)."""
         return demand_hours(self.engine, since_ts, until_ts)
+
+    def last_demand_sample_ts(self) -> int | None:
+        """The newest second a demand source measured, or None (`storage.demand`)."""
+        return last_demand_sample_ts(self.engine)
 
     def card_count(self) -> int:
         """Cards in the pool with a class (what `SqlRepository.cards` lists), without reading them."""

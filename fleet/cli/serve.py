@@ -44,6 +44,10 @@ def serve_cmd(
         got = _serve(service, cfg, sim, exit_when_done)
     finally:
         service.store.close()
+    lost = service.lease_lost() if exit_when_done else None
+    if lost is not None:  # it would stand by for ever, its month never done: the one line, exit status 1
+        print(f"fleet: error: --exit-when-done: {lost}; the month is not billed to its end", file=sys.stderr, flush=True)
+        raise typer.Exit(1)
     s = service.snapshot
     t = s.totals
     print(
@@ -129,7 +133,8 @@ def _open_service(cfg, sim, speed: float):
 
 
 def _serve(service, cfg, sim, exit_when_done: bool) -> list[int]:
-    """/metrics up, the jobs run until a signal (or, with `exit_when_done`, the month is billed), then everything
+    """/metrics up, the jobs run until a signal (or, with `exit_when_done`, the month is billed or the lease lost to a
+    store that refuses its renewal), then everything
     stopped in order; returns the signal that stopped it, if one did."""
     server = _serve_metrics(service, cfg)
     stop = threading.Event()
@@ -146,7 +151,7 @@ def _serve(service, cfg, sim, exit_when_done: bool) -> list[int]:
     service.start()
     try:
         while not stop.wait(0.1):
-            if exit_when_done and service.month_done():
+            if exit_when_done and (service.month_done() or service.lease_lost() is not None):
                 break
     finally:
         service.shutdown()

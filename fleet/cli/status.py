@@ -10,6 +10,7 @@ import typer
 
 from fleet.cli.demand import forecast_beside_measured
 from fleet.cli.words import DbOption, grouped, iso_minute, percent, shown_url, times
+from fleet.core.units import HOUR_S
 
 
 def _open_store(db: str | None, config: str | None):
@@ -89,6 +90,8 @@ def _status(cfg, repo, store, real_pool) -> tuple[dict, list]:
     out = _month_json(view, cfg.checks)
     out["decisions"] = view.action_counts()
     shown = _month_lines(view, out) if view.hours else _unbilled_lines(view, out, cfg.schedule.billing_every_s)
+    if real_pool:
+        shown.extend(_demand_source_lines(view, repo, out))
     shown.extend(_set_aside(view, out))
     from fleet.cli.card import mismatch_lines, retired_lines
 
@@ -105,6 +108,7 @@ def _month_json(view, marks) -> dict:
     from storage.values import score_key_label
 
     size, billed, totals = view.size, view.billed_size, view.totals
+    judged = view.figures  # idle, ideal and convergence over the hours whose demand was measured (the bill over all)
     return json_safe({
         "month_start": iso_minute(view.month_start_ts), "hours_billed": len(view.hours), "hour_decided": iso_minute(view.last_decided_ts),
         "run_set": view.run_set, "run_set_cards": len(view.run_set), "demand_tps": size and size.demand_tps,
@@ -113,6 +117,7 @@ def _month_json(view, marks) -> dict:
         "evicted": {k: iso_minute(ts) for k, ts in view.evicted.items()},
         "bill_by_part_usd": view.bill_by_part(),
         **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
+        **{k: judged[k] for k in JUDGED},
         "scores": {score_key_label(w): s for w, s in view.scores_by_window.items()}, "checks": view.checks(marks),
         "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
         "last_billed": None if not view.hours else {
@@ -120,6 +125,11 @@ def _month_json(view, marks) -> dict:
             "demand_measured_tps": view.hours[-1].demand_measured_tps},
         "hours_unmeasured": len(view.unmeasured_hours),
     })
+
+
+JUDGED = ("idle_usd", "ideal_bill_usd", "convergence", "unmet_share")
+"""The figures judged against demand: read over the billed hours whose demand was measured. The bill's own figures
+count every billed hour: its rent was paid whatever the demand."""
 
 
 def _unmeasured_line(view) -> list[str]:
@@ -130,7 +140,31 @@ def _unmeasured_line(view) -> list[str]:
     measured = [h.hour_ts for h in view.hours if h.demand_measured_tps is not None]
     last = f"last measured {iso_minute(measured[-1])}" if measured else "none measured this month"
     return [f"demand: {times(len(gone), 'billed hour')} unmeasured ({iso_minute(gone[0].hour_ts)} to "
-            f"{iso_minute(gone[-1].hour_ts)}; {last}): no demand source answered; the checks skip them"]
+            f"{iso_minute(gone[-1].hour_ts)}; {last}): no demand source answered; their rent is billed, idle, ideal "
+            "and the checks skip them"]
+
+
+def _source_line(repo) -> tuple[str | None, str]:
+    """When the demand source last answered (its newest sample in the store), as JSON and as `status`'s line."""
+    last = repo.last_demand_sample_ts()
+    if last is None:
+        return None, "demand source: none has answered (no demand sample stored): demand is what the pool served"
+    return iso_minute(last), f"demand source: last answered {iso_minute(last)} (its newest sample)"
+
+
+def _demand_source_lines(view, repo, out: dict) -> list[str]:
+    """A real pool's lines on its demand source: when it last answered, and the billed hours whose demand is what
+    the pool served alone (telemetry came, no demand source measured any of it: the demand was at least that)."""
+    from fleet.service.demand import served_alone, stretches
+
+    out["demand_source_last_answered"], said = _source_line(repo)
+    got = repo.demand_hours(view.month_start_ts, view.last_billed_ts + HOUR_S) if view.hours else {}
+    alone = [h.hour_ts for h in view.hours if served_alone(got.get(h.hour_ts))]
+    out["hours_served_alone"] = len(alone)
+    if not alone:
+        return [said]
+    return [said, f"demand: {times(len(alone), 'billed hour')} read from what the pool served alone "
+                  f"({stretches(alone)}): no demand source measured them; their demand was at least that"]
 
 
 def _month_lines(view, out: dict) -> list:
@@ -150,7 +184,9 @@ def _month_lines(view, out: dict) -> list:
         # The month's totals, as replay reports them: the bill lines summed apart can round a cent the other way.
         f"bill so far: ${totals['bill_usd']:,.2f} (rent ${totals['bill_warm_usd']:,.2f}, "
         f"churn ${totals['bill_churn_usd']:,.2f})",
-        f"idle ${totals['idle_usd']:,.2f}; ideal ${totals['ideal_bill_usd']:,.2f}; convergence {percent(totals['convergence'])}",
+        f"idle ${out['idle_usd']:,.2f}; ideal ${out['ideal_bill_usd']:,.2f}; convergence {percent(out['convergence'])}"
+        + (f" (over the {len(view.hours) - len(view.unmeasured_hours)} hours with demand measured)"
+           if view.unmeasured_hours else ""),
         *_unmeasured_line(view),
     ]
     for name, c in out["checks"].items():
@@ -265,17 +301,22 @@ def explain_cmd(
     from fleet.core.verdict import json_safe
     from fleet.service.readmodel import CardView
 
-    cfg, repo, store, _real_pool = _open_store(db, None)
+    cfg, repo, store, real_pool = _open_store(db, None)
     cls = repo.card_class(card)
     if cls is None:
         raise UsageError(f"card {card!r}: not in the database {shown_url(cfg.storage.url)!r}")
     view = CardView(store, card, cls)
     retired, said = retired_lines(store, card)
     lines, latest = _explained(view, said)
+    answered = None
+    if real_pool:
+        answered, source = _source_line(repo)
+        lines.append(f"  {source}")
     if as_json:
         evicted = view.evictions
         typer.echo(json.dumps(json_safe({
             "card": card, "card_class": cls, "evicted": bool(evicted), "warm": view.warm, "latest": latest,
+            **({"demand_source_last_answered": answered} if real_pool else {}),
             "retired": retired[0] if retired else None,
             # the eviction's stored record, passed on as stored (as `fleet journal --json` does)
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},

@@ -4,10 +4,11 @@ reason, a time as the commands print it, a database URL as it may be shown, and 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import typer
+
+from fleet.core.units import iso_minute  # noqa: F401 - the commands' time, written once for them and the log
 
 
 def shown_url(url: str) -> str:
@@ -15,11 +16,6 @@ def shown_url(url: str) -> str:
     from storage.db import shown_url as shown
 
     return shown(url)
-
-
-def iso_minute(ts: float) -> str:
-    """A time as the commands print it: UTC, to the minute (`2026-01-01T00:00Z`)."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
 DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FLEET_DB", show_envvar=True,

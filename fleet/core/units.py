@@ -1,9 +1,10 @@
-"""Units the whole project shares: the hour in seconds, the time with no end, and a duration in seconds read from a
-setting."""
+"""Units the whole project shares: the hour in seconds, the time with no end, a time as it is printed, and a
+duration in seconds read from a setting."""
 
 from __future__ import annotations
 
 import math
+from datetime import datetime, timezone
 
 from fleet.core.errors import ConfigError
 
@@ -13,6 +14,11 @@ HOUR_S = 3600
 NO_END_TS = 2**62
 """A time after every month's end: the open upper bound of a read over the store's times (`-NO_END_TS` the open
 lower one), far inside a 64-bit integer so a database's BIGINT binds it."""
+
+
+def iso_minute(ts: float) -> str:
+    """A time as the commands and the log print it: UTC, to the minute (`2026-01-01T00:00Z`)."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
 
 
 def seconds_setting(name: str, raw: str | None, default_s: float, *, what: str, allow_zero: bool = True,

@@ -13,8 +13,8 @@ up to a day, each stretch in one transaction, so a rerun bills nothing twice.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
@@ -30,6 +30,8 @@ from storage.values import HourFigures, Kind
 
 if TYPE_CHECKING:
     from storage.interfaces import JournalStore, TelemetryStore
+
+log = logging.getLogger(__name__)
 
 STRETCH_HOURS = 24
 """Hours billed in one transaction at most."""
@@ -170,6 +172,8 @@ class BillJob:
         evicted = [[index.pos[key] for ts, key in evictions if ts == first_ts + j * HOUR_S] for j in range(k)]
         rate, ticket = self.truth.rates(first_ts, k, index)
         demand, measured = self.demand.billed(m0, h0, k)
+        for line in self.demand.unsaid(first_ts, k):
+            log.warning("%s", line)
         # A card added serves once booted (a card warm the hour before the stretch has: exact for boots up to an hour).
         b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted,
                        boot_hours=self.truth.boot_hours(index), warm_before=warm[:, 0])

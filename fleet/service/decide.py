@@ -90,6 +90,7 @@ class DecidedHour:
     demand: DemandView
     decisions: Decisions
     known: KnownRunSet = field(default_factory=lambda: KnownRunSet(frozenset()))
+    demand_unmeasured_hours: int = 0  # hours just before it with no demand measured (the forecast's fallback)
 
 
 def hour_entries(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> list[JournalEntry]:
@@ -113,6 +114,7 @@ def hour_entries(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> l
         held_out_hours=held_out_hours(d, index),
         in_dip=None if inp.in_dip is None else [keys[i] for i in np.flatnonzero(inp.in_dip[:, 0])],
         dip_allowance=allowance, not_counted=left_out, counted_running=put_back,
+        demand_unmeasured_hours=hour.demand_unmeasured_hours,
     )
     entries = [JournalEntry(f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason, detail=size.to_detail(), acted=True)]
     if d.eviction is not None:
@@ -302,7 +304,7 @@ class DecideJob:
                              f.parts.hysteresis.release_after_hours)
         inp, view = self.hour_input(hour_ts, index, in_class, pool_cards, known)
         d = step(carry, inp, f.parts)
-        hour = DecidedHour(hour_ts, carry, inp, view, d, known)
+        hour = DecidedHour(hour_ts, carry, inp, view, d, known, f.demand.unmeasured_hours_before(m0, h))
         # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
         # the store's run-set intervals from what the journal had open.
         change = run_set_change(d, index, known.cards | known.silent)

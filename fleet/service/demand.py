@@ -14,7 +14,7 @@ import numpy as np
 
 from fleet.core.errors import ConfigError
 from fleet.core.forecast import DemandView, demand_view
-from fleet.core.units import HOUR_S
+from fleet.core.units import HOUR_S, iso_minute
 
 if TYPE_CHECKING:
     from storage.demand import DemandHour
@@ -35,6 +35,19 @@ def hour_demand_tps(h: DemandHour | None) -> float:
     if h.served_tps is None and h.unserved_tps is None:
         return float("nan")
     return max(0.0, (h.served_tps or 0.0) + (h.unserved_tps or 0.0))
+
+
+def served_alone(h: DemandHour | None) -> bool:
+    """The hour's demand is what the pool served and nothing else: its telemetry came, but no demand source measured
+    any of it (neither the queue's part nor the whole demand), so the demand was at least that and may have been more
+    (a Prometheus demand source down beside a drop folder feeding the telemetry)."""
+    return h is not None and h.served_tps is not None and h.offered_tps is None and h.unserved_tps is None
+
+
+def stretches(hours_ts: list[int]) -> str:
+    """Hours as the log says them: `2026-01-01T06:00Z to 2026-01-01T08:00Z` (the first to the last)."""
+    first, last = iso_minute(hours_ts[0]), iso_minute(hours_ts[-1])
+    return first if len(hours_ts) == 1 else f"{first} to {last}"
 
 
 def _view(month_tps: np.ndarray, history_tps: np.ndarray, hour: int, parts) -> DemandView:
@@ -72,6 +85,12 @@ class SimulatedDemand:
         """What the policy believes of month hour `hour`: its forecast from the demand before it, and held mode's
         peak (the same `demand_view` replay calls on the month, cut at the hour)."""
         return _view(self.simulated_tps, self.simulated_history_tps, hour, parts)
+
+    def unmeasured_hours_before(self, month_start_ts: int, hour: int) -> int:
+        return 0  # a simulation's demand is never missing
+
+    def unsaid(self, first_ts: int, k: int) -> list[str]:
+        return []
 
 
 class MeasuredDemand:
@@ -120,6 +139,31 @@ class MeasuredDemand:
         """(the demand the bill reads: measured, 0 where none was; the measured demand, NaN where none was)."""
         measured = self.hours_tps(month_start_ts + h0 * HOUR_S, k)
         return np.nan_to_num(measured, nan=0.0), measured
+
+    def unmeasured_hours_before(self, month_start_ts: int, hour: int) -> int:
+        """How many hours just before month hour `hour` had no demand measured (the week before the month counted):
+        the forecaster read them as missing, so the hour was sized on the last measured level (`last-hour` holds it;
+        `holt-winters` and `seasonal` carry their own forecast over the gap). The size record journals it."""
+        hour_ts = month_start_ts + hour * HOUR_S
+        before = self._settled_tps(month_start_ts - HISTORY_HOURS * HOUR_S, HISTORY_HOURS + hour, hour_ts - HOUR_S)
+        measured = np.flatnonzero(np.isfinite(before))
+        return int(before.size - 1 - measured[-1]) if measured.size else int(before.size)
+
+    def unsaid(self, first_ts: int, k: int) -> list[str]:
+        """What the bill of k hours from `first_ts` must say of their demand, as log lines: hours billed at demand 0
+        because nothing of them was measured, and hours billed on what the pool served alone."""
+        got = self.store.demand_hours(first_ts, first_ts + k * HOUR_S) if k > 0 else {}
+        hours = range(first_ts, first_ts + k * HOUR_S, HOUR_S)
+        none = [ts for ts in hours if np.isnan(hour_demand_tps(got.get(ts)))]
+        alone = [ts for ts in hours if served_alone(got.get(ts))]
+        lines = []
+        if none:
+            lines.append(f"demand: {len(none)} hour(s) billed unmeasured ({stretches(none)}): no demand source answered "
+                         "and no telemetry came; billed at demand 0, the month's checks skip them")
+        if alone:
+            lines.append(f"demand: {len(alone)} hour(s) billed on what the pool served alone ({stretches(alone)}): no "
+                         "demand source answered; their demand was at least that and may have been more")
+        return lines
 
     def view(self, month_start_ts: int, hour: int, parts) -> DemandView:
         if parts.knows_demand:

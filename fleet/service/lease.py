@@ -102,6 +102,9 @@ class LeaseKeeper:
         self._leading = False
         self._seen: tuple | None = None  # (holder, epoch) last logged
         self._error: str | None = None
+        # Why the lease was lost through the store's failure (a full disk, say), not to another holder: a run that
+        # was to end once its work is done (`fleet serve --exit-when-done`) ends on it instead of standing by.
+        self.lost_reason: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -123,9 +126,13 @@ class LeaseKeeper:
             if self._leading and not e.is_leader(self.wall()):
                 self._leading = False
                 log.warning("leader: lost the store's lease (epoch %s): not renewed within %.1f s", e.epoch, e.renew_deadline_s)
+                self.lost_reason = (f"lost the store's lease (epoch {e.epoch}): not renewed within "
+                                    f"{e.renew_deadline_s:g} s ({reason})")
             return self._leading
         self._error = None
         rec = e.observed
+        if held:
+            self.lost_reason = None
         if held and not self._leading:
             was = e.taken_from
             if was is None:

@@ -221,6 +221,10 @@ class FleetCollector(Collector):
                     s.demand_forecast_tps)
         yield gauge("fleet_demand_measured_tps", "The demand the last billed hour had (tokens/s): measured for a real pool, "
                     "the simulation's under --simulate; NaN when none was measured.", s.demand_measured_tps)
+        now = self._now() if self._now is not None else s.clock_ts
+        yield gauge("fleet_demand_source_last_answer_age_seconds", "Seconds since the newest demand sample a real pool's "
+                    "demand source gave, read at the scrape (NaN: none yet, or a simulation).",
+                    now - s.demand_answered_ts if s.demand_answered_ts is not None else None)
         yield gauge("fleet_demand_forecast_error_tps", "Mean |forecast - measured| demand over the last day of billed hours "
                     "(tokens/s).", s.forecast_error_tps)
         yield gauge("fleet_scored_capacity_tokens_per_second", "Capacity of the run set by its scores this hour.", s.scored_capacity_tps)

@@ -177,6 +177,10 @@ class Service:
         leads = self.leading()
         return leads, (self.lease.elector.epoch if leads else seen.epoch if seen is not None else None)
 
+    def lease_lost(self) -> str | None:
+        """Why this service lost the lease through the store's failure and has not taken it back, or None."""
+        return None if self.lease is None else self.lease.lost_reason
+
     def renew_lease(self) -> bool:
         """One attempt to take or renew the lease now (the keeper's thread does this every renew_every_s)."""
         return True if self.lease is None else self.lease.tick()
@@ -222,7 +226,7 @@ class Service:
 
     def metrics_job(self) -> Snapshot:
         self.snapshot = build_snapshot(self.journal_store, self.telemetry, self.pool.current(), self.calendar, self.policy,
-                                       self.scoring.windows, self.cfg.checks, self.clock.now())
+                                       self.scoring.windows, self.cfg.checks, self.clock.now(), self.sim is None)
         return self.snapshot
 
     def jobs(self) -> dict[str, Callable[[], object]]:

@@ -59,6 +59,7 @@ class Snapshot:
     card_classes: dict[str, str] = field(default_factory=dict)  # card → its class, for the per-card series' label
     oldest_unacted_ts: int | None = None  # the hour of the oldest action neither carried out nor set aside
     reconcile_mismatches: dict[str, int] = field(default_factory=dict)  # open mismatches by kind (silent, still-serving)
+    demand_answered_ts: int | None = None  # a real pool's demand source's newest sample (None: none, or a simulation)
 
 
 def mismatch_counts(store: JournalStore) -> dict[str, int]:
@@ -72,13 +73,14 @@ def mismatch_counts(store: JournalStore) -> dict[str, int]:
 
 
 def build_snapshot(store: JournalStore, telemetry: TelemetryStore, index: PoolIndex, calendar: Calendar, policy,
-                   windows: Mapping[str, int], marks, now_ts: float) -> Snapshot:
+                   windows: Mapping[str, int], marks, now_ts: float, measured_demand: bool = False) -> Snapshot:
     """The snapshot of the month on view: the one last billed (at a month's end it stays on view until the next bills).
 
     `policy` gives the class the pool is counted in and the eviction budget's share,
-    `windows` (name → hours) the scores shown, `marks` the checks' pass marks.
+    `windows` (name → hours) the scores shown, `marks` the checks' pass marks; `measured_demand` for a real pool
+    (its checks skip the hours with no demand measured, as `fleet status`'s do).
     """
-    view = MonthView.on_view(store, calendar, now_ts)
+    view = MonthView.on_view(store, calendar, now_ts, measured_demand)
     m0, last_dec = view.month_start_ts, view.last_decided_ts
     in_class = index.run_class_mask(policy)
     pool_cards = int(in_class.sum())
@@ -125,4 +127,5 @@ def build_snapshot(store: JournalStore, telemetry: TelemetryStore, index: PoolIn
         card_classes=dict(zip(index.keys, map(str, index.class_names.tolist()))),
         oldest_unacted_ts=store.oldest_unacted_ts(),
         reconcile_mismatches=mismatch_counts(store),
+        demand_answered_ts=telemetry.last_demand_sample_ts() if measured_demand else None,
     )

@@ -61,7 +61,7 @@ def test_journal_text_is_one_line_an_event(served):
 
 
 @pytest.mark.parametrize("args, line", [
-    (["--kind", "reboot"], "fleet: error: --kind reboot: not a decision kind (one of evict, add, release, act-failed, act-expired, reconcile, retire, size, eviction-pass)"),
+    (["--kind", "reboot"], "fleet: error: --kind reboot: not a decision kind (one of evict, add, release, act-failed, act-expired, reconcile, retire, demand-correction, size, eviction-pass)"),
     (["--since", "yesterday"], "fleet: error: --since 'yesterday': expected an ISO 8601 time (2026-11-02T06:00), Unix seconds, or a span ago (24h, 7d)"),
 ])
 def test_journal_bad_filters_are_one_line(served, args, line):

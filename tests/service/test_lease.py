@@ -262,3 +262,41 @@ def test_the_keeper_of_a_leader_whose_store_fails_leads_until_the_deadline_and_s
     assert sum(m.startswith("lease: cannot renew") for m in lines) == 1
     assert sum(m.startswith("leader: lost the store's lease (epoch 1): not renewed within 2.0 s") for m in lines) == 1
     assert not any("hunter2" in m for m in lines)
+
+
+FULL_DISK = """\
+import sqlite3, sys
+from storage.lease import LeaseStore
+taken = LeaseStore.try_acquire
+calls = []
+def full(self, *args):  # the first attempt takes the lease; from then on the disk is full
+    calls.append(args)
+    if len(calls) > 1:
+        raise sqlite3.OperationalError("database or disk is full")
+    return taken(self, *args)
+LeaseStore.try_acquire = full
+from fleet.cli.app import main
+sys.argv = ["fleet", *sys.argv[1:]]
+main()
+"""
+
+
+def test_serve_exit_when_done_ends_in_one_line_when_a_full_disk_loses_it_the_lease(tmp_path):
+    """Its lease not renewed within the deadline, the service would stand by for ever and its month never be done:
+    `--exit-when-done` ends it with status 1 and one line saying why, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "tiny.toml").write_text(TINY_PRESET)
+    (tmp_path / "serve.toml").write_text("[lease]\nduration_s = 3\nrenew_every_s = 0.1\nrenew_deadline_s = 0.5\n")
+    env = {k: v for k, v in os.environ.items() if k != "FLEET_DB"}
+    # At speed 1 the 96-hour month would take four days: only the lost lease can end the run.
+    p = subprocess.run([sys.executable, "-c", FULL_DISK, "serve", "--simulate", "tiny.toml", "--speed", "1",
+                        "--exit-when-done", "--config", "serve.toml", "--db", "sqlite:///s.db", "--metrics-port", "0"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    errors = [x for x in p.stderr.splitlines() if x.startswith("fleet: error:")]
+    assert errors == ["fleet: error: --exit-when-done: lost the store's lease (epoch 1): not renewed within 0.5 s "
+                      "(database or disk is full); the month is not billed to its end"], p.stderr
+    assert "Traceback" not in p.stderr

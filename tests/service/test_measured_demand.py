@@ -58,9 +58,9 @@ def test_demand_samples_are_stored_once_and_read_by_hour(store_url):
     assert repo.demand_hours(T0 + 3 * HOUR_S, T0 + 4 * HOUR_S) == {}
 
 
-def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "last-hour"):
-    """A real pool with four cards' telemetry for hours -1..4 and the given measured demand by month hour,
-    stepped through the hours 0..4 on a hand-moved clock."""
+def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "last-hour", url: str | None = None):
+    """A real pool with four cards' telemetry for hours -1..5 and the given measured demand by month hour,
+    stepped through the hours 0..4 on a hand-moved clock; its store at `url` (a SQLite file of its own if none)."""
     from fleet.service.config import load_service_config
     from fleet.service.service import Service
 
@@ -76,7 +76,7 @@ def _pool(tmp_path, name: str, demand_tps: dict[int, float], forecast: str = "la
         default_class = "flagship"
         """))
     cfg = load_service_config(tmp_path / f"{name}.toml")
-    repo = open_repository(f"sqlite:///{tmp_path / name}.db")
+    repo = open_repository(url or f"sqlite:///{tmp_path / name}.db")
     rows = "card_id,ts,tokens_per_s\n" + "".join(
         f"{c},{T0 + h * HOUR_S + 60 * m},{r}\n" for h in range(-1, 6) for m in range(3) for c, r in RATES.items())
     ingest_parsed(repo, parse_bytes(rows.encode(), "csv", "t.csv"), IngestSettings(now_ts=T0 + 10 * HOUR_S, default_class="flagship"))
@@ -201,30 +201,62 @@ def test_a_pulled_demand_source_is_held_to_the_same_bounds(store_url):
     assert repo.demand_hours(T0 - HOUR_S, T0 + HOUR_S) == {T0: DemandHour(T0, None, None, 4100.0)}
 
 
-def test_status_says_when_no_demand_was_measured_and_the_checks_skip_those_hours(tmp_path):
-    """Hours 6..8 have no telemetry and no demand (the source down): billed at demand 0 as before, but `fleet status`
-    says so in one line and the month's checks read hours 0..5 only (they read the idle hours as no demand)."""
+def test_a_demand_source_that_is_down_is_said_and_never_read_as_no_demand(tmp_path, store_url, caplog):
+    """The demand source answered for hour 0 only; the telemetry came for hours 0..5 (a drop folder, say), then
+    nothing for hours 6..8. Hours 1..5 are billed on what the pool served alone and hours 6..8 at demand 0, each said
+    in the log and in `fleet status`; idle, ideal, convergence and the checks read hours 0..5 only; the size record
+    of an hour after unmeasured ones says how many; `status`, `explain` and `/metrics` say when the source last
+    answered. On SQLite and PostgreSQL."""
     import json
+    import logging
 
     from fleet.service.readmodel import MonthView, stored_month_totals
     from tests.cli.test_ingest_statuses import fleet
+    from tests.service.test_metrics import SCRAPE_TS, families, sample
 
-    svc, clock = _pool(tmp_path, "p", {0: 6000.0})
+    svc, clock = _pool(tmp_path, "p", {0: 6000.0}, url=store_url)
     clock.t += 4 * HOUR_S
-    for job in (svc.score_job, svc.decide_job, svc.billing_job):
-        job()
+    with caplog.at_level(logging.WARNING, logger="fleet.service.billing"):
+        for job in (svc.score_job, svc.decide_job, svc.billing_job):
+            job()
     hours = svc.journal_store.hours(T0)
     assert [(h.hour_ts - T0) // HOUR_S for h in hours if h.demand_measured_tps is None] == [6, 7, 8]
-    p = fleet("status", "--db", f"sqlite:///{tmp_path / 'p.db'}", cwd=tmp_path)
+    said = [r.getMessage() for r in caplog.records]
+    assert ("demand: 5 hour(s) billed on what the pool served alone (2026-01-01T01:00Z to 2026-01-01T05:00Z): no "
+            "demand source answered; their demand was at least that and may have been more") in said
+    assert ("demand: 3 hour(s) billed unmeasured (2026-01-01T06:00Z to 2026-01-01T08:00Z): no demand source answered "
+            "and no telemetry came; billed at demand 0, the month's checks skip them") in said
+    # The decide job's fallback, journaled: how many hours before each had no demand measured.
+    sizes = _sizes(svc)
+    assert {h: sizes[h].get("demand_unmeasured_hours", 0) for h in range(5, 10)} == {5: 0, 6: 0, 7: 1, 8: 2, 9: 3}
+
+    p = fleet("status", "--db", store_url, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    [line] = [x for x in p.stdout.splitlines() if x.startswith("demand: ")]
-    assert line == ("demand: 3 billed hours unmeasured (2026-01-01T06:00Z to 2026-01-01T08:00Z; last measured "
-                    "2026-01-01T05:00Z): no demand source answered; the checks skip them")
-    out = json.loads(fleet("status", "--db", f"sqlite:///{tmp_path / 'p.db'}", "--json", cwd=tmp_path).stdout)
-    assert out["hours_unmeasured"] == 3
-    measured = stored_month_totals(hours[:6])
-    everything = stored_month_totals(hours)
+    lines = p.stdout.splitlines()
+    assert ("demand: 3 billed hours unmeasured (2026-01-01T06:00Z to 2026-01-01T08:00Z; last measured "
+            "2026-01-01T05:00Z): no demand source answered; their rent is billed, idle, ideal and the checks skip "
+            "them") in lines
+    assert "demand source: last answered 2026-01-01T00:00Z (its newest sample)" in lines
+    assert ("demand: 5 billed hours read from what the pool served alone (2026-01-01T01:00Z to 2026-01-01T05:00Z): "
+            "no demand source measured them; their demand was at least that") in lines
+    measured, everything = stored_month_totals(hours[:6]), stored_month_totals(hours)
     assert measured["convergence"] != pytest.approx(everything["convergence"])  # the hours skipped matter
+    [judged] = [x for x in lines if x.startswith("idle $")]
+    assert judged == (f"idle ${measured['idle_usd']:,.2f}; ideal ${measured['ideal_bill_usd']:,.2f}; convergence "
+                      f"{measured['convergence']:.1%} (over the 6 hours with demand measured)")
+    out = json.loads(fleet("status", "--db", store_url, "--json", cwd=tmp_path).stdout)
+    assert (out["hours_unmeasured"], out["hours_served_alone"]) == (3, 5)
+    assert out["demand_source_last_answered"] == "2026-01-01T00:00Z"
+    assert out["bill_usd"] == pytest.approx(everything["bill_usd"])  # the rent of every billed hour was paid
+    assert out["convergence"] == pytest.approx(measured["convergence"])
     assert out["checks"]["convergence"]["value"] == pytest.approx(measured["convergence"])
+
+    p = fleet("explain", "gpu-a", "--db", store_url, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "  demand source: last answered 2026-01-01T00:00Z (its newest sample)" in p.stdout.splitlines()
+
+    fams, text = families(snap=svc.metrics_job())
+    assert sample(fams, "fleet_demand_source_last_answer_age_seconds") == pytest.approx(SCRAPE_TS - T0)
+    assert "# HELP fleet_demand_source_last_answer_age_seconds" in text
     view = MonthView.on_view(svc.journal_store)  # a simulation's reader: every hour counted, as before
     assert view.unmeasured_hours == [] and view.figures["convergence"] == pytest.approx(everything["convergence"])

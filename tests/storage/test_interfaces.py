@@ -56,7 +56,8 @@ TELEMETRY = (
     "hourly_rollups", "sample_count",  # reading
     "write_demand_batch",  # measured demand
     "prune_raw",  # retention
-    "card_count", "card_class", "rollup_means", "last_rollup_ts", "demand_hours", "ingest_totals", "quarantine_reasons",
+    "card_count", "card_class", "rollup_means", "last_rollup_ts", "demand_hours", "last_demand_sample_ts", "ingest_totals",
+    "quarantine_reasons",
     "quarantined",  # as the service and the operator commands read the telemetry
 )
 JOURNAL = (
