@@ -25,6 +25,7 @@ from fleet.core.compare import (
     month_ideals, replay_month,
     run_batch, run_headroom_batch, same_month, summarise,
 )
+from fleet.core.latency import promise_view
 from fleet.core.errors import ConfigError
 from fleet.core.preset import Preset
 from fleet.core.scenario import Scenario
@@ -135,8 +136,8 @@ class LocalEngine:
 
 def _replay_stored(chunk: tuple, month) -> MonthFigures:
     """One share of a stored month's combinations, replayed on a worker (a plain function, so any engine can run it)."""
-    scenarios, parts, seed, exact, ideals = chunk
-    return replay_month(scenarios, parts, month, seed, exact, ideals)
+    scenarios, parts, seed, exact, ideals, ideals_of = chunk
+    return replay_month(scenarios, parts, month, seed, exact, ideals, ideals_of)
 
 
 class Sweep:
@@ -200,8 +201,8 @@ class Sweep:
             raise ValueError("no combination to run")
         parts = [resolve_policy(s) for s in scenarios]
         size = math.ceil(len(scenarios) / min(len(scenarios), self.engine.slots))
-        ideals = month_ideals(month, exact)
-        work = [(tuple(scenarios[i : i + size]), tuple(parts[i : i + size]), seed, exact, ideals)
+        ideals = month_ideals(month, exact, promise_view(scenarios[0], month.class_names, month.card_class))
+        work = [(tuple(scenarios[i : i + size]), tuple(parts[i : i + size]), seed, exact, ideals, scenarios[0])
                 for i in range(0, len(scenarios), size)]
         shares = self._map(_replay_stored, work, common=month, months_done=False)
         return replace(shares[0], figures=np.concatenate([m.figures for m in shares]), passes=np.concatenate([m.passes for m in shares]))

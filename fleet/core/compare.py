@@ -22,7 +22,8 @@ import numpy as np
 from fleet.core.headroom import (  # noqa: F401  (re-exported)
     HEADROOM_SEARCH, REACTIVE_HEADROOM_SEARCH, SEARCH_CONFIDENCE, headroom_search, least_passing_step, passing_headroom,
 )
-from fleet.core.ideal import GAP_TOL_USD, ideal_exact_usd_by_hour, ideal_gap, ideal_greedy_usd_by_hour
+from fleet.core.latency import promise_key, promise_view
+from fleet.core.ideal import GAP_TOL_USD, ideal_gap, month_ideals  # noqa: F401  (re-exported)
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
 from fleet.core.replay import fine_ideal, demand_key, month_demand, replay, score_month
@@ -208,27 +209,33 @@ class MonthFigures:
     gap_hours: int
 
 
-def month_ideals(month, exact: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """The month's greedy and exact ideal bills by hour (the exact is the greedy's at one rent, not solved again;
-    without `exact`, the greedy stands for both)."""
-    true_month = month.true_rate_tps[:, month.warmup_hours :]
-    demand = month.demand_tps.astype(np.float64)
-    greedy = ideal_greedy_usd_by_hour(true_month, month.rent_usd_per_hour, demand)
-    return greedy, ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand, greedy_usd=greedy) if exact else greedy
-
-
 class MonthCache:
     """One month's ideal bill and its scores under each estimator, computed once for every combination.
 
-    `ideals` is `month_ideals` when the caller has it (a stored month's grid split over workers computes it once)."""
+    `ideals` is `month_ideals` when the caller has it (a stored month's grid split over workers computes it once);
+    `scenario` the pool the month is replayed for: under its promise the ideal is the promise's. Policies under
+    another promise (a promise axis) get theirs, each computed once."""
 
-    def __init__(self, month, exact: bool = True, ideals: tuple[np.ndarray, np.ndarray] | None = None):
+    def __init__(self, month, exact: bool = True, ideals: tuple[np.ndarray, np.ndarray] | None = None,
+                 scenario: Scenario | None = None):
         self.month = month
-        self.greedy_usd, self.exact_usd = ideals if ideals is not None else month_ideals(month, exact)
-        self.ideal_usd = self.exact_usd if exact else self.greedy_usd
+        self.exact = exact
+        self._key = None if scenario is None else promise_key(scenario, month.class_names)
+        self._ideals: dict = {} if ideals is None else {self._key: ideals}  # `ideals` are `scenario`'s
+        if self._key not in self._ideals:
+            self._ideals[self._key] = month_ideals(month, exact, None if scenario is None else promise_view(
+                scenario, month.class_names, month.card_class))
+        self.greedy_usd, self.exact_usd = self._ideals[self._key]
         self._scores: dict = {}
         self._demand: dict = {}
         self._fine_ideal: dict = {}
+
+    def ideal_usd(self, scenario: Scenario) -> np.ndarray:
+        """The month's ideal bill by hour for `scenario`'s promise (or none)."""
+        key, m = promise_key(scenario, self.month.class_names), self.month
+        if key not in self._ideals:
+            self._ideals[key] = month_ideals(m, self.exact, promise_view(scenario, m.class_names, m.card_class))
+        return self._ideals[key][1 if self.exact else 0]
 
     def replay(self, scenario: Scenario, parts: PolicyParts, capacity_only: bool = False):
         scores = score_month(self.month, parts, self._scores)
@@ -241,7 +248,7 @@ class MonthCache:
             if clock not in self._fine_ideal:
                 self._fine_ideal[clock] = fine_ideal(scenario, self.month)
             fine = self._fine_ideal[clock]
-        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd, scores=scores,
+        return replay(scenario, parts, month=self.month, ideal_usd=self.ideal_usd(scenario), scores=scores,
                       demand=self._demand[seen], fine_ideal_usd=fine, capacity_only=capacity_only)
 
 
@@ -251,9 +258,10 @@ def month_row(f: dict) -> list[float]:
 
 
 def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], month, seed: int, exact: bool = True,
-                 ideals: tuple[np.ndarray, np.ndarray] | None = None) -> MonthFigures:
-    """Replay one month (drawn or stored) under every combination; its ideal bill and scores are computed once."""
-    cache = MonthCache(month, exact, ideals)
+                 ideals: tuple[np.ndarray, np.ndarray] | None = None, ideals_of: Scenario | None = None) -> MonthFigures:
+    """Replay one month (drawn or stored) under every combination; its ideal bill and scores are computed once
+    (`ideals`, when given, are `ideals_of`'s: the first combination's unless said)."""
+    cache = MonthCache(month, exact, ideals, ideals_of or (scenarios[0] if scenarios else None))
     gap = ideal_gap(cache.greedy_usd, cache.exact_usd)
     figs = np.empty((len(scenarios), len(FIGURES)))
     passes = np.empty((len(scenarios), len(CHECKS)), dtype=bool)
@@ -316,7 +324,7 @@ def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
     guesses: list[float | None] = [None] * len(batch.scenarios)
     for seed in batch.seeds:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
-        cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False)
+        cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False, scenario=scenarios[0])
         found = np.array([min_headroom(cache, s, p, batch.search, g) for s, p, g in zip(scenarios, batch.parts, guesses)])
         guesses = list(found)
         out.append((seed, found))

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
-from fleet.core.queueing import erlang_c, wait_at_percentile_s
+from fleet.core.queueing import erlang_c_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import StepCurve, prefill_s
 from fleet.core.tables import Strict
 
@@ -117,31 +117,31 @@ def promise_figures(warm: np.ndarray, rate_at_promise: np.ndarray, slots: np.nda
     ok = np.ones(hours)
     if slo.ttft_ms is not None and shape is not None:
         demand = np.asarray(demand_tps, dtype=np.float64)
-        for h in range(hours):
-            if demand[h] <= 0:
-                ttft[h] = prefill
-                continue
-            if slots_h[h] < 1 or rate_h[h] <= 0:
-                ttft[h], ok[h] = np.inf, 0.0
-                continue
+        ttft[:] = prefill
+        live = demand > 0
+        dead = live & ((slots_h < 1) | (rate_h <= 0))
+        ttft[dead], ok[dead] = np.inf, 0.0
+        run = live & ~dead
+        if run.any():
             # A slot holds a request for its output at the stream speed the promised batch gives (the run set's
             # rate at the promise over its slots), so the slots' load is the share of that rate the demand asks.
-            service_s = shape.output_tokens * slots_h[h] / rate_h[h]
-            arrival = demand[h] / shape.output_tokens
-            c = int(slots_h[h])
-            ttft[h] = wait_at_percentile_s(c, arrival, service_s, slo.percentile) + prefill
-            ok[h] = _share_within(c, arrival, service_s, slo.ttft_ms / 1000.0 - prefill)
+            c = np.floor(slots_h[run])
+            service_s = shape.output_tokens * slots_h[run] / rate_h[run]
+            arrival = demand[run] / shape.output_tokens
+            ttft[run] = wait_at_percentile_many_s(c, arrival, service_s, slo.percentile) + prefill
+            ok[run] = _share_within(c, arrival, service_s, slo.ttft_ms / 1000.0 - prefill)
     return PromiseFigures(stream_ok * ok, rate_h, slots_h, ttft, ok)
 
 
-def _share_within(slots: int, arrival_rate: float, service_s: float, wait_s: float) -> float:
-    """The share of requests whose slot wait is at most `wait_s` (0 when the prefill alone misses the promise)."""
+def _share_within(slots: np.ndarray, arrival_rate: np.ndarray, service_s: np.ndarray, wait_s: float) -> np.ndarray:
+    """The share of requests whose slot wait is at most `wait_s`, hour by hour (0 when the prefill alone misses the
+    promise, or the slots cannot carry the load)."""
     if wait_s < 0:
-        return 0.0
+        return np.zeros(np.shape(slots))
     load = arrival_rate * service_s
-    if load >= slots:
-        return 0.0
-    return 1.0 - erlang_c(slots, load) * float(np.exp(-(slots - load) * wait_s / service_s))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = 1.0 - erlang_c_many(slots, load) * np.exp(-(slots - load) * wait_s / service_s)
+    return np.where(load >= slots, 0.0, out)
 
 
 def request_shape(demand) -> RequestShape | None:
@@ -214,8 +214,6 @@ def target_for_first_token_tps(sizing_tps: np.ndarray, slo: Slo, shape: RequestS
     """What each hour must be sized for so its first tokens keep the promise: enough slots that the wait at the
     percentile plus the prefill fits `ttft_ms` (`slots_for_wait`), as tokens/s at one slot's speed; never less than
     the demand sized for. A promise with no first-token part, or no request size, asks nothing more."""
-    from fleet.core.queueing import slots_for_wait
-
     sizing = np.asarray(sizing_tps, dtype=np.float64)
     if slo.ttft_ms is None or shape is None or slot_tps <= 0:
         return sizing
@@ -223,10 +221,11 @@ def target_for_first_token_tps(sizing_tps: np.ndarray, slo: Slo, shape: RequestS
     if wait_s < 0:
         return np.full(sizing.shape, np.inf)  # the prefill alone misses the promise: no run set keeps it
     service_s = shape.output_tokens / slot_tps
+    live = np.isfinite(sizing) & (sizing > 0)
     out = sizing.copy()
-    for i, d in enumerate(sizing.tolist()):
-        if np.isfinite(d) and d > 0:
-            out[i] = max(d, slots_for_wait(d / shape.output_tokens, service_s, wait_s, slo.percentile) * slot_tps)
+    if live.any():
+        slots = slots_for_wait_many(sizing[live] / shape.output_tokens, service_s, wait_s, slo.percentile)
+        out[live] = np.maximum(sizing[live], slots * slot_tps)
     return out
 
 
@@ -248,6 +247,15 @@ class PromiseView:
         return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps)[0].astype(
             np.asarray(rate_tps).dtype, copy=False)
 
+    def describe(self) -> str:
+        """The promise in words, for reasons: "30 tok/s a stream, first token within 2000 ms at p99"."""
+        parts = []
+        if self.slo.stream_tps is not None:
+            parts.append(f"{self.slo.stream_tps:g} tok/s a stream")
+        if self.slo.ttft_ms is not None:
+            parts.append(f"first token within {self.slo.ttft_ms:g} ms at p{self.slo.percentile * 100:g}")
+        return ", ".join(parts)
+
     def target_tps(self, sizing_tps: np.ndarray) -> np.ndarray:
         """Each hour's demand to size for, lifted to the slots its first tokens need."""
         return target_for_first_token_tps(sizing_tps, self.slo, self.shape, self.slot_tps, self.prefill_s)
@@ -263,3 +271,19 @@ def promise_view(s, class_names, card_class: np.ndarray) -> PromiseView | None:
     prefill = max((servings[k].prefill_s for k in rented if servings[k] is not None), default=0.0)
     return PromiseView(s.slo, tuple(servings), np.asarray(card_class), shape,
                        slot_speed_tps(servings, rented, s.slo.stream_tps), prefill)
+
+
+def sizing_promise(s, class_names, card_class: np.ndarray) -> PromiseView | None:
+    """The promise a policy sizes to: the pool's, unless the policy sizes to throughput alone (`size_to`)."""
+    if s.slo is None or s.policy.size_to != "promise":
+        return None
+    return promise_view(s, class_names, card_class)
+
+
+def promise_key(s, class_names) -> tuple | None:
+    """What a month's ideal under the promise depends on beyond the month (None: no promise): policies with one key
+    share one ideal."""
+    if s.slo is None:
+        return None
+    return (s.slo.stream_tps, s.slo.ttft_ms, s.slo.percentile, request_shape(s.demand),
+            tuple(s.policy.run_classes(class_names)))

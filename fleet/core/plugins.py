@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from fleet.core.forecast import Forecaster
+from fleet.core.latency import PromiseView
 from fleet.core.scenario import Policy
 
 
@@ -33,11 +34,14 @@ class SizingInput:
     previous: np.ndarray | None  # run set of the hour before the stretch, or None at month start
     allowance: np.ndarray | None = None  # (k,) share of capacity held for dips to come; None: none
     peak_before_tps: float = float("nan")  # the peak held mode had sized for at the hour before the stretch
+    promise: "PromiseView | None" = None  # under a promise sized to: the target lifted to the first token's slots
 
     def target_tps(self, mode: "SizingMode") -> np.ndarray:
-        """The mode's target each hour, with the capacity held for dips to come."""
+        """The mode's target each hour, with the capacity held for dips to come, and under a promise the slots its
+        first-token percentile needs."""
         base = np.asarray(mode.target_tps(self.demand_tps, self.peak_demand_tps, self.headroom), dtype=np.float64)
-        return base if self.allowance is None else base * (1.0 + self.allowance)
+        base = base if self.allowance is None else base * (1.0 + self.allowance)
+        return base if self.promise is None else self.promise.target_tps(base)
 
 
 class SizingMode(Protocol):

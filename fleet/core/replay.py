@@ -16,6 +16,8 @@ import numpy as np
 from fleet.core.billing import HoursBill, bill_hours
 from fleet.core.forecast import DemandView, demand_view
 from fleet.core.greedy import copy_in_tiles
+from fleet.core.ideal import month_ideals
+from fleet.core.latency import promise_view, sizing_promise
 from fleet.core.month import Month, draw_month
 from fleet.core.carry import Carry, run_class_mask
 from fleet.core.plugins import PolicyParts, Scored
@@ -209,6 +211,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     score, evict_score, in_dip, allowance = ms.score_tps, ms.evict_score_tps, ms.in_dip, ms.allowance
 
     budget = budget_cards(policy.eviction.share, int(idx.size))
+    promise = sizing_promise(scenario, month.class_names, month.card_class)
+    ideal_usd = ideal_usd if ideal_usd is not None or scenario.slo is None else promise_ideal_usd(scenario, month)
     view = demand if demand is not None else month_demand(month, parts)
     cadence = policy.eviction.cadence_hours
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
@@ -237,7 +241,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
                 evict_score_tps=evict_score[:, c] if c == a > 0 else None,  # a stretch's first hour: a decision hour
                 groups=month.card_class,
                 peak_before_tps=float(view.peak_tps[c - 1]) if c > 0 else float("nan"),
-                allowance=None if allowance is None else allowance[c:d],
+                allowance=None if allowance is None else allowance[c:d], promise=promise,
             ), parts)
             if stepped.eviction is not None:
                 passes.append(stepped.eviction)
@@ -265,6 +269,12 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     if scenario.fine:
         fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only)
     return result
+
+
+def promise_ideal_usd(scenario: Scenario, month: Month) -> np.ndarray:
+    """The month's ideal bill by hour under the pool's promise: the ideal operator keeps it, whatever the policy
+    sizes to."""
+    return month_ideals(month, True, promise_view(scenario, month.class_names, month.card_class))[1]
 
 
 def fine_ideal(scenario: Scenario, month: Month) -> float:

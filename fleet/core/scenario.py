@@ -220,6 +220,10 @@ class Policy(Strict):
     forecast: str = DEFAULT_FORECAST
     forecast_quantile: float | None = Field(default=None, gt=0, lt=1)  # size to forecast × this quantile of recent actual/forecast
     forecast_error_hours: int = Field(default=168, ge=1, le=24 * 31)  # the recent hours those errors are read over
+    # Under a promise ([slo]): "promise" sizes, scores and evicts by each card's rate at the promise and adds the
+    # slots the first-token percentile needs; "throughput" by its rate alone, as with no promise (the latency check
+    # judges both).
+    size_to: Literal["promise", "throughput"] = "promise"
     reactive: Reactive | None = None  # the loop within the hour (a clock finer than the hour); none: the plan alone
     cold_start_tps: float | None = Field(default=None, ge=0)  # what an hour is sized for before any demand is seen
     # Each plug-in's own settings: a table of its kind under its name (`[policy.scores.dip-aware]`), validated by the

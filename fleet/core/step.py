@@ -15,7 +15,7 @@ No clock, no I/O: the hours and every input are arguments; policies arrive resol
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import Mapping, Protocol
@@ -24,6 +24,7 @@ import numpy as np
 
 from fleet.core.carry import Carry
 from fleet.core.greedy import tokens_per_dollar
+from fleet.core.latency import PromiseView
 from fleet.core.plugins import PolicyParts, SizingInput
 
 
@@ -229,6 +230,15 @@ class StepInput:
     allowance: np.ndarray | None = None  # (k,) share of capacity held for dips to come; None: none
     in_dip: np.ndarray | None = None  # (cards, k) bool: the estimator scored the card on its recent level (a dip)
     unavailable: np.ndarray | None = None  # (cards,) bool: may not be chosen in the stretch (silent, retired by hand)
+    promise: PromiseView | None = None  # under a promise sized to: scores and targets read at the promise
+
+    def at_promise(self) -> "StepInput":
+        """The same stretch with each card's score (and eviction score) read as its rate at the promise: what the
+        greedy sizes, ranks by tokens per dollar and the rule judges, so one step serves both readings."""
+        if self.promise is None:
+            return self
+        return replace(self, score_tps=self.promise.rates_tps(self.score_tps),
+                       evict_score_tps=None if self.evict_score_tps is None else self.promise.rates_tps(self.evict_score_tps))
 
 
 class CardChanges(Protocol):
@@ -244,11 +254,16 @@ class Listed:
     releases: tuple[CardDecision, ...] = ()
 
 
-def sizing_reason(parts: PolicyParts, target_tps: float, capacity_tps: float, allowance: float, held_warm: int) -> str:
-    """Why an hour's run set is what it is, in the sizing's words."""
+def sizing_reason(parts: PolicyParts, target_tps: float, capacity_tps: float, allowance: float, held_warm: int,
+                  promise: PromiseView | None = None, tokens_tps: float | None = None) -> str:
+    """Why an hour's run set is what it is, in the sizing's words; under a promise, what it was read at and how much
+    of the target the first token's slots asked beyond the tokens."""
     policy = parts.policy
-    why = (f"{policy.mode} mode through the {parts.score.describe(policy.window)}: target {target_tps:.0f} tok/s, "
+    at = "" if promise is None else f" at the promise ({promise.describe()})"
+    why = (f"{policy.mode} mode through the {parts.score.describe(policy.window)}: target {target_tps:.0f} tok/s{at}, "
            f"scored capacity {capacity_tps:.0f} tok/s")
+    if promise is not None and tokens_tps is not None and target_tps > tokens_tps + 0.5:
+        why += f" ({tokens_tps:.0f} tok/s for the tokens, {target_tps - tokens_tps:.0f} more for the first token's slots)"
     if allowance:
         why += f" (holding {allowance:.1%} for dips to come)"
     r = parts.hysteresis.release_after_hours
@@ -269,6 +284,7 @@ class StretchChanges:
     chosen: np.ndarray  # (cards, k) the mode's own choice, before the hysteresis
     evicted: tuple[int, ...]  # evicted at the stretch's first hour: they leave, and are not released
     targets_tps: np.ndarray  # (k,)
+    tokens_tps: np.ndarray | None = None  # (k,) under a promise: the target before the first token's slots
 
     @cached_property
     def _both(self) -> tuple[tuple[CardDecision, ...], tuple[CardDecision, ...]]:
@@ -296,12 +312,17 @@ class StretchChanges:
         capacity = float(np.asarray(score, dtype=np.float64)[now].sum())
         held = int((now & ~np.asarray(self.chosen[:, j], dtype=bool)).sum())
         allowance = float(inp.allowance[j]) if inp.allowance is not None else 0.0
-        why = sizing_reason(self.parts, float(self.targets_tps[j]), capacity, allowance, held)
+        tokens = None if self.tokens_tps is None else float(self.tokens_tps[j])
+        why = sizing_reason(self.parts, float(self.targets_tps[j]), capacity, allowance, held, inp.promise, tokens)
         tpd = tokens_per_dollar(score, inp.rent_usd_per_hour)
+        # Added for latency: the run set without the hour's adds already carried the tokens, not the first tokens.
+        for_latency = tokens is not None and capacity - float(np.asarray(score, dtype=np.float64)[added].sum()) >= tokens
+        why_add = ("added for latency: the tokens were covered, the first token's slots were not" if for_latency
+                   else "added: among the best tokens per dollar to cover the target")
         dip = None if inp.in_dip is None else np.asarray(inp.in_dip[:, j], dtype=bool)
         note = lambda c: "; scored on its recent hours: it looks in a dip" if dip is not None and dip[c] else ""  # noqa: E731
         adds.extend(CardDecision(CardAction.ADD, hour, int(c), float(score[c]), float(tpd[c]),
-                                 f"added: among the best tokens per dollar to cover the target; {why}{note(c)}") for c in added)
+                                 f"{why_add}; {why}{note(c)}") for c in added)
         releases.extend(CardDecision(CardAction.RELEASE, hour, int(c), float(score[c]), float(tpd[c]),
                                      f"released: not needed to cover the target; {why}{note(c)}") for c in released)
 
@@ -369,6 +390,7 @@ def step(carry: Carry, inp: StepInput, parts: PolicyParts) -> Decisions:
     """Decide a stretch of hours: the eviction pass at its first hour when that is a decision hour, then each
     hour's run set; the same for a month's stretch in replay and for one hour of the service."""
     policy = parts.policy
+    inp = inp.at_promise()
     hours = np.asarray(inp.hours)
     first = int(hours[0])
     rent = inp.rent_usd_per_hour
@@ -386,16 +408,21 @@ def step(carry: Carry, inp: StepInput, parts: PolicyParts) -> Decisions:
     before = None if after.run_set is None else np.asarray(after.run_set, dtype=bool)
     sizing = SizingInput(hours=hours, score_tps=inp.score_tps, rent_usd_per_hour=rent, eligible=eligible,
                          demand_tps=inp.demand_tps, peak_demand_tps=inp.peak_demand_tps, headroom=policy.headroom,
-                         previous=before, allowance=inp.allowance, peak_before_tps=float(inp.peak_before_tps))
+                         previous=before, allowance=inp.allowance, peak_before_tps=float(inp.peak_before_tps),
+                         promise=inp.promise)
     sized = size_stretch(sizing, after.out_hours_before(parts.hysteresis.release_after_hours), parts)
     warm, chosen = sized.warm, sized.chosen
     last = warm[:, -1]
     targets = np.asarray(sizing.target_tps(parts.mode), dtype=np.float64).reshape(-1)
     targets = np.broadcast_to(targets, hours.shape) if targets.size == 1 else targets
+    tokens = None
+    if inp.promise is not None:
+        tokens = np.asarray(replace(sizing, promise=None).target_tps(parts.mode), dtype=np.float64).reshape(-1)
+        tokens = np.broadcast_to(tokens, hours.shape) if tokens.size == 1 else tokens
     capacity = float(np.asarray(inp.score_tps[:, -1], dtype=np.float64)[last].sum())
     held = int((last & ~chosen[:, -1]).sum())
     allowance = float(inp.allowance[-1]) if inp.allowance is not None else 0.0
-    changes = StretchChanges(inp, parts, before, warm, chosen, () if passed is None else passed.evicted, targets)
+    changes = StretchChanges(inp, parts, before, warm, chosen, () if passed is None else passed.evicted, targets, tokens)
     return Decisions(
         hour=int(hours[-1]),
         mode=policy.mode,
@@ -405,7 +432,8 @@ def step(carry: Carry, inp: StepInput, parts: PolicyParts) -> Decisions:
         next=after.sized(last, sized.out_hours),
         eviction=passed,
         held_warm=held,
-        reason=sizing_reason(parts, float(targets[-1]), capacity, allowance, held),
+        reason=sizing_reason(parts, float(targets[-1]), capacity, allowance, held, inp.promise,
+                             None if tokens is None else float(tokens[-1])),
         changes=changes,
         warm=warm,
     )

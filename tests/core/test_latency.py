@@ -57,13 +57,29 @@ def test_the_first_token_share_is_erlang_c():
 def test_a_throughput_sized_chat_pool_fails_latency_and_without_a_promise_has_three_checks():
     from fleet.presets import replay_scenario
 
-    promised = replay_scenario(scenario(slo={"stream_tps": 30}, demand={"avg_tps": 8000}, policy={"card_class": "h100-70b", "headroom": 1.02}))
+    throughput = {"card_class": "h100-70b", "headroom": 1.02, "size_to": "throughput"}
+    promised = replay_scenario(scenario(slo={"stream_tps": 30}, demand={"avg_tps": 8000}, policy=throughput))
     f = promised.figures
     assert set(f["checks"]) == {"capacity", "convergence", "eviction", "latency"}
     assert not f["checks"]["latency"]["pass"] and f["goodput_share"] < 0.9
     plain = replay_scenario(scenario(demand={"avg_tps": 8000}, policy={"card_class": "h100-70b", "headroom": 1.02}))
     assert set(plain.figures["checks"]) == {"capacity", "convergence", "eviction"} and "goodput_share" not in plain.figures
-    assert plain.figures["bill_usd"] == f["bill_usd"]  # the promise judges the month; it does not change the policy's run
+    assert plain.figures["bill_usd"] == f["bill_usd"]  # sized to throughput, the promise judges the month, not the run
+
+
+def test_sized_to_the_promise_the_same_pool_keeps_it_with_more_cards():
+    from fleet.presets import replay_scenario
+
+    pool = {"classes": [{**CHAT_CLASS, "pool_cards": 12}], "slo": {"stream_tps": 30}, "demand": {"avg_tps": 8000}}
+    by = {to: replay_scenario(scenario(**pool, policy={"card_class": "h100-70b", "headroom": 1.02, "size_to": to})).figures
+          for to in ("throughput", "promise")}
+    kept, missed = by["promise"], by["throughput"]
+    assert kept["checks"]["latency"]["pass"] and kept["checks"]["capacity"]["pass"]
+    assert not missed["checks"]["latency"]["pass"]
+    # Each card carries 1,629 of its 2,560 tok/s at 30 tok/s a stream: the promise needs about 2,560 / 1,629 the cards.
+    assert kept["cards_warm_avg"] > missed["cards_warm_avg"] * 1.3
+    # The ideal operator keeps the promise whatever the policy sizes to: one ideal for both.
+    assert kept["ideal_bill_usd"] == missed["ideal_bill_usd"]
 
 
 @pytest.mark.parametrize(("over", "reason"), [
