@@ -25,13 +25,13 @@ from fleet.sweep import (
 HELP = (
     "Replay a grid of policies over many seeded months and compare them side by side.\n\n"
     "Every combination of the grid axes given (--window, --size-window, --share, --mode, --headroom, --class, --score, "
-    "--forecast, --quantile; "
+    "--forecast, --quantile, and under a promise --size-to, --stream-tps, --ttft-ms; "
     "comma-separated) replays the same months (seeds S, S+1, ...): each month is drawn once and shared, so differences "
     "are the policy's. An axis not given keeps the preset's value (after --set). Each combination gets the median and "
     "90% interval (p05-p95) of convergence, wrong evictions, evictions, unmet demand, bill and idle cost, and the share "
     "of months passing each check.\n\n"
     "The recommendation is printed when the grid has more than one combination: among the combinations whose months "
-    f"pass all three checks together in at least --min-pass of months (default {MIN_PASS_RATE:.0%}), the highest median "
+    f"pass every check (three; four under a promise) together in at least --min-pass of months (default {MIN_PASS_RATE:.0%}), the highest median "
     "convergence with each month capped at 100% (a month short of capacity can show more than 100%, and a shortfall "
     "must not rank a policy higher), ties to the lower median bill. When none passes, it says so and shows what the "
     "nearest one fails and by how much, the marks it would pass at, and whether it passes told each hour's demand (the "
@@ -173,7 +173,7 @@ def run_compare(preset: PresetChoice, axes_text: GridText, wanted: MonthsWanted,
             payload[next(i for i, s in enumerate(swept.summaries) if s is rec.closest)]["shortfall"] = short.as_dict()
         typer.echo(json.dumps(_cents(json_safe(payload)), indent=2))
         if status:
-            err_line(f"fleet: no recommendation: none of the {rec.considered} combinations passes all three checks in "
+            err_line(f"fleet: no recommendation: none of the {rec.considered} combinations passes every check in "
                      f"{min_pass:.0%} of months (the nearest row's \"shortfall\" says what it fails by)")
         raise typer.Exit(status)
     source = stored_source if wanted.stored else f"{months} months (seeds {first}–{first + months - 1})"
@@ -208,7 +208,18 @@ def _axes(text: GridText) -> dict:
         "score": _split("--score", text.score),
         "forecast": _split("--forecast", text.forecast),
         "forecast_quantile": _quantiles_option(text.quantile),
+        "size_to": _choices("--size-to", text.size_to, ("promise", "throughput")),
+        "stream_tps": _floats("--stream-tps", text.stream_tps, 1e-9, 100_000.0),
+        "ttft_ms": _floats("--ttft-ms", text.ttft_ms, 1e-9, 3_600_000.0),
     }
+
+
+def _choices(option: str, text: str | None, allowed: tuple[str, ...]) -> list[str] | None:
+    values = _split(option, text)
+    for v in values or ():
+        if v not in allowed:
+            raise _usage(f"{option} {text!r}: {v!r} is not one of {', '.join(allowed)}")
+    return values
 
 
 def _grid_axes(grid: GridBase, base, axes: dict, wanted: MonthsWanted, months: int, min_pass: float):

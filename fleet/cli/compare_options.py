@@ -30,6 +30,9 @@ class GridText:
     score: str | None = None
     forecast: str | None = None
     quantile: str | None = None
+    size_to: str | None = None
+    stream_tps: str | None = None
+    ttft_ms: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ class MonthsWanted:
 @dataclass(frozen=True)
 class Judging:
     """How the combinations are judged: `--recommend`'s search of the default grid, the share of months a
-    recommendation passes all three checks in (None: the default), convergence against the exact ideal or the greedy."""
+    recommendation passes every check in (None: the default), convergence against the exact ideal or the greedy."""
 
     recommend: bool = False
     min_pass: float | None = None

@@ -13,9 +13,8 @@ and summaries out). Running the batches on processes or a cluster is the shell's
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -27,163 +26,23 @@ from fleet.core.ideal import GAP_TOL_USD, ideal_gap, month_ideals  # noqa: F401 
 from fleet.core.month import draw_month
 from fleet.core.plugins import PolicyParts
 from fleet.core.replay import fine_ideal, demand_key, month_demand, replay, score_month
-from fleet.core.scenario import DEFAULT_FORECAST, KNOWN_FORECAST, Scenario
+from fleet.core.grid import (  # noqa: F401  (re-exported)
+    AXES, DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, Combo, combo_of, default_grid_axes, distinct, expand_grid,
+)
+from fleet.core.scenario import Scenario
 
 FIGURES = ("convergence", "wrong_evictions", "evictions", "unmet_avg_tps", "bill_usd", "idle_usd", "convergence_capped",
-           "unmet_share")
+           "unmet_share", "goodput_share")
 """The figures summarised per combination, in the order tables and files show them. `convergence_capped` is each
 month's convergence capped at 100%: a month short of capacity can show more than 100%, and the ranking must not
-reward a shortfall. `unmet_share` is the figure the capacity check reads (unmet over demand)."""
+reward a shortfall. `unmet_share` is the figure the capacity check reads (unmet over demand; under a promise, not
+served within it); `goodput_share` the latency check's (1 with no promise)."""
 
-CHECKS = ("capacity", "convergence", "eviction")
-
-AXES = ("window", "size_window", "share", "mode", "headroom", "card_class", "score", "forecast", "forecast_quantile")
-"""The grid's axes, in the order combinations are expanded and shown. `window` is the window the
-eviction rule judges cards through; `size_window` the one the sizing score reads; `score` the estimator;
-`forecast` the demand forecaster and `forecast_quantile` the quantile of its errors sized for (None: none)."""
-
-DEFAULT_EVICTION_WINDOWS = ("day", "week")
-DEFAULT_SHARES = (0.05, 0.1)
-"""Where the preset's eviction rule is on, the recommendation also tries it through these windows at these
-shares; eviction off (share 0) is always on the grid."""
+CHECKS = ("capacity", "convergence", "eviction", "latency")
+"""The checks a month is judged by; with no promise, latency passes and tables leave it out."""
 
 MIN_PASS_RATE = 0.95
-"""A combination is recommendable when at least this share of months passes all three checks."""
-
-
-@dataclass(frozen=True, order=True)
-class Combo:
-    """One point of the grid: the policy choices a month is replayed under."""
-
-    window: str  # the eviction rule's window
-    size_window: str  # the sizing window
-    share: float
-    mode: str
-    headroom: float
-    card_class: str | tuple[str, ...]
-    score: str = "mean"
-    forecast: str = DEFAULT_FORECAST
-    forecast_quantile: float | None = None
-
-    @property
-    def knows_demand(self) -> bool:
-        return self.forecast == KNOWN_FORECAST
-
-    def overrides(self) -> list[str]:
-        """The `KEY=VALUE` overrides that put this combination onto a preset (`fleet replay -p P --set ...`)."""
-        classes = self.card_class if isinstance(self.card_class, str) else list(self.card_class)
-        return [
-            f"policy.eviction.window={json.dumps(self.window)}",
-            f"policy.window={json.dumps(self.size_window)}",
-            f"policy.eviction.share={self.share!r}",
-            f"policy.mode={json.dumps(self.mode)}",
-            f"policy.headroom={self.headroom!r}",
-            f"policy.card_class={json.dumps(classes)}",
-            f"policy.score={json.dumps(self.score)}",
-            f"policy.forecast={json.dumps(self.forecast)}",
-            f"policy.forecast_quantile={'none' if self.forecast_quantile is None else repr(self.forecast_quantile)}",
-        ]
-
-    @property
-    def class_label(self) -> str:
-        return self.card_class if isinstance(self.card_class, str) else "+".join(self.card_class)
-
-    def label(self, axes: Iterable[str] = AXES) -> str:
-        parts = {
-            "window": f"{self.window} eviction window",
-            "size_window": f"{self.size_window} sizing window",
-            "share": f"share {self.share:g}",
-            "mode": f"{self.mode} mode",
-            "headroom": f"headroom {self.headroom:g}",
-            "card_class": f"{self.class_label} cards",
-            "score": f"{self.score} score",
-            "forecast": "demand known" if self.knows_demand else f"{self.forecast} forecast",
-            "forecast_quantile": "" if self.knows_demand else
-            "no error margin" if self.forecast_quantile is None else f"error quantile {self.forecast_quantile:g}",
-        }
-        return ", ".join(parts[a] for a in axes if parts[a])
-
-
-def combo_of(scenario: Scenario) -> Combo:
-    """The grid point a scenario's policy sits on."""
-    p = scenario.policy
-    return Combo(str(p.eviction_window), str(p.window), float(p.eviction.share), p.mode, float(p.headroom), p.card_class, p.score,
-                 p.forecast, p.forecast_quantile)
-
-
-def _unique(values: Sequence) -> tuple:
-    return tuple(dict.fromkeys(values))
-
-
-def expand_grid(
-    base: Scenario,
-    window: Sequence[str] | None = None,
-    size_window: Sequence[str] | None = None,
-    share: Sequence[float] | None = None,
-    mode: Sequence[str] | None = None,
-    headroom: Sequence[float] | None = None,
-    card_class: Sequence[str] | None = None,
-    score: Sequence[str] | None = None,
-    forecast: Sequence[str] | None = None,
-    forecast_quantile: Sequence[float | None] | None = None,
-) -> list[Combo]:
-    """Every combination of the axes given; an axis not given keeps the base scenario's value."""
-    own = combo_of(base)
-    axes = {
-        "window": _unique(window) if window else (own.window,),
-        "size_window": _unique(size_window) if size_window else (own.size_window,),
-        "share": _unique(float(s) for s in share) if share else (own.share,),
-        "mode": _unique(mode) if mode else (own.mode,),
-        "headroom": _unique(float(h) for h in headroom) if headroom else (own.headroom,),
-        "card_class": _unique(card_class) if card_class else (own.card_class,),
-        "score": _unique(score) if score else (own.score,),
-        "forecast": _unique(forecast) if forecast else (own.forecast,),
-        "forecast_quantile": _unique(None if q is None else float(q) for q in forecast_quantile) if forecast_quantile else (own.forecast_quantile,),
-    }
-    return [
-        Combo(w, z, s, m, h, c, e, f, q)
-        for w in axes["window"]
-        for z in axes["size_window"]
-        for s in axes["share"]
-        for m in axes["mode"]
-        for h in axes["headroom"]
-        for c in axes["card_class"]
-        for e in axes["score"]
-        for f in axes["forecast"]
-        for q in axes["forecast_quantile"]
-    ]
-
-
-def distinct(combos: Sequence[Combo]) -> list[Combo]:
-    """The combinations that replay differently: with eviction off (share 0) the eviction window changes nothing, and a
-    policy that knows the demand has no forecast errors to size a margin for."""
-    seen, out = set(), []
-    for c in combos:
-        key = replace(c, window="") if c.share == 0 else c
-        key = replace(key, forecast_quantile=None) if c.knows_demand else key
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-    return out
-
-
-def default_grid_axes(base: Scenario, evicting: bool, scores: Sequence[str], modes: Sequence[str]) -> dict[str, tuple]:
-    """The grid a recommendation searches on every axis not given (headroom is searched, not gridded).
-
-    Every score estimator and sizing mode, every card class on the market and `any` of
-    them where there are several; eviction off, and where the preset's rule is on, that
-    rule through `DEFAULT_EVICTION_WINDOWS` at `DEFAULT_SHARES`.
-    """
-    own = combo_of(base)
-    classes = tuple(c.name for c in base.classes)
-    return {
-        "window": DEFAULT_EVICTION_WINDOWS if evicting else (own.window,),
-        "size_window": (own.size_window,),
-        "share": (0.0, *DEFAULT_SHARES) if evicting else (0.0,),
-        "mode": tuple(modes),
-        "card_class": classes + (("any",) if len(classes) > 1 else ()),
-        "score": tuple(scores),
-    }
+"""A combination is recommendable when at least this share of months passes every check."""
 
 
 @dataclass(frozen=True)
@@ -253,8 +112,11 @@ class MonthCache:
 
 
 def month_row(f: dict) -> list[float]:
-    """A replay's figures in `FIGURES` order."""
-    return [min(f["convergence"], 1.0) if k == "convergence_capped" else f[k] for k in FIGURES]
+    """A replay's figures in `FIGURES` order: the capacity and latency checks' own figures (no promise: the unmet
+    share, and every token within it)."""
+    read = {"convergence_capped": min(f["convergence"], 1.0), "unmet_share": f["checks"]["capacity"]["value"],
+            "goodput_share": f.get("goodput_share", 1.0)}
+    return [read[k] if k in read else f[k] for k in FIGURES]
 
 
 def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], month, seed: int, exact: bool = True,
@@ -268,7 +130,7 @@ def replay_month(scenarios: Sequence[Scenario], parts: Sequence[PolicyParts], mo
     for i, (s, kit) in enumerate(zip(scenarios, parts)):
         f = cache.replay(s, kit).figures
         figs[i] = month_row(f)
-        passes[i] = [f["checks"][c]["pass"] for c in CHECKS]
+        passes[i] = [f["checks"][c]["pass"] if c in f["checks"] else True for c in CHECKS]
     return MonthFigures(
         seed=seed,
         figures=figs,
@@ -342,10 +204,11 @@ def run_batch(batch: MonthBatch) -> list[MonthFigures]:
 
 
 def same_month(scenarios: Sequence[Scenario]) -> None:
-    """Every combination must draw the same month: they may differ in policy only."""
-    first = scenarios[0].model_dump(exclude={"policy", "seed"})
+    """Every combination must draw the same month: they may differ in policy and promise only (a promise judges
+    the month, it does not draw it)."""
+    first = scenarios[0].model_dump(exclude={"policy", "seed", "slo"})
     for s in scenarios[1:]:
-        if s.model_dump(exclude={"policy", "seed"}) != first:
+        if s.model_dump(exclude={"policy", "seed", "slo"}) != first:
             raise ValueError("combinations differ outside the policy, so they cannot share a month's draw")
 
 
@@ -374,6 +237,7 @@ class ComboSummary:
             "score": self.combo.score,
             "forecast": self.combo.forecast,
             "forecast_quantile": self.combo.forecast_quantile,
+            "size_to": self.combo.size_to, "stream_tps": self.combo.stream_tps, "ttft_ms": self.combo.ttft_ms,
             "knew_demand": self.combo.knows_demand,
             "months": self.months,
             "set": self.combo.overrides(),
@@ -485,6 +349,9 @@ def csv_rows(summaries: Sequence[ComboSummary], rec: Recommendation | None = Non
             "score": s.combo.score,
             "forecast": s.combo.forecast,
             "forecast_quantile": "" if s.combo.forecast_quantile is None else s.combo.forecast_quantile,
+            "size_to": s.combo.size_to,
+            "stream_tps": "" if s.combo.stream_tps is None else s.combo.stream_tps,
+            "ttft_ms": "" if s.combo.ttft_ms is None else s.combo.ttft_ms,
             "knew_demand": s.combo.knows_demand,
             "months": s.months,
         }

@@ -18,10 +18,12 @@ import numpy as np
 from fleet.core.compare import CHECKS, FIGURES, Combo, ComboSummary
 from fleet.core.scenario import KNOWN_FORECAST, Checks, Scenario
 
-CHECK_FIGURE = {"capacity": "unmet_share", "convergence": "convergence", "eviction": "wrong_evictions"}
+CHECK_FIGURE = {"capacity": "unmet_share", "convergence": "convergence", "eviction": "wrong_evictions",
+                "latency": "goodput_share"}
 """The month figure each check reads."""
 
-CHECK_MARK = {"capacity": "max_unmet_share", "convergence": "min_convergence", "eviction": "max_wrong_evictions"}
+CHECK_MARK = {"capacity": "max_unmet_share", "convergence": "min_convergence", "eviction": "max_wrong_evictions",
+              "latency": "latency_share"}
 """Each check's mark under `[checks]` (`--set checks.NAME=VALUE`)."""
 
 
@@ -105,12 +107,14 @@ def passing_mark(check: str, values: np.ndarray, min_pass: float) -> float:
         return math.ceil(_order_statistic(values, min_pass, largest=False) * 10_000 - 1e-9) / 10_000
     if check == "convergence":
         return math.floor(_order_statistic(values, min_pass, largest=True) * 1_000 + 1e-9) / 1_000
+    if check == "latency":
+        return math.floor(_order_statistic(values, min_pass, largest=True) * 10_000 + 1e-9) / 10_000
     return float(math.ceil(_order_statistic(values, min_pass, largest=False) - 1e-9))
 
 
 def _passes_at(check: str, values: np.ndarray, mark: float) -> np.ndarray:
     """Each month's pass of `check` at `mark`, with the checks' own tolerance (`fleet.core.verdict.checks`)."""
-    if check == "convergence":
+    if check in ("convergence", "latency"):
         return values >= mark - 1e-12
     return values <= mark + 1e-12
 

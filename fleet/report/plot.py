@@ -41,7 +41,12 @@ def anchor_label(held: dict) -> str:
         "score": "{} score",
         "forecast": "{} forecast",
         "forecast_quantile": "error quantile {}",
+        "size_to": "sized to {}",
+        "stream_tps": "{} tok/s a stream",
+        "ttft_ms": "first token within {} ms",
     }
+    held = {k: v for k, v in held.items() if k not in ("stream_tps", "ttft_ms", "size_to") or held.get("stream_tps")
+            is not None or held.get("ttft_ms") is not None}  # with no promise, nothing to say of one
     if held.get("share") == 0:
         held = {k: v for k, v in held.items() if k not in ("window", "share")} | {"eviction": "off"}
         names["eviction"] = "eviction {}"
@@ -50,7 +55,8 @@ def anchor_label(held: dict) -> str:
 
 
 # The axes the plot can run along, in the order it prefers them; the windows sort by their hours.
-X_AXES = ("window", "size_window", "headroom", "mode", "card_class", "score", "forecast", "forecast_quantile", "share")
+X_AXES = ("window", "size_window", "headroom", "mode", "card_class", "score", "forecast", "forecast_quantile", "share",
+          "size_to", "stream_tps", "ttft_ms")
 AXIS_TITLES = {
     "window": "eviction window (scores the rule judges)",
     "size_window": "sizing window (scores the greedy sizes on)",
@@ -61,10 +67,13 @@ AXIS_TITLES = {
     "score": "score estimator",
     "forecast": "demand forecaster",
     "forecast_quantile": "forecast-error quantile sized for",
+    "size_to": "what the policy sizes to under the promise",
+    "stream_tps": "promised tok/s a stream",
+    "ttft_ms": "promised first token, ms",
 }
 AXIS_OPTIONS = {"window": "--window", "size_window": "--size-window", "share": "--share", "mode": "--mode",
                 "headroom": "--headroom", "card_class": "--class", "score": "--score", "forecast": "--forecast",
-                "forecast_quantile": "--quantile"}
+                "forecast_quantile": "--quantile", "size_to": "--size-to", "stream_tps": "--stream-tps", "ttft_ms": "--ttft-ms"}
 
 
 def _varying(combos: Sequence[Combo]) -> list[str]:

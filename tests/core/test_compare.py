@@ -126,7 +126,7 @@ def test_each_combination_replays_the_seed_month_as_replay_does(small):
             f = replay_scenario(s.model_copy(update={"seed": m.seed})).figures  # the exact ideal, as the grid uses
             assert m.figures[i].tolist() == month_row(f)
             assert month_row(f)[FIGURES.index("convergence_capped")] == min(f["convergence"], 1.0)
-            assert m.passes[i].tolist() == [f["checks"][c]["pass"] for c in CHECKS]
+        assert m.passes[i].tolist() == [f["checks"][c]["pass"] if c in f["checks"] else True for c in CHECKS]
 
 
 def test_greedy_ideal_option_and_its_gap(small):
@@ -170,7 +170,7 @@ def _month(seed: int, convergence: list[float], capacity: list[bool], eviction: 
     figs = np.zeros((n, len(FIGURES)))
     figs[:, FIGURES.index("convergence")] = convergence
     figs[:, FIGURES.index("bill_usd")] = 1000.0 + seed
-    passes = np.array([[c, True, e] for c, e in zip(capacity, eviction)])
+    passes = np.array([[c, True, e, True] for c, e in zip(capacity, eviction)])  # latency: no promise
     return MonthFigures(seed, figs, passes, 100.0, 100.0, 0)
 
 
@@ -183,7 +183,7 @@ def test_summary_quantiles_and_pass_rates():
     assert s.figures["convergence"]["median"] == pytest.approx(0.9)
     assert s.figures["convergence"]["p05"] == pytest.approx(np.percentile(conv, 5))
     assert s.figures["convergence"]["p95"] == pytest.approx(np.percentile(conv, 95))
-    assert s.pass_rate == {"capacity": pytest.approx(15 / 21), "convergence": 1.0, "eviction": 1.0}
+    assert s.pass_rate == {"capacity": pytest.approx(15 / 21), "convergence": 1.0, "eviction": 1.0, "latency": 1.0}
     assert s.all_checks_pass_rate == pytest.approx(15 / 21)
     row = csv_rows([s])[0]
     assert row["convergence_p95"] == s.figures["convergence"]["p95"] and row["pass_rate_capacity"] == s.pass_rate["capacity"]
@@ -201,7 +201,7 @@ def _summary(name: str, conv: float, capacity: float, eviction: float, p05: floa
         combo=Combo(name, "day", 0.1, "steady", 1.0, "flagship"),
         months=20,
         figures=figures,
-        pass_rate={"capacity": capacity, "convergence": 1.0, "eviction": eviction},
+        pass_rate={"capacity": capacity, "convergence": 1.0, "eviction": eviction, "latency": 1.0},
         all_checks_pass_rate=min(capacity, eviction) if together is None else together,
     )
 
@@ -246,7 +246,8 @@ def test_plot_holds_the_other_axes_at_the_anchor():
     assert x_axis == "window"
     assert [s.combo.window for s in chosen] == ["hour", "day"]
     assert held == {"size_window": "day", "mode": "steady", "headroom": 1.0, "card_class": "flagship", "score": "mean",
-                    "forecast": "holt-winters", "forecast_quantile": None}
+                    "forecast": "holt-winters", "forecast_quantile": None, "size_to": "promise", "stream_tps": None,
+                    "ttft_ms": None}
 
 
 # --- the command ------------------------------------------------------------------------------
@@ -394,7 +395,7 @@ def test_a_stored_month_is_compared_as_one_month(tmp_path):
         f = replay_scenario(scenario, month=month).figures
         assert r["convergence"] == {"median": f["convergence"], "p05": f["convergence"], "p95": f["convergence"]}
         assert r["wrong_evictions"]["median"] == f["wrong_evictions"]
-        assert r["pass_rate"] == {c: float(f["checks"][c]["pass"]) for c in CHECKS}
+        assert r["pass_rate"] == {c: float(f["checks"][c]["pass"]) if c in f["checks"] else 1.0 for c in CHECKS}
 
     refused = CliRunner().invoke(app, ["compare", "-p", str(preset_path), "--telemetry", str(telemetry), "--months", "5"])
     assert "a stored month has one draw" in str(refused.exception)

@@ -50,8 +50,19 @@ def test_the_first_token_share_is_erlang_c():
     service_s = 200 * 50 / 2000.0  # a slot's request at the promised batch's stream speed
     load = 1800 / 200 * service_s
     want = 1 - erlang_c(50, load) * np.exp(-(50 - load) * 1.0 / service_s)
-    assert p.ttft_ok_share[0] == pytest.approx(want)
-    assert p.goodput_tps[0] == pytest.approx(1800 * want)
+    assert p.ttft_ok_share[0] == pytest.approx(want) and want < 0.99
+    assert p.goodput_tps[0] == pytest.approx(1800 * want)  # the hour misses p99: its late first tokens are lost to it
+
+
+def test_an_hour_that_keeps_the_first_token_at_its_percentile_keeps_every_token():
+    warm = np.ones((1, 2), dtype=bool)
+    rate, slots = np.full((1, 2), 2000.0), np.full((1, 2), 50.0)
+    demand = np.array([1500.0, 1800.0])
+    p = promise_figures(warm, rate, slots, demand, demand, Slo(stream_tps=25, ttft_ms=1500, percentile=0.95),
+                        RequestShape(output_tokens=200), prefill=0.5)
+    assert 0.95 <= p.ttft_ok_share[0] < 1.0  # a few first tokens come late, within what p95 allows
+    assert p.goodput_tps[0] == pytest.approx(1500.0)
+    assert p.ttft_ok_share[1] < 0.95 and p.goodput_tps[1] == pytest.approx(1800.0 * p.ttft_ok_share[1])
 
 
 def test_a_throughput_sized_chat_pool_fails_latency_and_without_a_promise_has_three_checks():
@@ -118,3 +129,35 @@ def test_the_first_token_asks_for_spare_slots_and_a_small_pool_more_of_them():
         assert wait_at_percentile_s(slots, d / 250, service_s) <= 0.8 < wait_at_percentile_s(slots - 1, d / 250, service_s)
     no_ttft = target_for_first_token_tps(demand, Slo(stream_tps=30), shape, slot_tps, 0.2)
     np.testing.assert_array_equal(no_ttft, demand)
+
+
+def test_a_card_added_for_the_first_token_says_so_and_the_step_reads_scores_at_the_promise():
+    from fleet.core.carry import Carry
+    from fleet.core.latency import promise_view
+    from fleet.core.step import StepInput, step
+    from fleet.presets import resolve_policy
+
+    s = scenario(slo={"stream_tps": 30, "ttft_ms": 300}, demand={"prompt_tokens_per_request": 0},
+                 policy={"card_class": "h100-70b", "mode": "steady", "headroom": 1.0})
+    parts = resolve_policy(s)
+    n = 4
+    view = promise_view(s, ("h100-70b",), np.zeros(n, dtype=np.int64))
+    rated = np.full((n, 1), 2560.0)
+    carry = Carry.month_start(np.ones(n, dtype=bool), 0)
+
+    def hour(h, demand_tps, carry):
+        return step(carry, StepInput(hours=np.array([h]), score_tps=rated, rent_usd_per_hour=np.full(n, 2690 / 720),
+                                     demand_tps=np.array([demand_tps]), peak_demand_tps=np.array([demand_tps]),
+                                     pool_cards=n, groups=np.zeros(n, dtype=np.int64), promise=view), parts)
+
+    first = hour(0, 100.0, carry)
+    assert first.warm[:, 0].sum() == 1
+    one_card_tps = float(view.rates_tps(rated)[0, 0])  # 54 streams at 30.2 tok/s: 1,629 of its rated 2,560
+    assert 1600 < one_card_tps < 1650 and first.scored_capacity_tps == pytest.approx(one_card_tps)
+    # 1,500 tok/s: one card carries the tokens at the promise, but 54 slots hold 50 streams' load, so the p99 first
+    # token waits longer than 300 ms: the second card is there for the first token alone.
+    second = hour(1, 1500.0, first.next)
+    (added,) = second.adds
+    assert added.reason.startswith("added for latency") and "more for the first token's slots" in added.reason
+    assert "at the promise (30 tok/s a stream, first token within 300 ms at p99)" in added.reason
+    assert added.score_tps == pytest.approx(one_card_tps)  # the journal carries the card's rate at the promise

@@ -14,16 +14,19 @@ from tests.conftest import make_scenario
 MARKS = Checks()
 
 
-def _months(unmet_share=None, convergence=None, wrong=None, n: int = 20, marks: Checks = MARKS):
+def _months(unmet_share=None, convergence=None, wrong=None, n: int = 20, marks: Checks = MARKS, goodput=None):
     """(figures, passes) of n months: every figure within its mark unless given."""
     figs = np.zeros((n, len(FIGURES)))
     figs[:, FIGURES.index("convergence")] = 0.95
-    for key, given in (("unmet_share", unmet_share), ("convergence", convergence), ("wrong_evictions", wrong)):
+    figs[:, FIGURES.index("goodput_share")] = 1.0
+    for key, given in (("unmet_share", unmet_share), ("convergence", convergence), ("wrong_evictions", wrong),
+                       ("goodput_share", goodput)):
         if given is not None:
             figs[:, FIGURES.index(key)] = given
     passes = np.stack([figs[:, FIGURES.index("unmet_share")] <= marks.max_unmet_share + 1e-12,
                        figs[:, FIGURES.index("convergence")] >= marks.min_convergence - 1e-12,
-                       figs[:, FIGURES.index("wrong_evictions")] <= marks.max_wrong_evictions], axis=1)
+                       figs[:, FIGURES.index("wrong_evictions")] <= marks.max_wrong_evictions,
+                       figs[:, FIGURES.index("goodput_share")] >= marks.latency_share - 1e-12], axis=1)
     return figs, passes
 
 
@@ -36,12 +39,14 @@ def _months(unmet_share=None, convergence=None, wrong=None, n: int = 20, marks: 
         ("convergence", np.full(20, 0.87654), 0.95, 0.876),  # rounded down
         ("eviction", np.array([0] * 15 + [1, 1, 2, 3, 5]), 0.95, 3.0),
         ("eviction", np.array([0] * 15 + [1, 1, 2, 3, 5]), 0.75, 0.0),
+        ("latency", np.linspace(0.950, 0.969, 20), 0.95, 0.951),  # the 19th largest share within the promise
+        ("latency", np.full(20, 0.987654), 0.95, 0.9876),  # rounded down
     ],
 )
 def test_the_passing_mark_passes_in_min_pass_of_the_months(check, values, min_pass, mark):
     got = passing_mark(check, values, min_pass)
     assert got == pytest.approx(mark)
-    ok = values >= got - 1e-12 if check == "convergence" else values <= got + 1e-12
+    ok = values >= got - 1e-12 if check in ("convergence", "latency") else values <= got + 1e-12
     assert ok.mean() >= min_pass
 
 
@@ -59,6 +64,16 @@ def test_a_shortfall_names_each_failing_check_and_the_mark_that_passes():
     assert eviction.pass_rate == 0.95 and eviction.passing_mark == MARKS.max_wrong_evictions
     assert short.binding == (capacity,)
     assert short.together_pass_rate == pytest.approx(0.90)  # the month over 0.28, and the first month's wrong eviction
+
+
+def test_a_promise_kept_too_rarely_is_named_with_the_share_that_passes():
+    goodput = np.linspace(0.95, 0.999, 20)
+    figs, passes = _months(goodput=goodput)
+    combo = Combo("day", "day", 0.0, "steady", 1.1, "h100-70b", size_to="throughput", stream_tps=30.0)
+    short = shortfall(combo, figs, passes, MARKS, 0.95, None, 72_000.0, 160_000.0)
+    (latency,) = short.checks
+    assert latency.check == "latency" and latency.pass_rate == pytest.approx(float((goodput >= 0.99 - 1e-12).mean()))
+    assert latency.setting == f"checks.latency_share={latency.passing_mark:g}" and latency.passing_mark <= goodput[1]
 
 
 def test_the_clairvoyant_twin_knows_the_demand_and_nothing_else_changes():
