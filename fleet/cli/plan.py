@@ -19,7 +19,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from fleet.core.units import NO_END_TS
 from fleet.cli.demand import KNEW_LINE, forecast_beside_measured
 from fleet.cli.words import DbOption, grouped, iso_minute, shown_url, times
 from fleet.core.errors import ConfigError
