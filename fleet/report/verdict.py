@@ -136,7 +136,8 @@ def render_verdict(console: Console, preset, fix: bool, r, overrides=(), span=No
 def spread(rows: list[dict]) -> dict:
     """Median, 5th and 95th percentile, min and max of each figure, and each check's pass rate."""
     out: dict = {}
-    for key in SPREAD_FIGURES:
+    promised = bool(rows) and "goodput_share" in rows[0]
+    for key in (*SPREAD_FIGURES, *(("goodput_share",) if promised else ())):
         v = np.array([r[key] for r in rows], dtype=np.float64)
         out[key] = {
             "median": float(np.median(v)),
@@ -145,7 +146,8 @@ def spread(rows: list[dict]) -> dict:
             "min": float(v.min()),
             "max": float(v.max()),
         }
-    out["pass_rate"] = {c: float(np.mean([r["checks"][c]["pass"] for r in rows])) for c in ("capacity", "convergence", "eviction")}
+    checks = ("capacity", "convergence", "eviction", *(("latency",) if promised else ()))
+    out["pass_rate"] = {c: float(np.mean([r["checks"][c]["pass"] for r in rows])) for c in checks}
     first = rows[0] if rows else {}
     out["demand"] = {k: first.get(k) for k in ("knew_demand", "forecast", "forecast_quantile")}
     return out
@@ -155,9 +157,9 @@ def render_spread(console: Console, preset, fix: bool, n: int, first_seed: int, 
     console.print(f"[bold]{preset.name}{' (fix)' if fix else ''}[/bold]: {n} seeds from {first_seed}", highlight=False)
     console.print(f"  {demand_line(s.get('demand') or {})}", highlight=False)
     t = Table("figure", "median", "p05", "p95", "min", "max", box=None)
-    for key in SPREAD_FIGURES:
+    for key in (k for k in (*SPREAD_FIGURES, "goodput_share") if k in s):
         v = s[key]
-        fmt = "{:.1%}" if key in ("convergence", "unmet_share", "idle_share") else "{:,.2f}" if key == "cards_warm_avg" else "{:,.0f}"
+        fmt = "{:.1%}" if key in ("convergence", "unmet_share", "idle_share", "goodput_share") else "{:,.2f}" if key == "cards_warm_avg" else "{:,.0f}"
         t.add_row(key, *(fmt.format(v[q]) for q in ("median", "p05", "p95", "min", "max")))
     console.print(t)
     console.print("  pass rate: " + ", ".join(f"{c} {r:.0%}" for c, r in s["pass_rate"].items()), highlight=False)
