@@ -309,13 +309,16 @@ def ideal_gap(greedy_usd_by_hour: np.ndarray, exact_usd_by_hour: np.ndarray) -> 
     return IdealGap(float(g.sum()), float(e.sum()), int((g > e + GAP_TOL_USD).sum()))
 
 
-def month_ideals(month, exact: bool = True, promise=None) -> tuple[np.ndarray, np.ndarray]:
+def month_ideals(month, exact: bool = True, promise=None, true_at_promise_tps: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """The month's greedy and exact ideal bills by hour (the exact is the greedy's at one rent, not solved again;
     without `exact`, the greedy stands for both). Under a promise the ideal operator keeps it: each card at its true
-    rate at the promise, each hour's demand lifted to the slots its first tokens need."""
+    rate at the promise (`true_at_promise_tps` when the caller has it), each hour's demand lifted to the slots its first
+    tokens need."""
     true_month = month.true_rate_tps[:, month.warmup_hours :]
     demand = month.demand_tps.astype(np.float64)
     if promise is not None:
-        true_month, demand = promise.rates_tps(true_month), promise.target_tps(demand)
+        true_month = promise.rates_tps(true_month) if true_at_promise_tps is None else true_at_promise_tps
+        demand = promise.target_tps(demand)
     greedy = ideal_greedy_usd_by_hour(true_month, month.rent_usd_per_hour, demand)
     return greedy, ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand, greedy_usd=greedy) if exact else greedy

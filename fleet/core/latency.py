@@ -82,25 +82,54 @@ def class_servings(classes, shape: RequestShape | None) -> list[ClassServing | N
     return out
 
 
+_CHUNK = 1 << 15
+"""Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
+
+
+def _chunked(fn, src: np.ndarray) -> np.ndarray:
+    """`fn` over `src` a chunk at a time in its memory order (float64 out, `src`'s shape): the same numbers as `fn`
+    over the whole array, without its month-sized temporaries."""
+    out = np.empty(src.shape, dtype=np.float64)
+    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
+                   order="K")
+    with it:
+        for chunk, into in it:
+            into[...] = fn(chunk)
+    return out
+
+
 def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
-                          stream_floor_tps: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Each card's rate at the promise and its slots, (cards, hours) each, from its true rate (its speed is its rate
-    over its class's rated rate: the lottery and the dips scale the step). No floor: the rated batch's rate and
-    batch."""
-    rate = np.asarray(true_rate_tps, dtype=np.float64)
+                          stream_floor_tps: float | None, with_slots: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each card's rate at the promise and its slots (None unless `with_slots`), (cards, hours) each, from its true
+    rate (its speed is its rate over its class's rated rate: the lottery and the dips scale the step). No floor: the
+    rated batch's rate and batch."""
+    rate = np.asarray(true_rate_tps)
+    card_class = np.asarray(card_class)
+    one = [k for k, sv in enumerate(servings) if sv is not None and card_class.size and (card_class == k).all()]
+    if one and stream_floor_tps is not None:  # one class: no rows to pick, no copies
+        sv = servings[one[0]]
+        rated = sv.rated_tps
+        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate)
+        return out, _chunked(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
     out_rate = np.zeros(rate.shape)
-    out_slots = np.zeros(rate.shape)
+    out_slots = np.zeros(rate.shape) if with_slots else None
     for k, sv in enumerate(servings):
-        rows = np.flatnonzero(card_class == k)
-        if sv is None or rows.size == 0:
+        if sv is None:
             continue
-        speed = rate[rows] / sv.rated_tps
+        every = bool(card_class.size) and bool((card_class == k).all())
+        rows = slice(None) if every else np.flatnonzero(card_class == k)
+        if not every and rows.size == 0:
+            continue
         if stream_floor_tps is None:
             out_rate[rows] = rate[rows]
-            out_slots[rows] = sv.rated_batch
+            if with_slots:
+                out_slots[rows] = sv.rated_batch
             continue
-        out_rate[rows] = sv.curve.rate_at_floor_tps(stream_floor_tps, speed)
-        out_slots[rows] = sv.curve.batch_at_floor(stream_floor_tps, speed)
+        curve, rated = sv.curve, sv.rated_tps
+        out_rate[rows] = _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate[rows])
+        if with_slots:
+            out_slots[rows] = _chunked(lambda r: curve.batch_at_floor(stream_floor_tps, r / rated), rate[rows])
     return out_rate, out_slots
 
 
@@ -155,14 +184,25 @@ def request_shape(demand) -> RequestShape | None:
     return RequestShape(float(demand.output_tokens_per_request), float(demand.prompt_tokens_per_request or 0.0))
 
 
-def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> PromiseFigures:
-    """The promise read over a replayed month: each warm card at its true rate (lottery and dips) on its class's
-    curve. The prefill is the slowest rented class's, so a mixed run set is not flattered."""
+def true_at_promise(s, month) -> tuple[np.ndarray, np.ndarray]:
+    """Each card's true rate at the promise and its slots over the month's hours, (cards, hours) each: what the
+    ideal and the verdict under the promise both read (a replay works them out once)."""
     view = promise_view(s, month.class_names, month.card_class)
     W = month.warmup_hours
-    rate, slots = card_rates_at_promise(np.asarray(month.true_rate_tps)[:, W:W + warm.shape[1]], month.card_class,
-                                        list(view.servings), s.slo.stream_tps)
-    return promise_figures(warm, rate, slots, delivered_tps, demand_tps, s.slo, view.shape, view.prefill_s)
+    return card_rates_at_promise(np.asarray(month.true_rate_tps)[:, W:W + month.hours], month.card_class,
+                                 list(view.servings), s.slo.stream_tps)
+
+
+def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray,
+                  at_promise: tuple[np.ndarray, np.ndarray] | None = None) -> PromiseFigures:
+    """The promise read over a replayed month: each warm card at its true rate (lottery and dips) on its class's
+    curve (`true_at_promise`, unless given). The prefill is the slowest rented class's, so a mixed run set is not
+    flattered."""
+    view = promise_view(s, month.class_names, month.card_class)
+    rate, slots = true_at_promise(s, month) if at_promise is None else at_promise
+    H = warm.shape[1]
+    return promise_figures(warm, rate[:, :H], slots[:, :H], delivered_tps, demand_tps, s.slo, view.shape,
+                           view.prefill_s)
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
@@ -248,8 +288,8 @@ class PromiseView:
 
     def rates_tps(self, rate_tps: np.ndarray) -> np.ndarray:
         """Cards' rates (scores or true rates, (cards, hours)) at the promise: what each can carry keeping it."""
-        return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps)[0].astype(
-            np.asarray(rate_tps).dtype, copy=False)
+        return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps,
+                                     with_slots=False)[0].astype(np.asarray(rate_tps).dtype, copy=False)
 
     def describe(self) -> str:
         """The promise in words, for reasons: "30 tok/s a stream, first token within 2000 ms at p99"."""

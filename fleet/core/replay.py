@@ -17,7 +17,7 @@ from fleet.core.billing import HoursBill, bill_hours
 from fleet.core.forecast import DemandView, demand_view
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.ideal import month_ideals
-from fleet.core.latency import promise_view, sizing_promise
+from fleet.core.latency import promise_view, sizing_promise, true_at_promise
 from fleet.core.month import Month, draw_month
 from fleet.core.carry import Carry, run_class_mask
 from fleet.core.plugins import PolicyParts, Scored
@@ -209,10 +209,10 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     idx = np.flatnonzero(in_class)
     ms = scores if scores is not None else score_month(month, parts)
     score, evict_score, in_dip, allowance = ms.score_tps, ms.evict_score_tps, ms.in_dip, ms.allowance
-
     budget = budget_cards(policy.eviction.share, int(idx.size))
     promise = sizing_promise(scenario, month.class_names, month.card_class)
-    ideal_usd = ideal_usd if ideal_usd is not None or scenario.slo is None else promise_ideal_usd(scenario, month)
+    at_promise = true_at_promise(scenario, month) if scenario.slo is not None else None
+    ideal_usd = ideal_usd if ideal_usd is not None or at_promise is None else promise_ideal_usd(scenario, month, at_promise[0])
     view = demand if demand is not None else month_demand(month, parts)
     cadence = policy.eviction.cadence_hours
     decision_hours = [h for h in range(cadence, H, cadence) if is_decision_hour(h, parts, budget)]
@@ -264,17 +264,17 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     wrong, medians = judge_evictions(passes, warm, month)
     result = MonthResult(scenario=scenario, month=month, warm=warm, passes=passes, eviction_budget=budget, bill=bill,
                          wrong=wrong, median_ticket_tps=medians, in_dip=in_dip, demand=view)
-    result.figures = figures(scenario, month, warm, bill, result.wrong, budget)
+    result.figures = figures(scenario, month, warm, bill, result.wrong, budget, at_promise)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
     if scenario.fine:
         fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only)
     return result
 
 
-def promise_ideal_usd(scenario: Scenario, month: Month) -> np.ndarray:
+def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.ndarray | None = None) -> np.ndarray:
     """The month's ideal bill by hour under the pool's promise: the ideal operator keeps it, whatever the policy
     sizes to."""
-    return month_ideals(month, True, promise_view(scenario, month.class_names, month.card_class))[1]
+    return month_ideals(month, True, promise_view(scenario, month.class_names, month.card_class), true_at_promise_tps)[1]
 
 
 def fine_ideal(scenario: Scenario, month: Month) -> float:

@@ -56,9 +56,28 @@ class StepCurve:
         return np.clip(fits, 0, self.max_batch).astype(np.int64)
 
     def rate_at_floor_tps(self, stream_floor_tps: float, speed=1.0) -> np.ndarray:
-        """A card's usable rate under the promise: its aggregate at the largest batch that keeps the floor."""
-        batch = self.batch_at_floor(stream_floor_tps, speed)
-        return np.where(batch > 0, self.aggregate_tps(np.maximum(batch, 1), speed), 0.0)
+        """A card's usable rate under the promise: its aggregate at the largest batch that keeps the floor
+        (`batch_at_floor`'s batch), 0 where no batch keeps it or the speed is unknown. Worked in place over one
+        float64 array: it runs over every card-hour of a month."""
+        speed = np.asarray(speed, dtype=np.float64)
+        shape = speed.shape
+        speed = speed.reshape(-1)
+        b = speed / float(stream_floor_tps)
+        b -= self.alpha_s  # the step the floor allows, less the weights
+        keeps = b >= -1e-15
+        if self.beta_s > 0:
+            b /= self.beta_s
+            b += 1e-9
+            np.floor(b, out=b)
+        else:
+            b[:] = np.inf
+        b[~keeps] = 0.0
+        np.clip(b, 0.0, float(self.max_batch), out=b)
+        step = b * self.beta_s
+        step += self.alpha_s
+        step /= speed
+        np.divide(b, step, out=b, where=b > 0)  # aggregate = batch / step, as `aggregate_tps`
+        return b.reshape(shape)
 
     def share_at_floor(self, stream_floor_tps: float, rated_batch: int) -> float:
         """The share of the class's rated rate (its aggregate at `rated_batch`) a card of the class can use under

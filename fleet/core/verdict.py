@@ -108,8 +108,10 @@ def checks(figs: dict, marks) -> dict:
     return out
 
 
-def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_eviction: np.ndarray, eviction_budget: int) -> dict:
-    """Every figure of the verdict, as plain numbers (the `--json` object), from a month's run sets, bill and evictions."""
+def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_eviction: np.ndarray, eviction_budget: int,
+            at_promise: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """Every figure of the verdict, as plain numbers (the `--json` object), from a month's run sets, bill and evictions
+    (under a promise, `at_promise`: the cards' true rates and slots at it, when the caller has them)."""
     H = max(1, month.hours)
     wrong = int(np.sum(wrong_by_eviction))
     n_evicted = int(np.size(wrong_by_eviction))
@@ -156,7 +158,8 @@ def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_
     if s.slo is not None:
         from fleet.core.latency import month_promise, promise_month_figures
 
-        figs.update(promise_month_figures(s, month_promise(s, month, warm, b.delivered_tps, b.demand_tps), b.delivered_tps, b.demand_tps))
+        figs.update(promise_month_figures(s, month_promise(s, month, warm, b.delivered_tps, b.demand_tps, at_promise),
+                                          b.delivered_tps, b.demand_tps))
     figs["checks"] = checks(figs, s.checks)
     return figs
 
