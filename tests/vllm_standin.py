@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -25,13 +25,15 @@ from fleet.core.units import HOUR_S
 @dataclass
 class Timeline:
     """The stand-in's state at each step k (time t0 + k × step_s): cumulative tokens served and requests done, and
-    the queue in tokens, for `offered_tps[h]` offered in hour h and at most `capacity_tps` served."""
+    the queue in tokens, for `offered_tps[h]` offered in hour h and at most `capacity_tps` served. `bursts` (step →
+    tokens) arrive all at once in their step, on top: a queue that jumps, or a card busy one minute of two."""
 
     t0: int
     step_s: int
     capacity_tps: float
     offered_tps: tuple[float, ...]
     tokens_per_request: float = 250.0
+    bursts: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self):
         steps = len(self.offered_tps) * HOUR_S // self.step_s + 2
@@ -40,7 +42,7 @@ class Timeline:
         q = total = 0.0
         for k in range(1, steps):
             hour = min(((k - 1) * self.step_s) // HOUR_S, len(self.offered_tps) - 1)
-            arrived = self.offered_tps[hour] * self.step_s
+            arrived = self.offered_tps[hour] * self.step_s + self.bursts.get(k, 0.0)
             done = min(self.capacity_tps * self.step_s, q + arrived)
             q += arrived - done
             total += done

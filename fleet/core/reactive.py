@@ -29,12 +29,13 @@ def reactive_adds(measured: Measured, interval_s: float, warm: np.ndarray, eligi
                   rent_usd_per_hour: np.ndarray, settings: Reactive, adds_this_hour: int, step: int = 0
                   ) -> tuple[ReactiveAdd, ...]:
     """The cards a reactive run adds: `warm` is the run set now, `eligible` the cards it may add (run classes, not
-    evicted, retired or silent), `score_tps` the plan's scores. The backlog is cleared within one interval."""
+    evicted, retired or silent), `score_tps` the plan's scores (a card without one is no spare: it would add no
+    scored capacity). The backlog is cleared within one interval."""
     warm = np.asarray(warm, dtype=bool)
     score = np.asarray(score_tps, dtype=np.float64)
     scored = float(score[warm].sum())
     tpd = tokens_per_dollar(score, np.asarray(rent_usd_per_hour, dtype=np.float64))
-    spares = ranked_spares(tpd, np.asarray(eligible, dtype=bool))
+    spares = ranked_spares(tpd, np.asarray(eligible, dtype=bool) & (score > 0))  # no score: it adds no capacity
     return react(max(measured.demand_tps, 0.0), max(measured.backlog_tokens, 0.0) / interval_s, scored, warm, spares,
                  score, tpd, settings, settings.max_adds_per_hour - adds_this_hour, step)
 

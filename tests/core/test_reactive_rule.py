@@ -29,9 +29,17 @@ INTERVAL_S = 60.0
     (-60 * 500, 5100, 1.2, (1, 1, 1, 1), 0, 16, [3]),  # a negative backlog reads as none
 ])
 def test_the_reactive_rule(backlog_tokens, demand_tps, headroom, eligible, adds_this_hour, max_adds, added):
+    _check(SCORE_TPS, backlog_tokens, demand_tps, headroom, eligible, adds_this_hour, max_adds, added)
+
+
+def test_a_card_without_a_score_is_no_spare():
+    _check(np.array([3000.0, 3000.0, 0.0, 2000.0]), 60 * 90_000, 5000, 1.2, (1, 1, 1, 1), 0, 16, [3])
+
+
+def _check(score_tps, backlog_tokens, demand_tps, headroom, eligible, adds_this_hour, max_adds, added):
     settings = Reactive(headroom=headroom, max_adds_per_hour=max_adds, cooldown_minutes=60)
     got = reactive_adds(Measured(backlog_tokens, demand_tps), INTERVAL_S, WARM, np.array(eligible, dtype=bool),
-                        SCORE_TPS, RENT_USD_PER_HOUR, settings, adds_this_hour)
+                        score_tps, RENT_USD_PER_HOUR, settings, adds_this_hour)
     assert [a.card for a in got] == added
     for a in got:
         assert a.scored_tps == 6000.0 and a.observed_tps == demand_tps
