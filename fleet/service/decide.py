@@ -28,7 +28,7 @@ Each hour goes sync, step, journal:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, AbstractSet, Protocol
 
 import numpy as np
@@ -42,7 +42,7 @@ from fleet.core.step import Decisions, StepInput, step
 from fleet.service.calendar import HOUR_S
 from fleet.service.frame import Frame, Lead
 from fleet.service.pool import PoolIndex
-from fleet.service.reactive import held_by_loop, loop_cards
+from fleet.service.reactive import loop_cards
 from fleet.service.reconcile import KnownRunSet, Reconciler
 from storage.records import AddRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, SizeRecord
 from storage.values import JournalEntry, Kind
@@ -72,6 +72,15 @@ def run_set_change(decisions: Decisions, index: PoolIndex, open_now: AbstractSet
         evicted=tuple(keys[e.card] for e in decisions.evictions),
         run_set=new,
     )
+
+
+def held_by_loop(change: RunSetChange, held: AbstractSet[str]) -> RunSetChange:
+    """The hour's run-set change with the reactive loop's cards still cooling down kept warm (an evicted one
+    leaves): the plan may release them only after their cool-down (`fleet.service.reactive.loop_cards`)."""
+    keep = (set(held) & set(change.closed)) - set(change.evicted)
+    if not keep:
+        return change
+    return replace(change, closed=tuple(k for k in change.closed if k not in keep), run_set=change.run_set | keep)
 
 
 def held_out_hours(decisions: Decisions, index: PoolIndex) -> dict[str, int]:

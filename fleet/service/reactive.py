@@ -9,16 +9,16 @@ the plan's scores of the hour in force. Each add is an `add` row whose record sa
 reason before the actuator sees it, and acted on as the plan's adds are (`Journal.act_soon`).
 
 The hourly plan keeps a card the loop added until `cooldown_minutes` have passed since the add
-(`fleet.core.reactive.cooling_down`); after that it may release it as any other (`loop_cards`, `held_by_loop`,
-read by the decide job).
+(`fleet.core.reactive.cooling_down`); after that it may release it as any other (`loop_cards`, read by the
+decide job's `held_by_loop`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, AbstractSet
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from fleet.core.reactive import Measured, cooling_down, reactive_adds
 from fleet.core.units import NO_END_TS
@@ -29,8 +29,8 @@ from storage.values import JournalEntry, Kind
 if TYPE_CHECKING:
     from fleet.core.scenario import Reactive
     from fleet.credentials import Credentials
-    from fleet.service.decide import DecideJob, HourJournal, RunSetChange
     from fleet.service.frame import Frame, Lead
+    from fleet.service.journal import Journal
     from storage.interfaces import JournalStore
 
 log = logging.getLogger("fleet.service.reactive")
@@ -100,20 +100,13 @@ def loop_cards(store: JournalStore, hour_ts: int, settings: Reactive | None) -> 
                      frozenset(k for k, ts in still.items() if cooling_down(ts, settings.cooldown_minutes, hour_ts)))
 
 
-def held_by_loop(change: RunSetChange, held: AbstractSet[str]) -> RunSetChange:
-    """The hour's run-set change with the loop's cards still cooling down kept warm (an evicted one leaves)."""
-    keep = (set(held) & set(change.closed)) - set(change.evicted)
-    if not keep:
-        return change
-    return replace(change, closed=tuple(k for k in change.closed if k not in keep), run_set=change.run_set | keep)
-
-
 class ReactiveJob:
     """Every interval: measure, decide through the core, journal each add with its reason, then act."""
 
-    def __init__(self, frame: Frame, store: JournalStore, journal: HourJournal, decide: DecideJob, lead: Lead,
+    def __init__(self, frame: Frame, store: JournalStore, journal: Journal, hour_scores: Callable, lead: Lead,
                  queue: PrometheusQueue | None, interval_s: float):
-        self.frame, self.store, self.journal, self.decide, self.lead = frame, store, journal, decide, lead
+        """`hour_scores(hour_ts, index, in_class)`: the decide job's scores of an hour (`DecideJob.hour_scores`)."""
+        self.frame, self.store, self.journal, self.hour_scores, self.lead = frame, store, journal, hour_scores, lead
         self.queue = queue
         self.interval_s = float(interval_s)
 
@@ -138,7 +131,7 @@ class ReactiveJob:
         index = f.pool.current()
         policy = f.parts.policy
         in_class = index.run_class_mask(policy)
-        score = self.decide.hour_scores(plan_ts, index, in_class)[0]
+        score = self.hour_scores(plan_ts, index, in_class)[0]
         m0, _ = cal.month_of(plan_ts)
         gone = {k for _, k in self.store.eviction_hours(m0, now + 1)} | set(self.store.retired())
         warm = index.mask(self.store.run_set_at(now))
