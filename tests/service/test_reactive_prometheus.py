@@ -180,6 +180,8 @@ def _serve(tmp_path, url: str) -> None:
     assert {"e", "f"} <= store.run_set_at(T0 + 2 * HOUR_S)
     assert T0 + 2 * HOUR_S < added_ts + COOLDOWN_MINUTES * 60 <= T0 + 3 * HOUR_S
     assert {(T0 + 3 * HOUR_S, "e"), (T0 + 3 * HOUR_S, "f")} <= releases
+    # The bill: the loop's cards pay the hour they were added in (01:00), and the next, as the run set's others.
+    assert [h.cards_warm for h in store.hours(T0)[:3]] == [0, 6, 6]
     assert not {"e", "f"} & store.run_set_at(T0 + 3 * HOUR_S)
 
 
