@@ -18,6 +18,9 @@ Each hour goes sync, step, journal:
   or retired card may not be chosen this hour (`StepInput.unavailable`), and stays
   eligible in the carry: a silent card heard again may be chosen the hour after.
 - **step**: `fleet.core.step.step` on the synced carry and the hour's scores and demand.
+- **the reactive loop's cards** (`fleet.service.reactive`): those it added since the
+  hour before began are in the run set the hour starts from, and those still in
+  their cool-down stay warm whatever the step decides (`held_by_loop`).
 - **journal**: the pure `hour_entries` turns the hour into the journal's rows, each
   detail its kind's record (`storage.records`: the read model, `fleet.service.
   readmodel`, reads them back for `fleet status`, `explain`, `plan` and the

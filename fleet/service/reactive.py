@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fleet.service.reactive")
 
+ROWS_READ = 10_000_000
+"""The `add` rows read to find the loop's among them: all of an hour's (a month's first hour adds the whole pool)."""
+
 
 def _latest_sum(body: bytes, name: str, at_ts: float) -> float | None:
     """The answer's series summed at its latest time not after `at_ts` (None: no point, or NaN)."""
@@ -90,7 +93,8 @@ def loop_cards(store: JournalStore, hour_ts: int, settings: Reactive | None) -> 
     if settings is None:
         return LoopCards()
     since = hour_ts - max(HOUR_S, settings.cooldown_minutes * 60)
-    adds = [r for r in store.decisions(kinds=[Kind.ADD], since_ts=since + 1) if r.record.reactive and r.card_key]
+    adds = [r for r in store.decisions(kinds=[Kind.ADD], since_ts=since + 1, limit=ROWS_READ)
+            if r.record.reactive and r.card_key]
     if not adds:
         return LoopCards()
     open_now = {k for k, _, end in store.intervals(since, NO_END_TS) if end is None}
@@ -136,10 +140,11 @@ class ReactiveJob:
         gone = {k for _, k in self.store.eviction_hours(m0, now + 1)} | set(self.store.retired())
         warm = index.mask(self.store.run_set_at(now))
         hour_ts = now // HOUR_S * HOUR_S
-        this_hour = [r for r in self.store.decisions(kinds=[Kind.ADD], since_ts=hour_ts, until_ts=now + 1)
-                     if r.record.reactive]
+        this_hour = [r for r in self.store.decisions(kinds=[Kind.ADD], since_ts=hour_ts, until_ts=now + 1,
+                                                     limit=ROWS_READ) if r.record.reactive]
         adds = reactive_adds(measured, self.interval_s, warm, in_class & ~index.mask(gone), score,
-                             index.rent_usd_per_hour, settings, len(this_hour), step=(now - cal.start_ts) // int(self.interval_s))
+                             index.rent_usd_per_hour, settings, len(this_hour),
+                             step=int((now - cal.start_ts) // self.interval_s))
         if not adds:
             return 0
         scored = float(adds[0].scored_tps)

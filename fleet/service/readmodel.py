@@ -140,7 +140,10 @@ class MonthView:
         cards it added within the hour the plan is in, each with its reason."""
         if self.last_decided_ts is None:
             return []
-        return [r for r in self.store.decisions(kinds=[Kind.ADD], since_ts=self.last_decided_ts) if r.record.reactive]
+        from fleet.service.reactive import ROWS_READ
+
+        return [r for r in self.store.decisions(kinds=[Kind.ADD], since_ts=self.last_decided_ts, limit=ROWS_READ)
+                if r.record.reactive]
 
     @cached_property
     def evicted(self) -> dict[str, int]:

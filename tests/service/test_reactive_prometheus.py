@@ -11,19 +11,15 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
 from fleet.core.units import HOUR_S
-from fleet.ingest.demand.vllm_queue import generated_query, unserved_query
-from fleet.ingest.prometheus import busy_query, rate_query
+from fleet.ingest.demand.vllm_queue import generated_query
 from fleet.service.config import load_service_config
 from storage.repository import open_repository
 from tests.fake_prometheus import StepClock
-from tests.service.serving import wait_for
-from tests.service.test_prometheus import free_port
-from tests.vllm_standin import Timeline, stand_ins
+from tests.vllm_standin import STANDIN_WINDOW, Timeline, beside_prometheus, standin_pool_toml
 
 PROMETHEUS = shutil.which("prometheus")
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
@@ -48,91 +44,18 @@ TIMELINES = {
 }
 
 
-OOO_PANIC = "expected newly cut file to have sequence:offset"
-"""Prometheus 2.42 now and then panics when it writes an out-of-order chunk to disk (the stand-ins' samples are
-months in the past, so every one is out of order): a try it ends is run again on fresh stand-ins."""
-
-
 @pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed (Debian: apt-get install -y prometheus)")
 def test_the_reactive_job_adds_cards_when_the_queue_jumps_and_the_plan_keeps_them_through_the_cool_down(tmp_path):
-    for attempt in range(3):
-        work = tmp_path / f"try-{attempt}"
-        work.mkdir()
-        if _scraped_and_served(work):
-            return
-    pytest.fail(f"Prometheus panicked on every try ({OOO_PANIC!r})")
-
-
-def _scraped_and_served(work) -> bool:
-    """Serve beside the stand-ins once Prometheus holds their every step; False if Prometheus panicked first."""
     timelines = {card: Timeline(T0, STEP_S, CAPACITY_TPS, **kw) for card, kw in TIMELINES.items()}
-    with stand_ins(*timelines.values()) as servers:
-        names = {s.target: card for card, s in zip(timelines, servers)}
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        # The samples are stamped in the past of the server's own `up` series: accepted as out-of-order ones.
-        (work / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 100ms\n"
-            "storage:\n  tsdb:\n    out_of_order_time_window: 400d\n"
-            "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
-            f"      - targets: {json.dumps(sorted(names))}\n"
-            "    relabel_configs:\n"
-            + "".join(f"      - source_labels: [__address__]\n        regex: '{t}'\n        target_label: instance\n"
-                      f"        replacement: '{c}'\n" for t, c in names.items())
-        )
-        log = work / "prometheus.log"
-        prom = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=open(log, "wb"),
-        )
-        try:
-            wait_for(lambda: prom.poll() is not None or all(s.done for s in servers), 240,
-                     "Prometheus to scrape every step of the stand-ins", every_s=0.5)
-            if prom.poll() is not None:
-                said = log.read_text(errors="replace")
-                assert OOO_PANIC in said, said[-2000:]
-                return False
-            _serve(work, url)
-            return True
-        finally:
-            prom.terminate()
-            prom.wait(20)
+    beside_prometheus(PROMETHEUS, tmp_path, timelines, lambda work, url, names: _serve(work, url), relabel=True)
 
 
 def _serve(tmp_path, url: str) -> None:
     from fleet.service.service import Service
 
-    window = "90s"  # two of the stand-ins' one-minute steps: each point's rate reads exactly its own minute
-    (tmp_path / "fleet.toml").write_text(textwrap.dedent(f"""\
-        [month]
-        start = 2026-01-01T00:00:00Z
-        hours = 24
-        [[pool.classes]]
-        name = "flagship"
-        rated_tps = 3000
-        rent_usd_per_month = 2690
-        [policy]
-        card_class = "flagship"
-        window = "hour"
-        mode = "steady"
-        forecast = "last-hour"
-        [policy.reactive]
-        headroom = 1.05
-        cooldown_minutes = {COOLDOWN_MINUTES}
-        [schedule]
-        settle_s = 300
-        reactive_interval_s = {STEP_S}
-        [reactive]
-        demand_query = '{generated_query(window)}'
-        [ingest]
-        default_class = "flagship"
-        [ingest.sources.prometheus]
-        prometheus_url = "{url}"
-        query = '{rate_query(window=window)}'
-        busy_query = '{busy_query(window=window, resolution="60s")}'
-        queue_query = '{unserved_query(window=window)}'
-        """))
+    (tmp_path / "fleet.toml").write_text(standin_pool_toml(
+        url, policy=f"[policy.reactive]\nheadroom = 1.05\ncooldown_minutes = {COOLDOWN_MINUTES}",
+        schedule=f"reactive_interval_s = {STEP_S}", tables=f"[reactive]\ndemand_query = '{generated_query(STANDIN_WINDOW)}'"))
     cfg = load_service_config(tmp_path / "fleet.toml")
     clock = StepClock(T0 + 301)
     db = f"sqlite:///{tmp_path / 'fleet.db'}"
@@ -146,7 +69,7 @@ def _serve(tmp_path, url: str) -> None:
         if n:
             added_at[int(clock.t)] = n
         if clock.t == T0 + 5401:  # 01:30: `fleet status` says the loop's adds within the plan's hour
-            status = _fleet("status", "--db", db, "--json")
+            status, said = _fleet("status", "--db", db, "--json"), _fleet("status", "--db", db)
         clock.t += STEP_S
     store = svc.journal_store
     adds = [r for r in store.decisions(kinds=["add"], since_ts=T0) if r.record.reactive]
@@ -156,6 +79,9 @@ def _serve(tmp_path, url: str) -> None:
     assert status.returncode == 0, status.stderr
     shown = json.loads(status.stdout)["reactive_adds"]
     assert [(a["card"], a["reason"]) for a in shown] == [(r.card_key, r.reason) for r in adds]
+    print(said.stdout)
+    assert "reactive adds since 2026-01-01T01:00Z: 2 (e, f); the latest at 2026-01-01T01:20Z" in " ".join(
+        said.stdout.split())
     explained = _fleet("explain", "e", "--db", db)
     assert explained.returncode == 0, explained.stderr
     assert "add: reactive: " in " ".join(explained.stdout.split())
