@@ -201,6 +201,12 @@ class AddRecord(Record):
     score_tps: float | None = None
     window: str | None = None
     tokens_per_usd: float | None = None
+    # Written by the reactive job only (`fleet.service.reactive`): what it measured, and until when the plan holds it.
+    reactive: bool = _opt(False, _FALSE)
+    backlog_tokens: float | None = _opt()
+    demand_tps: float | None = _opt()
+    scored_capacity_tps: float | None = _opt()
+    held_until_ts: int | None = _opt()
 
 
 # -- records that close an action: written by acting -----------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -25,13 +25,15 @@ from fleet.core.units import HOUR_S
 @dataclass
 class Timeline:
     """The stand-in's state at each step k (time t0 + k × step_s): cumulative tokens served and requests done, and
-    the queue in tokens, for `offered_tps[h]` offered in hour h and at most `capacity_tps` served."""
+    the queue in tokens, for `offered_tps[h]` offered in hour h and at most `capacity_tps` served. `bursts` (step →
+    tokens) arrive all at once in their step, on top: a queue that jumps, or a card busy one minute of two."""
 
     t0: int
     step_s: int
     capacity_tps: float
     offered_tps: tuple[float, ...]
     tokens_per_request: float = 250.0
+    bursts: dict[int, float] = field(default_factory=dict)
 
     def __post_init__(self):
         steps = len(self.offered_tps) * HOUR_S // self.step_s + 2
@@ -40,7 +42,7 @@ class Timeline:
         q = total = 0.0
         for k in range(1, steps):
             hour = min(((k - 1) * self.step_s) // HOUR_S, len(self.offered_tps) - 1)
-            arrived = self.offered_tps[hour] * self.step_s
+            arrived = self.offered_tps[hour] * self.step_s + self.bursts.get(k, 0.0)
             done = min(self.capacity_tps * self.step_s, q + arrived)
             q += arrived - done
             total += done
@@ -108,3 +110,94 @@ def stand_ins(*timelines: Timeline):
         for s in servers:
             s.server.shutdown()
             s.server.server_close()
+
+
+PROMETHEUS_PANIC = "expected newly cut file to have sequence:offset"
+"""Prometheus 2.42 now and then panics when it writes an out-of-order chunk to disk (the stand-ins' samples are
+months in the past, so every one is out of order)."""
+
+
+@contextmanager
+def prometheus_scraping(prometheus: str, work, servers: list[StandIn], instances: dict[str, str] | None = None,
+                        timeout_s: float = 240):
+    """A real Prometheus scraping the stand-ins every 100 ms: yields its URL once it holds their every step, or None
+    when it panicked first (`PROMETHEUS_PANIC`; any other end fails). `instances` (target → name) relabels each
+    target's `instance` label."""
+    import json
+    import subprocess
+
+    from tests.service.serving import wait_for
+    from tests.service.test_prometheus import free_port
+
+    port = free_port()
+    targets = sorted(s.target for s in servers)
+    # The samples are stamped in the past of the server's own `up` series: accepted as out-of-order ones.
+    config = ("global:\n  scrape_interval: 100ms\n"
+              "storage:\n  tsdb:\n    out_of_order_time_window: 400d\n"
+              "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
+              f"      - targets: {json.dumps(targets)}\n")
+    if instances:
+        config += "    relabel_configs:\n" + "".join(
+            f"      - source_labels: [__address__]\n        regex: '{t}'\n        target_label: instance\n"
+            f"        replacement: '{name}'\n" for t, name in instances.items())
+    (work / "prometheus.yml").write_text(config)
+    log = work / "prometheus.log"
+    with open(log, "wb") as err:
+        prom = subprocess.Popen([prometheus, f"--config.file={work / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={work / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        wait_for(lambda: prom.poll() is not None or all(s.done for s in servers), timeout_s,
+                 "Prometheus to scrape every step of the stand-ins", every_s=0.5)
+        if prom.poll() is not None:
+            said = log.read_text(errors="replace")
+            assert PROMETHEUS_PANIC in said, said[-2000:]
+            yield None
+        else:
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        prom.terminate()
+        prom.wait(20)
+
+
+def beside_prometheus(prometheus: str, tmp_path, timelines: dict, body, relabel: bool = False, tries: int = 3) -> None:
+    """`body(work, url, names)` beside stand-ins of `timelines` (card → `Timeline`) once a real Prometheus holds
+    their every step; `names` is target → card, and `relabel` names each target's `instance` by its card. A try
+    Prometheus panicked in (`PROMETHEUS_PANIC`) is run again on fresh stand-ins."""
+    import pytest
+
+    for attempt in range(tries):
+        work = tmp_path / f"try-{attempt}"
+        work.mkdir()
+        with stand_ins(*timelines.values()) as servers:
+            names = {s.target: card for card, s in zip(timelines, servers)}
+            with prometheus_scraping(prometheus, work, servers, names if relabel else None) as url:
+                if url is not None:
+                    body(work, url, names)
+                    return
+    pytest.fail(f"Prometheus panicked on every try ({PROMETHEUS_PANIC!r})")
+
+
+STANDIN_WINDOW = "90s"
+"""Two of the stand-ins' one-minute steps: each point's rate reads exactly its own minute."""
+
+
+def standin_pool_toml(url: str, policy: str = "", schedule: str = "", tables: str = "") -> str:
+    """`fleet serve`'s config of a real pool of stand-ins behind the Prometheus at `url`: one class, the policy
+    planning each hour on the last one's demand, the queries reading the stand-ins' minutes. `policy`, `schedule`
+    and `tables` are TOML lines added to `[policy]`, to `[schedule]` and at the end."""
+    from fleet.ingest.demand.vllm_queue import unserved_query
+    from fleet.ingest.prometheus import busy_query, rate_query
+
+    w = STANDIN_WINDOW
+    busy = busy_query(window=w, resolution="60s")
+    return "\n".join([
+        "[month]", "start = 2026-01-01T00:00:00Z", "hours = 24",
+        "[[pool.classes]]", 'name = "flagship"', "rated_tps = 3000", "rent_usd_per_month = 2690",
+        "[policy]", 'card_class = "flagship"', 'window = "hour"', 'mode = "steady"', 'forecast = "last-hour"', policy,
+        "[schedule]", "settle_s = 300", schedule,
+        "[ingest]", 'default_class = "flagship"',
+        "[ingest.sources.prometheus]", f'prometheus_url = "{url}"', f"query = '{rate_query(window=w)}'",
+        f"busy_query = '{busy}'", f"queue_query = '{unserved_query(window=w)}'",
+        tables, "",
+    ])

@@ -100,7 +100,7 @@ def _month_of(cfg, config: str | None, simulate: str | None, seed: int | None):
     preset = load_preset(simulate)
     scenario = preset.resolve(seed=seed)
     try:
-        hourly_only(scenario.policy, scenario.demand, scenario.step_minutes)
+        hourly_only(scenario.policy, scenario.demand, scenario.step_minutes, simulated=True)
     except ValueError as err:
         raise ConfigError(f"--simulate {simulate!r}: {err}") from None
     cfg = simulation_config(cfg, scenario)

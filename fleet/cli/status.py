@@ -90,6 +90,7 @@ def _status(cfg, repo, store, real_pool) -> tuple[dict, list]:
     out = _month_json(view, cfg.checks)
     out["decisions"] = view.action_counts()
     shown = _month_lines(view, out) if view.hours else _unbilled_lines(view, out, cfg.schedule.billing_every_s)
+    shown.extend(_reactive_lines(view, out))
     if real_pool:
         shown.extend(_demand_source_lines(view, repo, out))
     shown.extend(_set_aside(view, out))
@@ -213,6 +214,18 @@ def _unbilled_lines(view, out: dict, billing_every_s: float) -> list:
         "bill: none yet; the billing job bills each decided hour once it has ended and its telemetry has settled "
         f"(it runs every {billing_every_s:g} s); the checks come with it",
     ]
+
+
+def _reactive_lines(view, out: dict) -> list[str]:
+    """The reactive loop's adds within the hour the plan is in: into `out`, and a line with the latest's reason."""
+    adds = view.reactive_adds
+    out["reactive_adds"] = [{"time": iso_minute(r.ts), "card": r.card_key, "reason": r.reason,
+                             "held_until": iso_minute(r.record.held_until_ts)} for r in adds]
+    if not adds:
+        return []
+    last = adds[-1]
+    return [f"reactive adds since {out['hour_decided']}: {len(adds)} ({', '.join(r.card_key for r in adds)}); "
+            f"the latest at {iso_minute(last.ts)}, held until {iso_minute(last.record.held_until_ts)}: {last.reason}"]
 
 
 def _decided_line(counts: dict) -> str:

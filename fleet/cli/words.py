@@ -22,9 +22,10 @@ DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FLEET_DB", show
                                                   help="Database URL (beats the config's storage url; FLEET_DB gives it too).")]
 
 
-def percent(value: float, none: str = "n/a until the first billed hour") -> str:
-    """A share as a percentage, or what stands for it while there is nothing to divide (no hour billed)."""
-    return none if value != value else f"{value:.1%}"
+def percent(value: float | None, none: str = "n/a until the first billed hour") -> str:
+    """A share as a percentage, or what stands for it while there is nothing to divide (no hour billed, or none
+    with its demand measured: NaN, or None once made JSON-safe)."""
+    return none if value is None or value != value else f"{value:.1%}"
 
 
 def times(n: int, what: str = "time", plural: str | None = None) -> str:

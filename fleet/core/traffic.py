@@ -228,7 +228,7 @@ def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first
     return cap, gain.tolist()
 
 
-def _ranked_spares(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> np.ndarray:
+def ranked_spares(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> np.ndarray:
     """The cards the loop may add this hour, best tokens per dollar first."""
     may = np.flatnonzero(eligible) if eligible is not None else np.arange(tokens_per_usd.size)
     return may[np.argsort(-tokens_per_usd[may], kind="stable")]
@@ -317,7 +317,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                 continue
             if spares is None:
                 tpd = tokens_per_dollar(score, rent)
-                spares = _ranked_spares(tpd, None if inp.eligible is None else inp.eligible[:, h])
+                spares = ranked_spares(tpd, None if inp.eligible is None else inp.eligible[:, h])
             got = reactive_picks(steps_tps[t], backlog / step_s, scored, warm, spares, score, settings,
                                  settings.max_adds_per_hour - added_this_hour)
             if got.size:

@@ -116,12 +116,14 @@ class Hindsight:
 
 
 def warm_matrix(intervals, index: PoolIndex, first_ts: int, k: int) -> np.ndarray:
-    """(cards, k + 1) run sets of the hour before `first_ts` and the k hours from it, from run-set intervals."""
+    """(cards, k + 1) run sets of the hour before `first_ts` and the k hours from it, from run-set intervals. A card
+    warm in any part of an hour is warm in it (the reactive job opens an interval within the hour: its card pays
+    the whole hour)."""
     warm = np.zeros((len(index), k + 1), dtype=bool)
     lo = first_ts - HOUR_S
     for key, start, end in intervals:
         if key in index.pos:
-            a = max(0, (start - lo + HOUR_S - 1) // HOUR_S)
+            a = max(0, (start - lo) // HOUR_S)
             b = k + 1 if end is None else min(k + 1, (end - lo + HOUR_S - 1) // HOUR_S)
             warm[index.pos[key], a:b] = True
     return warm

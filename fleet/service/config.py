@@ -24,6 +24,7 @@ from fleet.core.errors import ConfigError
 from fleet.core.units import HOUR_S
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
+from fleet.ingest.demand.vllm_queue import DEFAULT_BACKLOG_QUERY, DEFAULT_GENERATED_QUERY
 from fleet.ingest.sources import built_sources, moved_to_sources, source_settings
 from storage.busy import BUSY_FRACTION_FLOOR
 from fleet.presets import read_toml
@@ -66,6 +67,7 @@ class Schedule(Strict):
     billing_every_s: float = Field(default=300, gt=0)
     metrics_every_s: float = Field(default=15, gt=0)
     settle_s: float = Field(default=300, ge=0)
+    reactive_interval_s: float = Field(default=60, gt=0)  # the reactive job's (with [policy.reactive])
     misfire_grace_s: float | None = Field(default=None, gt=0)
 
 
@@ -234,6 +236,16 @@ class Reconcile(Strict):
     silent_after_s: float = Field(default=2 * HOUR_S, gt=0)
 
 
+class ReactiveSettings(Strict):
+    """`[reactive]`: where the reactive job (`fleet.service.reactive`, on with `[policy.reactive]`) reads the pool's
+    queue and demand: a Prometheus server (default: `[ingest.sources.prometheus]`'s, with its credentials), the
+    backlog in tokens and the tokens generated per second over the last minutes."""
+
+    prometheus_url: str | None = Field(default=None, min_length=1)
+    backlog_query: str = DEFAULT_BACKLOG_QUERY
+    demand_query: str = DEFAULT_GENERATED_QUERY
+
+
 class ServiceConfig(Strict):
     month: MonthSettings = MonthSettings()
     pool: Pool | None = None
@@ -247,6 +259,7 @@ class ServiceConfig(Strict):
     actuator: ActuatorSettings = ActuatorSettings()
     ingest: Ingest = Ingest()
     reconcile: Reconcile = Reconcile()
+    reactive: ReactiveSettings = ReactiveSettings()
 
     @model_validator(mode="after")
     def _no_secret_passed(self) -> "ServiceConfig":
@@ -270,9 +283,20 @@ class ServiceConfig(Strict):
 
             policies.resolve(self.policy)  # every name the policy gives is a known plug-in
             hourly_only(self.policy, self.demand)
+            if self.policy.reactive is not None and self.reactive_source() is None:
+                raise ValueError("[policy.reactive]: the reactive job reads the pool's queue from Prometheus: give "
+                                 "[ingest.sources.prometheus] or [reactive] prometheus_url")
             if self.pool is not None and self.policy.unknown_classes([c.name for c in self.pool.classes]):
                 raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool (or 'any')")
         return self
+
+    def reactive_source(self) -> tuple[str, Credentials | None] | None:
+        """(the Prometheus URL the reactive job reads, its credentials), or None when none is given."""
+        prom = self.ingest.source_settings.get("prometheus")
+        if self.reactive.prometheus_url is not None:
+            same = prom is not None and prom.prometheus_url == self.reactive.prometheus_url
+            return self.reactive.prometheus_url, prom.auth if same else None
+        return (prom.prometheus_url, prom.auth) if prom is not None else None
 
     def require_pool(self, source: str) -> None:
         """A real pool needs `[pool]` and `[policy]`; a simulation takes them from its preset."""
@@ -281,15 +305,16 @@ class ServiceConfig(Strict):
             raise ConfigError(f"{source}: [{missing[0]}] is missing (needed unless --simulate gives a preset)")
 
 
-def hourly_only(policy: Policy, demand: Demand | None, step_minutes: int = 60) -> None:
-    """The service decides by the hour: a finer clock, a queue that carries over and the reactive loop are replay's
-    and compare's. Refused in words rather than served as an hourly plan the operator did not ask for."""
+def hourly_only(policy: Policy, demand: Demand | None, step_minutes: int = 60, simulated: bool = False) -> None:
+    """The service plans by the hour: a finer clock and a queue that carries over are replay's and compare's. Its
+    reactive job reads a real pool's queue, which a simulated pool has not. Refused in words rather than served as
+    an hourly plan the operator did not ask for."""
     if step_minutes != 60:
         raise ValueError(f"step_minutes = {step_minutes}: the service decides by the hour (a finer clock runs in "
                          "fleet replay and fleet compare)")
-    if policy.reactive is not None:
-        raise ValueError("[policy.reactive]: the service has no reactive loop yet (it runs in fleet replay and "
-                         "fleet compare); remove the table to serve the hourly plan")
+    if simulated and policy.reactive is not None:
+        raise ValueError("[policy.reactive]: the reactive job reads a real pool's queue from Prometheus; a simulated "
+                         "pool has none (the loop runs in fleet replay and fleet compare)")
     if demand is not None and demand.max_wait_s is not None:
         raise ValueError("demand.max_wait_s: the service bills the hourly fluid, with no queue (the queue runs in "
                          "fleet replay and fleet compare)")

@@ -18,6 +18,9 @@ Each hour goes sync, step, journal:
   or retired card may not be chosen this hour (`StepInput.unavailable`), and stays
   eligible in the carry: a silent card heard again may be chosen the hour after.
 - **step**: `fleet.core.step.step` on the synced carry and the hour's scores and demand.
+- **the reactive loop's cards** (`fleet.service.reactive`): those it added since the
+  hour before began are in the run set the hour starts from, and those still in
+  their cool-down stay warm whatever the step decides (`held_by_loop`).
 - **journal**: the pure `hour_entries` turns the hour into the journal's rows, each
   detail its kind's record (`storage.records`: the read model, `fleet.service.
   readmodel`, reads them back for `fleet status`, `explain`, `plan` and the
@@ -28,7 +31,7 @@ Each hour goes sync, step, journal:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, AbstractSet, Protocol
 
 import numpy as np
@@ -42,6 +45,7 @@ from fleet.core.step import Decisions, StepInput, step
 from fleet.service.calendar import HOUR_S
 from fleet.service.frame import Frame, Lead
 from fleet.service.pool import PoolIndex
+from fleet.service.reactive import loop_cards
 from fleet.service.reconcile import KnownRunSet, Reconciler
 from storage.records import AddRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, SizeRecord
 from storage.values import JournalEntry, Kind
@@ -71,6 +75,15 @@ def run_set_change(decisions: Decisions, index: PoolIndex, open_now: AbstractSet
         evicted=tuple(keys[e.card] for e in decisions.evictions),
         run_set=new,
     )
+
+
+def held_by_loop(change: RunSetChange, held: AbstractSet[str]) -> RunSetChange:
+    """The hour's run-set change with the reactive loop's cards still cooling down kept warm (an evicted one
+    leaves): the plan may release them only after their cool-down (`fleet.service.reactive.loop_cards`)."""
+    keep = (set(held) & set(change.closed)) - set(change.evicted)
+    if not keep:
+        return change
+    return replace(change, closed=tuple(k for k in change.closed if k not in keep), run_set=change.run_set | keep)
 
 
 def held_out_hours(decisions: Decisions, index: PoolIndex) -> dict[str, int]:
@@ -258,6 +271,15 @@ class DecideJob:
                               {pos[k]: v for k, v in held.items() if k in pos}, parts.hysteresis.release_after_hours)
         return carry, journal_open
 
+    def hour_scores(self, hour_ts: int, index: PoolIndex, in_class: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, float]:
+        """(each card's score, in dip, the dip allowance) the hour is sized by: the policy's estimator's, or the
+        sizing window's mean. The reactive job weighs the run set by the same scores."""
+        estimated = self.scores.policy_scores(hour_ts, index)
+        if estimated is None:
+            return self.scores.window_scores_at(hour_ts, index, self.frame.parts.size_window_hours, in_class), None, 0.0
+        score, in_dip, allowance = estimated
+        return np.where(in_class, score, np.float32(0)), in_dip & in_class, allowance
+
     def hour_input(self, hour_ts: int, index: PoolIndex, in_class: np.ndarray, pool_cards: int, known: KnownRunSet
                    ) -> tuple[StepInput, DemandView]:
         """The step's inputs for `hour_ts` (its scores, rent and demand; the cards the pool cannot run this hour),
@@ -266,12 +288,7 @@ class DecideJob:
         parts = f.parts
         m0, h = f.calendar.month_of(hour_ts)
         view = f.demand.view(m0, h, parts)
-        estimated = self.scores.policy_scores(hour_ts, index)
-        if estimated is None:
-            score, in_dip, allowance = self.scores.window_scores_at(hour_ts, index, parts.size_window_hours, in_class), None, 0.0
-        else:
-            score, in_dip, allowance = estimated
-            score, in_dip = np.where(in_class, score, np.float32(0)), in_dip & in_class
+        score, in_dip, allowance = self.hour_scores(hour_ts, index, in_class)
         inp = StepInput(
             hours=np.array([h]),
             score_tps=score[:, None],
@@ -296,6 +313,8 @@ class DecideJob:
         m0, h = f.calendar.month_of(hour_ts)
         in_class = index.run_class_mask(policy)
         carry, journal_open = self.carry_at(hour_ts, index, in_class)
+        loop = loop_cards(self.journal_store, hour_ts, policy.reactive)
+        journal_open = journal_open | loop.joined
         evicted = frozenset(index.keys[i] for i in np.flatnonzero(in_class & ~np.asarray(carry.eligible)))
         known = self.known.known_run_set(hour_ts, m0, journal_open, evicted)
         pool_cards = int((in_class & ~index.mask(known.retired)).sum()) if known.retired else int(in_class.sum())
@@ -307,7 +326,7 @@ class DecideJob:
         hour = DecidedHour(hour_ts, carry, inp, view, d, known, f.demand.unmeasured_hours_before(m0, h))
         # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
         # the store's run-set intervals from what the journal had open.
-        change = run_set_change(d, index, known.cards | known.silent)
+        change = held_by_loop(run_set_change(d, index, known.cards | known.silent), loop.held & known.cards)
         entries = hour_entries(hour, index, change)
         opened, closed = sorted(change.run_set - journal_open), sorted(journal_open - change.run_set)
         self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, closed, list(change.evicted))

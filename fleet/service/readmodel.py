@@ -135,6 +135,17 @@ class MonthView:
         return sorted(self.store.run_set_at(self.last_decided_ts)) if self.last_decided_ts is not None else []
 
     @cached_property
+    def reactive_adds(self) -> list:
+        """The reactive loop's adds since the last decided hour began (`fleet.service.reactive`), oldest first: the
+        cards it added within the hour the plan is in, each with its reason."""
+        if self.last_decided_ts is None:
+            return []
+        from fleet.service.reactive import ROWS_READ
+
+        return [r for r in self.store.decisions(kinds=[Kind.ADD], since_ts=self.last_decided_ts, limit=ROWS_READ)
+                if r.record.reactive]
+
+    @cached_property
     def evicted(self) -> dict[str, int]:
         """Card → the hour it was evicted, for the month's evictions through the last decided hour."""
         if self.last_decided_ts is None:

@@ -20,7 +20,9 @@ from typing import Callable, Mapping
 
 from fleet.service.calendar import HOUR_S
 
-JOBS = ("ingest", "score", "decide", "act", "billing", "prune", "metrics")
+JOBS = ("ingest", "score", "decide", "act", "billing", "prune", "metrics", "reactive")
+OPTIONAL = ("reactive",)
+"""Jobs a service runs only when its config turns them on (`[policy.reactive]`)."""
 READERS = ("metrics",)
 """Jobs that only read the store, and so run without the write lock."""
 UNLOCKED = ("act",)
@@ -49,10 +51,11 @@ def intervals(schedule, clock, simulated: bool) -> dict[str, float]:
     simulated quarter hour), never more often than every 50 ms (metrics: 500 ms) nor less often than the wall schedule."""
     s = schedule
     wall = {"ingest": s.ingest_every_s, "score": s.tick_every_s, "decide": s.tick_every_s, "act": s.tick_every_s,
-            "billing": s.billing_every_s, "metrics": s.metrics_every_s}
+            "billing": s.billing_every_s, "metrics": s.metrics_every_s, "reactive": s.reactive_interval_s}
     if not simulated:
         return wall
-    per_clock = {"ingest": HOUR_S, "score": HOUR_S, "decide": HOUR_S, "act": HOUR_S, "billing": HOUR_S, "metrics": HOUR_S / 4}
+    per_clock = {"ingest": HOUR_S, "score": HOUR_S, "decide": HOUR_S, "act": HOUR_S, "billing": HOUR_S, "metrics": HOUR_S / 4,
+                 "reactive": s.reactive_interval_s}
     floor = {"metrics": 0.5}
     return {k: min(wall[k], max(floor.get(k, 0.05), clock.wall_seconds(v))) for k, v in per_clock.items()}
 

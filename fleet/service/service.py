@@ -1,6 +1,6 @@
 """`fleet serve`: the autoscaler beside a pool, its jobs around the core's hour-step, composed.
 
-Seven jobs, each its own part and each runnable by hand (the tests step them on
+Seven jobs (eight with `[policy.reactive]`), each its own part and each runnable by hand (the tests step them on
 an injected clock; `fleet serve` runs them on APScheduler, `scheduler.py`):
 
 - `ingest` (`telemetry.py`): telemetry into the store: a drop folder, a
@@ -13,7 +13,9 @@ an injected clock; `fleet serve` runs them on APScheduler, `scheduler.py`):
 - `billing` (`billing.py`): every decided hour that has ended, billed through
   the core's `bill_hours`;
 - `prune`: raw samples of rolled-up hours older than `[storage] prune_raw_after_days` go;
-- `metrics` (`snapshot.py`): the snapshot `/metrics` serves.
+- `metrics` (`snapshot.py`): the snapshot `/metrics` serves;
+- `reactive` (`reactive.py`, with `[policy.reactive]`): within the hour, cards
+  added when the measured queue or demand says the plan is short.
 
 Only the leader of the store runs the writing jobs (every job but `metrics`):
 with a lease keeper (`lease.py`, as `fleet serve` gives) the service leads while
@@ -46,7 +48,8 @@ from fleet.service.frame import Lead
 from fleet.service.journal import Journal
 from fleet.ingest.pool import declare_pool
 from fleet.service.pipeline import decide_pipeline, make_frame, policy_windows
-from fleet.service.scheduler import JOBS, READERS, JobRunner, Scheduler, intervals, prune_every_s
+from fleet.service.reactive import PrometheusQueue, ReactiveJob
+from fleet.service.scheduler import JOBS, OPTIONAL, READERS, JobRunner, Scheduler, intervals, prune_every_s
 from fleet.service.simulation import Clock, Simulation
 from fleet.service.snapshot import Snapshot, build_snapshot
 from fleet.service.telemetry import IngestJob
@@ -133,7 +136,8 @@ class Service:
         self.journal = Journal(self.journal_store, actuator or make_actuator(cfg), clock.now,
                                RetryRules(max_retry_s=a.max_retry_s, expire_after_s=a.expire_after_s),
                                wall_seconds=clock.wall_seconds, simulated=simulation is not None)
-        self.runner = JobRunner(clock.now)
+        self.job_names = tuple(n for n in JOBS if n not in OPTIONAL or (n == "reactive" and cfg.policy.reactive is not None))
+        self.runner = JobRunner(clock.now, self.job_names)
         self.snapshot: Snapshot | None = None
         self._scheduler: Scheduler | None = None
         self._stop = threading.Event()
@@ -156,6 +160,11 @@ class Service:
         pipeline = decide_pipeline(cfg, frame, self.store, self.journal, windows,
                                    lambda now: self.calendar.watermark_ts(now, self.ingest.fed_through_ts), lead)
         self.scoring, self.reconciler, self.decide = pipeline.scoring, pipeline.reconciler, pipeline.decide
+        source = cfg.reactive_source() if simulation is None else None
+        queue = None if source is None else PrometheusQueue(source[0], cfg.reactive.backlog_query, cfg.reactive.demand_query,
+                                                            source[1])
+        self.reactive = ReactiveJob(frame, self.journal_store, self.journal, self.decide.hour_scores, lead, queue,
+                                    cfg.schedule.reactive_interval_s)
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(telemetry, self.calendar)
         self.billing = BillJob(self.journal_store, self.pool, self.calendar, clock, frame.demand, truth, self.stopping)
 
@@ -196,7 +205,7 @@ class Service:
             if rolled is not None and (self.ingest.fed_through_ts is None or rolled > self.ingest.fed_through_ts):
                 self.ingest.fed_through_ts = rolled
         if self._scheduler is not None:
-            self._scheduler.wake([n for n in JOBS if n not in READERS])
+            self._scheduler.wake([n for n in self.job_names if n not in READERS])
 
     # -- the jobs, by hand or by the scheduler ------------------------------------------------
     def ingest_job(self) -> int:
@@ -213,6 +222,10 @@ class Service:
         if self.stopping():
             return 0
         return self.journal.act_pending(self.stopping, epoch=self.epoch()).acted
+
+    def reactive_job(self) -> int:
+        """One run of the reactive loop (`reactive.py`) while this service leads; returns the cards added."""
+        return self.reactive.run()
 
     def billing_job(self) -> int:
         return self.billing.run()
@@ -231,7 +244,8 @@ class Service:
 
     def jobs(self) -> dict[str, Callable[[], object]]:
         return {"ingest": self.ingest_job, "score": self.score_job, "decide": self.decide_job, "act": self.act_job,
-                "billing": self.billing_job, "prune": self.prune_job, "metrics": self.metrics_job}
+                "billing": self.billing_job, "prune": self.prune_job, "metrics": self.metrics_job,
+                "reactive": self.reactive_job}
 
     @property
     def stats(self):
@@ -247,7 +261,8 @@ class Service:
     # -- running -------------------------------------------------------------------------------
     def intervals(self) -> dict[str, float]:
         simulated = self.sim is not None
-        return {**intervals(self.cfg.schedule, self.clock, simulated), "prune": prune_every_s(self.clock, simulated)}
+        every = {**intervals(self.cfg.schedule, self.clock, simulated), "prune": prune_every_s(self.clock, simulated)}
+        return {name: every[name] for name in self.job_names}
 
     def start(self, scheduler=None) -> None:
         """Take the lease (or stand by), then start the jobs on a BackgroundScheduler (or the one given)."""
@@ -255,7 +270,7 @@ class Service:
         if line:
             log.warning("%s", line)
         jobs = self.jobs()
-        self._scheduler = Scheduler(self.runner, {name: jobs[name] for name in JOBS}, self.intervals(),
+        self._scheduler = Scheduler(self.runner, {name: jobs[name] for name in self.job_names}, self.intervals(),
                                     self.cfg.schedule.misfire_grace_s)
         self.journal.wake = lambda: self._scheduler.wake(["act"])  # deciding hands acting to the act job
         if self.lease is not None:

@@ -11,15 +11,19 @@ from fleet.service.simulation import SimClock
 
 def test_a_real_pool_runs_on_the_wall_schedule():
     s = Schedule()
-    assert intervals(s, SimClock(0, 1.0), simulated=False) == {"ingest": 60, "score": 60, "decide": 60, "act": 60, "billing": 300, "metrics": 15}
+    assert intervals(s, SimClock(0, 1.0), simulated=False) == {"ingest": 60, "score": 60, "decide": 60, "act": 60, "billing": 300, "metrics": 15,
+                                                                  "reactive": 60}
 
 
 @pytest.mark.parametrize(
     "speed, expected",
     [
-        (3600, {"ingest": 1.0, "score": 1.0, "decide": 1.0, "act": 1.0, "billing": 1.0, "metrics": 0.5}),  # an hour a second
-        (1e7, {"ingest": 0.05, "score": 0.05, "decide": 0.05, "act": 0.05, "billing": 0.05, "metrics": 0.5}),  # the floors
-        (1.0, {"ingest": 60, "score": 60, "decide": 60, "act": 60, "billing": 300, "metrics": 15}),  # never slower than the wall schedule
+        (3600, {"ingest": 1.0, "score": 1.0, "decide": 1.0, "act": 1.0, "billing": 1.0, "metrics": 0.5,
+                "reactive": 0.05}),  # an hour a second
+        (1e7, {"ingest": 0.05, "score": 0.05, "decide": 0.05, "act": 0.05, "billing": 0.05, "metrics": 0.5,
+                "reactive": 0.05}),  # the floors
+        (1.0, {"ingest": 60, "score": 60, "decide": 60, "act": 60, "billing": 300, "metrics": 15,
+                "reactive": 60}),  # never slower than the wall schedule
     ],
 )
 def test_a_simulation_runs_each_job_once_a_simulated_hour(speed, expected):

@@ -22,6 +22,21 @@ def unserved_query(window: str = "1m", tokens_window: str = "1h") -> str:
 DEFAULT_UNSERVED_QUERY = unserved_query()
 
 
+def backlog_query() -> str:
+    """Tokens waiting now: the requests waiting over the pool times the mean tokens generated per request."""
+    return ("sum(vllm:num_requests_waiting) * (sum(vllm:request_generation_tokens_sum) / "
+            "sum(vllm:request_generation_tokens_count))")
+
+
+def generated_query(window: str = "2m") -> str:
+    """Tokens generated per second over the pool, over the last `window`."""
+    return f"sum(rate(vllm:generation_tokens_total[{window}]))"
+
+
+DEFAULT_BACKLOG_QUERY = backlog_query()
+DEFAULT_GENERATED_QUERY = generated_query()
+
+
 class VllmQueue:
     name = "vllm-queue"
     part = "unserved"
