@@ -49,9 +49,10 @@ class StepCurve:
         """The largest batch whose streams still get `stream_floor_tps` each on a card at `speed`, within its
         memory (0 where even one stream is slower than the floor)."""
         speed = np.asarray(speed, dtype=np.float64)
+        beta_s = np.asarray(self.beta_s, dtype=np.float64)  # one class's, or each card's fitted (`fleet.core.curve_fit`)
         budget_s = speed / float(stream_floor_tps) - self.alpha_s  # the step the floor allows, less the weights
         with np.errstate(divide="ignore", invalid="ignore"):
-            fits = np.floor(budget_s / self.beta_s + 1e-9) if self.beta_s > 0 else np.where(budget_s >= 0, np.inf, -1.0)
+            fits = np.where(beta_s > 0, np.floor(budget_s / beta_s + 1e-9), np.where(budget_s >= 0, np.inf, -1.0))
         fits = np.where(budget_s >= -1e-15, fits, 0.0)
         return np.clip(fits, 0, self.max_batch).astype(np.int64)
 
