@@ -45,7 +45,10 @@ def serving_ask(by: Sequence[str], window: str = "1m", batch_window: str | None 
 def serving_queries(by: Sequence[str], window: str = "1m", batch_window: str | None = None) -> dict[str, str]:
     """The range queries of the serving columns, summed per card (`by`: the labels naming a card)."""
     labels = ", ".join(by)
-    rate = lambda metric, extra="": f"sum by ({labels}{extra}) (rate({metric}[{window}]))"  # noqa: E731
+
+    def rate(metric: str, extra: str = "") -> str:
+        return f"sum by ({labels}{extra}) (rate({metric}[{window}]))"
+
     return {
         "batch_mean": f"sum by ({labels}) (avg_over_time(vllm:num_requests_running[{batch_window or window}]))",
         "tpot_sum": rate("vllm:time_per_output_token_seconds_sum"),
