@@ -105,6 +105,9 @@ class DeclaredPool:
     def demand_hours(self, since_ts: int, until_ts: int):
         return self._telemetry.demand_hours(since_ts, until_ts)
 
+    def serving_samples(self, since_ts: int, until_ts: int):
+        return self._telemetry.serving_samples(since_ts, until_ts)
+
     def classes(self) -> dict:
         from storage.values import class_specs
 
