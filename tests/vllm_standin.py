@@ -13,6 +13,8 @@ of it: the running requests, and the histograms of the time per output token and
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -210,3 +212,33 @@ def stand_ins(*timelines: Timeline):
         for s in servers:
             s.server.shutdown()
             s.server.server_close()
+
+
+@contextmanager
+def scraped_by_prometheus(prometheus: str, folder, servers: list[StandIn], timeout_s: float = 180):
+    """A real Prometheus (the binary `prometheus`) scraping `servers` every 100 ms, its files in `folder`; yields its
+    URL once every step of every stand-in has been scraped. The samples are stamped in the past of the server's own
+    `up` series: accepted as out-of-order ones."""
+    from tests.service.serving import wait_for
+    from tests.service.test_prometheus import free_port
+
+    port = free_port()
+    (folder / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 100ms\n"
+        "storage:\n  tsdb:\n    out_of_order_time_window: 400d\n"
+        "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
+        f"      - targets: {json.dumps(sorted(s.target for s in servers))}\n"
+    )
+    with open(folder / "prometheus.log", "wb") as log:
+        prom = subprocess.Popen(
+            [prometheus, f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )
+        try:
+            wait_for(lambda: all(s.done for s in servers), timeout_s, "Prometheus to scrape every step of the stand-ins",
+                     every_s=0.5)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            prom.terminate()
+            prom.wait(20)

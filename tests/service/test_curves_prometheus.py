@@ -8,9 +8,7 @@ nothing asserted depends on when Prometheus scraped or the jobs ran."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 import textwrap
 
 import numpy as np
@@ -23,9 +21,7 @@ from fleet.service.config import load_service_config
 from fleet.service.metrics import FleetCollector
 from storage.repository import open_repository
 from tests.fake_prometheus import StepClock
-from tests.service.serving import wait_for
-from tests.service.test_prometheus import free_port
-from tests.vllm_standin import CurveTimeline, stand_ins
+from tests.vllm_standin import CurveTimeline, scraped_by_prometheus, stand_ins
 
 PROMETHEUS = shutil.which("prometheus")
 T0 = 1_767_225_600  # 2026-01-01T00:00Z
@@ -45,28 +41,8 @@ CARDS = {
 @pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed (Debian: apt-get install -y prometheus)")
 def test_each_cards_curve_is_fitted_from_vllm_behind_prometheus(tmp_path):
     timelines = {card: CurveTimeline(T0, STEP_S, a, b, rps, seed=i) for i, (card, (a, b, rps)) in enumerate(CARDS.items())}
-    with stand_ins(*timelines.values()) as servers:
-        names = {s.target: card for card, s in zip(timelines, servers)}
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        # The samples are stamped in the past of the server's own `up` series: accepted as out-of-order ones.
-        (tmp_path / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 100ms\n"
-            "storage:\n  tsdb:\n    out_of_order_time_window: 400d\n"
-            "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
-            f"      - targets: {json.dumps(sorted(names))}\n"
-        )
-        prom = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"),
-        )
-        try:
-            wait_for(lambda: all(s.done for s in servers), 180, "Prometheus to scrape every step of the stand-ins", every_s=0.5)
-            _serve(tmp_path, url, names, timelines)
-        finally:
-            prom.terminate()
-            prom.wait(20)
+    with stand_ins(*timelines.values()) as servers, scraped_by_prometheus(PROMETHEUS, tmp_path, servers) as url:
+        _serve(tmp_path, url, {s.target: card for card, s in zip(timelines, servers)}, timelines)
 
 
 def _serve(tmp_path, url: str, names: dict[str, str], timelines: dict[str, CurveTimeline]) -> None:

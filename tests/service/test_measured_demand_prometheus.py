@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import textwrap
 import urllib.parse
 import urllib.request
@@ -22,9 +21,7 @@ from fleet.service.config import load_service_config
 from fleet.service.demand import hour_demand_tps
 from storage.repository import open_repository
 from tests.fake_prometheus import StepClock
-from tests.service.serving import wait_for
-from tests.service.test_prometheus import free_port
-from tests.vllm_standin import Timeline, stand_ins
+from tests.vllm_standin import Timeline, scraped_by_prometheus, stand_ins
 from fleet.core.units import HOUR_S
 
 PROMETHEUS = shutil.which("prometheus")
@@ -49,31 +46,12 @@ def _instant(url: str, expr: str, at: float) -> list:
 @pytest.mark.skipif(PROMETHEUS is None, reason="the prometheus binary is not installed (Debian: apt-get install -y prometheus)")
 def test_the_service_measures_forecasts_and_bills_the_demand_vllm_was_offered(tmp_path):
     timelines = {card: Timeline(T0, STEP_S, CAPACITY_TPS[card], OFFERED_TPS[card]) for card in CAPACITY_TPS}
-    with stand_ins(*timelines.values()) as servers:
+    with stand_ins(*timelines.values()) as servers, scraped_by_prometheus(PROMETHEUS, tmp_path, servers) as url:
         names = {s.target: card for card, s in zip(timelines, servers)}
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        # The samples are stamped in the past of the server's own `up` series: accepted as out-of-order ones.
-        (tmp_path / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 100ms\n"
-            "storage:\n  tsdb:\n    out_of_order_time_window: 400d\n"
-            "scrape_configs:\n  - job_name: vllm\n    static_configs:\n"
-            f"      - targets: {json.dumps(sorted(names))}\n"
-        )
-        prom = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"),
-        )
-        try:
-            wait_for(lambda: all(s.done for s in servers), 180, "Prometheus to scrape every step of the stand-ins", every_s=0.5)
-            end = T0 + 4 * HOUR_S + STEP_S
-            held = _instant(url, "count_over_time(vllm:generation_tokens_total[5h])", end)
-            assert {r["metric"]["instance"] for r in held} == set(names)
-            _serve(tmp_path, url, names)
-        finally:
-            prom.terminate()
-            prom.wait(20)
+        end = T0 + 4 * HOUR_S + STEP_S
+        held = _instant(url, "count_over_time(vllm:generation_tokens_total[5h])", end)
+        assert {r["metric"]["instance"] for r in held} == set(names)
+        _serve(tmp_path, url, names)
 
 
 def _serve(tmp_path, url: str, names: dict[str, str]) -> None:
