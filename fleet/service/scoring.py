@@ -10,6 +10,11 @@ writing one row) and a run that follows on reads only the hours after them:
 usually one hour of the pool. The scores last
 written are kept as well (`ScoredHours`), so the decide job that follows reads
 them from memory instead of back from the store.
+
+Where the telemetry carries the serving stack's batch and time per output token,
+each pass also fits every card's curve through its last hour (`fleet.service.curves`)
+and, under a promise on stream speed, hands on each card's rate at the promise
+(`promise_rate_tps`) beside its windowed scores.
 """
 
 from __future__ import annotations
