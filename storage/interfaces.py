@@ -82,6 +82,8 @@ class TelemetryStore(Protocol):
 
     def last_rollup_ts(self) -> int | None: ...
 
+    def serving_samples(self, since_ts: int, until_ts: int) -> dict[str, np.ndarray]: ...
+
     def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
         """Each hour in [since_ts, until_ts) with a part of its demand measured: served, unserved and offered tok/s."""
 

@@ -117,6 +117,23 @@ class TelemetrySample(Base):
     batch_id: Mapped[int] = mapped_column(ForeignKey("ingest_batches.id"))
 
 
+class ServingSample(Base):
+    """What a card's serving stack measured beside a stored sample's rate: its mean batch, the mean time per output
+    token its streams saw, the mean time to first token and the share of first tokens within the promise's
+    (`fleet.core.curve_fit` fits each card's curve from these). A column is NULL where the source gave none; a
+    sample with none of them has no row. Keyed as its sample (revision 0010)."""
+
+    __tablename__ = "serving_samples"
+    __table_args__ = {"sqlite_with_rowid": False}
+
+    card_id: Mapped[int] = mapped_column(ForeignKey("cards.id"), primary_key=True)
+    ts: Mapped[int] = mapped_column(TIMESTAMP, primary_key=True)
+    batch_mean: Mapped[float | None] = mapped_column(Float)
+    tpot_s: Mapped[float | None] = mapped_column(Float)
+    ttft_s: Mapped[float | None] = mapped_column(Float)
+    ttft_ok_share: Mapped[float | None] = mapped_column(Float)
+
+
 class HourlyRollup(Base):
     """Per card and hour: sums and counts of the samples stored so far, kept current by every batch.
 

@@ -33,7 +33,7 @@ from storage.retention import prune_raw, pruned_hours
 from storage.bulk_rows import placeholder
 from storage.telemetry_reads import TelemetryReads
 from storage.demand import DemandOutcome, journal_replaced, store_demand_rows
-from storage.values import BatchOrigin, BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
+from storage.values import SERVING_COLUMNS, BatchOrigin, BatchOutcome, CardInfo, ClassSpec, DemandBatch, Pruned, Rejected, SampleBatch
 from fleet.core.units import HOUR_S, NO_END_TS
 
 __all__ = [
@@ -221,7 +221,7 @@ class SqlRepository(TelemetryReads):
         if pruned.any():
             keep = ~pruned
             card_id = card_id[keep]
-            s = SampleBatch(s.card_key[keep], s.ts[keep], s.tokens_per_s[keep], s.busy_fraction[keep], s.record_no[keep])
+            s = s.take(keep)
             if not len(s):
                 return 0, []
         order = np.lexsort((s.ts, card_id))
@@ -251,7 +251,27 @@ class SqlRepository(TelemetryReads):
             conflicts = sorted(rec[(~new) & differs.to_numpy()].tolist())
         if stored:
             self._add_rollups(conn, cid[new], ts[new], tps[new], busy[new])
+            if s.serving:
+                self._store_serving(conn, cid[new], ts[new], {c: v[order][new] for c, v in s.serving.items()})
         return stored, conflicts
+
+    def _store_serving(self, conn: Connection, cid: np.ndarray, ts: np.ndarray, serving: Mapping[str, np.ndarray]) -> None:
+        """The serving columns of newly stored samples, a row for each that carried any (NULL for those it did not)."""
+        cols = [c for c in SERVING_COLUMNS if c in serving]
+        given = np.zeros(cid.size, dtype=bool)
+        values = []
+        for c in cols:
+            v = np.asarray(serving[c], dtype=np.float64)
+            has = np.isfinite(v)
+            given |= has
+            obj = v.astype(object)
+            obj[~has] = None
+            values.append(obj)
+        if not given.any():
+            return
+        self._bulk_insert(conn, f"INSERT INTO serving_samples (card_id, ts, {', '.join(cols)}) VALUES ",
+                          " ON CONFLICT (card_id, ts) DO NOTHING",
+                          [cid[given].tolist(), ts[given].tolist(), *[v[given].tolist() for v in values]])
 
     def _bulk_insert(self, conn: Connection, head: str, tail: str, columns: list, rows_per_statement: int = 200) -> int:
         """executemany of multi-row VALUES statements (bound parameters, `rows_per_statement` rows each): a third of the

@@ -31,6 +31,8 @@ _DELETE = text(
     f"AND r.hour_ts = telemetry_samples.ts - telemetry_samples.ts % {HOUR_S})"  # a constant, not a value: no binding
 )
 
+_DELETE_SERVING = text("DELETE FROM serving_samples WHERE card_id = :card AND ts < :cut")
+
 
 def prune_raw(engine: Engine, older_than_ts: int) -> Pruned:
     """Delete the raw samples of whole hours ending at or before `older_than_ts` whose card-hour is rolled up."""
@@ -45,6 +47,7 @@ def prune_raw(engine: Engine, older_than_ts: int) -> Pruned:
         with engine.begin() as conn:
             for card in cards[i : i + CARDS_PER_TRANSACTION]:
                 n = int(conn.execute(_DELETE, {"card": card, "cut": cut}).rowcount)
+                conn.execute(_DELETE_SERVING, {"card": card, "cut": cut})  # what was measured beside them goes with them
                 samples += n
                 touched += n > 0
     return Pruned(samples=samples, cards=touched, before_ts=cut)

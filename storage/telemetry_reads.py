@@ -10,6 +10,7 @@ from sqlalchemy import Engine, text
 from storage.bulk_rows import placeholder, read_rollup_means
 from storage.busy import BUSY_FRACTION_FLOOR
 from storage.demand import DemandHour, demand_hours, last_demand_sample_ts
+from storage.values import SERVING_COLUMNS
 
 
 class TelemetryReads:
@@ -25,6 +26,17 @@ class TelemetryReads:
         """
         with self.engine.connect() as conn:
             return read_rollup_means(conn, placeholder(self.engine), since_ts, until_ts, busy_floor)
+
+    def serving_samples(self, since_ts: int, until_ts: int) -> dict[str, np.ndarray]:
+        """Every serving sample in [since_ts, until_ts) as arrays: `card_id`, `ts` and each of `SERVING_COLUMNS`
+        (NaN where its source gave none), what a card's curve is fitted from (`fleet.core.curve_fit`)."""
+        cols = ", ".join(SERVING_COLUMNS)
+        with self.engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT card_id, ts, {cols} FROM serving_samples WHERE ts >= :a AND ts < :b"),
+                                {"a": int(since_ts), "b": int(until_ts)}).all()
+        got = np.array(rows, dtype=np.float64).reshape(len(rows), 2 + len(SERVING_COLUMNS))  # NULL reads as NaN
+        return {"card_id": got[:, 0].astype(np.int64), "ts": got[:, 1].astype(np.int64),
+                **{c: got[:, 2 + i] for i, c in enumerate(SERVING_COLUMNS)}}
 
     def demand_hours(self, since_ts: int, until_ts: int) -> dict[int, DemandHour]:
         """Each hour in [since_ts, until_ts) with a part of its demand measured (`storage.demand`)."""

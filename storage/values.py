@@ -64,6 +64,12 @@ class BatchOrigin:
     source_digest: str
 
 
+SERVING_COLUMNS = ("batch_mean", "tpot_s", "ttft_s", "ttft_ok_share")
+"""What a serving stack measures beside a card's rate, as telemetry's optional columns and `serving_samples`' name
+them: the mean batch (streams), the mean time per output token and to first token (seconds), and the share of first
+tokens within the promise's time."""
+
+
 @dataclass(frozen=True)
 class SampleBatch:
     """Valid samples of one batch, one entry per record (cards by key, ts in UTC epoch seconds)."""
@@ -73,9 +79,16 @@ class SampleBatch:
     tokens_per_s: np.ndarray  # float64
     busy_fraction: np.ndarray  # float64, NaN where the record had none
     record_no: np.ndarray  # int64, the record's number in its source (0-based)
+    serving: Mapping[str, np.ndarray] | None = None  # SERVING_COLUMNS the source gave, float64, NaN where a record had none
 
     def __len__(self) -> int:
         return int(self.ts.size)
+
+    def take(self, keep: np.ndarray) -> "SampleBatch":
+        """The samples at `keep` (a mask or positions)."""
+        serving = None if self.serving is None else {c: v[keep] for c, v in self.serving.items()}
+        return SampleBatch(self.card_key[keep], self.ts[keep], self.tokens_per_s[keep], self.busy_fraction[keep],
+                           self.record_no[keep], serving)
 
 
 @dataclass(frozen=True)

@@ -6,10 +6,15 @@ Each stand-in serves up to its capacity and queues the rest, as vLLM does: the t
 histogram of tokens generated per request (`vllm:request_generation_tokens`). The timeline is fixed in advance,
 one step per scrape with the step's time stamped on every sample, so what a real Prometheus stores does not depend
 on when it scraped; after the last step the last one is repeated (a duplicate Prometheus drops).
+
+A `CurveTimeline` stand-in serves on a curve of its own (`alpha_s + beta_s × running`) and exposes what vLLM measures
+of it: the running requests, and the histograms of the time per output token and to the first token.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -71,10 +76,104 @@ class Timeline:
         ]).encode()
 
 
+TTFT_BUCKETS_S = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)  # a few of vLLM's time-to-first-token bounds
+
+
+@dataclass
+class CurveTimeline:
+    """A stand-in whose decode step follows its own curve, `alpha_s + beta_s × running`, on a timeline of steps.
+
+    Requests arrive at `offered_rps[h]` a second in hour h and wait in a queue; up to `max_batch` run, each one token a
+    step; a request is done after `tokens_per_request` tokens (a fluid, second by second). In step k (the `step_s`
+    before t0 + k × step_s) the card runs `running[k]` streams on average, each decode step the curve's times a
+    seeded jitter of `jitter` for the step, and each token it emits took a stream one decode step: the histogram
+    `vllm:time_per_output_token_seconds` grows by that many at that step each. A request's first token waits for the
+    queue ahead of it (Little's law: the requests waiting over the rate they are done) and one step;
+    `vllm:time_to_first_token_seconds` counts the requests done in the step at that wait, in its buckets."""
+
+    t0: int
+    step_s: int
+    alpha_s: float
+    beta_s: float
+    offered_rps: tuple[float, ...]
+    tokens_per_request: float = 250.0
+    max_batch: int = 256
+    jitter: float = 0.03
+    seed: int = 0
+
+    def __post_init__(self):
+        steps = len(self.offered_rps) * HOUR_S // self.step_s + 2
+        rng = np.random.default_rng(self.seed)
+        self.running = np.zeros(steps)  # the mean running requests over each step (a gauge read densely)
+        self.waiting = np.zeros(steps)
+        self.step_s_at = np.full(steps, self.alpha_s)  # each step's mean decode step, per token
+        self.tokens = np.zeros(steps)  # cumulative, as the counters are
+        self.first_wait_s = np.zeros(steps)
+        self.done = np.zeros(steps)  # requests done (and first tokens given) in each step
+        in_system = total = 0.0
+        for k in range(1, steps):
+            hour = min(((k - 1) * self.step_s) // HOUR_S, len(self.offered_rps) - 1)
+            jitter = 1.0 + self.jitter * rng.standard_normal()  # the step's own noise around the curve
+            b_sum = made_sum = weighted = done_sum = 0.0
+            for _ in range(self.step_s):  # one-second slices: a request lasts a few seconds, a step a minute
+                in_system += self.offered_rps[hour]
+                b = min(in_system, self.max_batch)
+                step = (self.alpha_s + self.beta_s * b) * jitter
+                made = b / step
+                done = min(made / self.tokens_per_request, in_system)
+                in_system -= done
+                b_sum, made_sum, weighted, done_sum = b_sum + b, made_sum + made, weighted + made * step, done_sum + done
+            total += made_sum
+            self.running[k] = b_sum / self.step_s
+            self.step_s_at[k] = weighted / made_sum if made_sum else self.alpha_s * jitter
+            self.tokens[k], self.done[k] = total, done_sum
+            self.waiting[k] = max(in_system - self.max_batch, 0.0)
+            self.first_wait_s[k] = self.waiting[k] / (done_sum / self.step_s) + self.step_s_at[k] if done_sum > 0 else 0.0
+        # The histograms' cumulative sums and buckets at each step, worked out once: a scrape only formats them.
+        self.tpot_sum = np.concatenate(([0.0], np.cumsum(np.diff(self.tokens) * self.step_s_at[1:])))
+        self.ttft_count = np.cumsum(self.done)
+        self.ttft_sum = np.cumsum(self.done * self.first_wait_s)
+        self.ttft_buckets = {le: np.cumsum(np.where(self.first_wait_s <= le, self.done, 0.0)) for le in TTFT_BUCKETS_S}
+
+    @property
+    def steps(self) -> int:
+        return self.tokens.size
+
+    def ttft_ok_share(self, k: int, within_s: float) -> float:
+        """The share of step k's first tokens within `within_s` as the buckets hold it (all of them are at one wait)."""
+        return 1.0 if self.first_wait_s[k] <= within_s else 0.0
+
+    def exposition(self, k: int) -> bytes:
+        k = min(k, self.steps - 1)
+        ms = (self.t0 + k * self.step_s) * 1000
+        label = '{model_name="m"}'
+        tokens = float(self.tokens[k])
+        tpot_sum = float(self.tpot_sum[k])
+        lines = [
+            "# TYPE vllm:generation_tokens_total counter\n", f"vllm:generation_tokens_total{label} {tokens!r} {ms}\n",
+            "# TYPE vllm:num_requests_waiting gauge\n", f"vllm:num_requests_waiting{label} {float(self.waiting[k])!r} {ms}\n",
+            "# TYPE vllm:num_requests_running gauge\n", f"vllm:num_requests_running{label} {float(self.running[k])!r} {ms}\n",
+            "# TYPE vllm:time_per_output_token_seconds histogram\n",
+            f'vllm:time_per_output_token_seconds_bucket{{model_name="m",le="+Inf"}} {tokens!r} {ms}\n',
+            f"vllm:time_per_output_token_seconds_sum{label} {tpot_sum!r} {ms}\n",
+            f"vllm:time_per_output_token_seconds_count{label} {tokens!r} {ms}\n",
+            "# TYPE vllm:time_to_first_token_seconds histogram\n",
+        ]
+        for le in TTFT_BUCKETS_S:
+            lines.append(f'vllm:time_to_first_token_seconds_bucket{{model_name="m",le="{le}"}} {float(self.ttft_buckets[le][k])!r} {ms}\n')
+        count = float(self.ttft_count[k])
+        lines += [
+            f'vllm:time_to_first_token_seconds_bucket{{model_name="m",le="+Inf"}} {count!r} {ms}\n',
+            f"vllm:time_to_first_token_seconds_sum{label} {float(self.ttft_sum[k])!r} {ms}\n",
+            f"vllm:time_to_first_token_seconds_count{label} {count!r} {ms}\n",
+        ]
+        return "".join(lines).encode()
+
+
 class StandIn:
     """One stand-in server: the next step of its timeline at each scrape."""
 
-    def __init__(self, timeline: Timeline):
+    def __init__(self, timeline: Timeline | CurveTimeline):
         self.timeline = timeline
         self.scrapes = 0
         self._lock = threading.Lock()
@@ -85,7 +184,12 @@ class StandIn:
                 with stand_in._lock:
                     k = stand_in.scrapes
                     stand_in.scrapes += 1
-                reply(self, 200, stand_in.timeline.exposition(k), {"Content-Type": "text/plain; version=0.0.4"})
+                try:
+                    reply(self, 200, stand_in.timeline.exposition(k), {"Content-Type": "text/plain; version=0.0.4"})
+                except (BrokenPipeError, ConnectionResetError):  # the scrape gave up (timed out): serve this step again
+                    with stand_in._lock:
+                        if stand_in.scrapes == k + 1:
+                            stand_in.scrapes = k
 
             def log_message(self, *args):
                 pass

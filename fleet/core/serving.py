@@ -49,9 +49,10 @@ class StepCurve:
         """The largest batch whose streams still get `stream_floor_tps` each on a card at `speed`, within its
         memory (0 where even one stream is slower than the floor)."""
         speed = np.asarray(speed, dtype=np.float64)
+        beta_s = np.asarray(self.beta_s, dtype=np.float64)  # one class's, or each card's fitted (`fleet.core.curve_fit`)
         budget_s = speed / float(stream_floor_tps) - self.alpha_s  # the step the floor allows, less the weights
         with np.errstate(divide="ignore", invalid="ignore"):
-            fits = np.floor(budget_s / self.beta_s + 1e-9) if self.beta_s > 0 else np.where(budget_s >= 0, np.inf, -1.0)
+            fits = np.where(beta_s > 0, np.floor(budget_s / beta_s + 1e-9), np.where(budget_s >= 0, np.inf, -1.0))
         fits = np.where(budget_s >= -1e-15, fits, 0.0)
         return np.clip(fits, 0, self.max_batch).astype(np.int64)
 
@@ -59,6 +60,9 @@ class StepCurve:
         """A card's usable rate under the promise: its aggregate at the largest batch that keeps the floor
         (`batch_at_floor`'s batch), 0 where no batch keeps it or the speed is unknown. Worked in place over one
         float64 array: it runs over every card-hour of a month."""
+        if np.ndim(self.alpha_s) or np.ndim(self.beta_s):  # each card's fitted curve (`fleet.core.curve_fit`)
+            batch = self.batch_at_floor(stream_floor_tps, speed)
+            return np.where(batch > 0, self.aggregate_tps(np.maximum(batch, 1), speed), 0.0)
         speed = np.asarray(speed, dtype=np.float64)
         shape = speed.shape
         speed = speed.reshape(-1)

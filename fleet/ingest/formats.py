@@ -1,7 +1,9 @@
 """Telemetry files as records: the record's fields, the formats, and opening a source to read it batch by batch.
 
 A record is `card_id`, `ts` (UTC; ISO 8601 or epoch seconds), `tokens_per_s`,
-and optionally `busy_fraction` (0..1) and `card_class`.
+and optionally `busy_fraction` (0..1), `card_class`, and what the serving stack
+measured beside the rate: `batch_mean` (streams, at least 0), `tpot_s` and `ttft_s`
+(seconds, above 0) and `ttft_ok_share` (0..1) (`storage.values.SERVING_COLUMNS`).
 
 Opening a source (`read_file`, `parse_bytes`) checks what makes a bad **file**
 before anything is written, and raises `BadSource` naming it and what is wrong:
@@ -30,9 +32,10 @@ from fleet.ingest.csv_reader import csv_pieces, header_names
 from fleet.ingest.lines import FIRST_BLOCK_BYTES, LineBlock, first_utf8_error, line_bounds
 from fleet.ingest.pieces import Piece, piece_of, rebatch
 from fleet.ingest.readers import first_json_line, jsonl_pieces, parquet_pieces, parquet_type_problem
+from storage.values import SERVING_COLUMNS
 
 REQUIRED = ("card_id", "ts", "tokens_per_s")
-OPTIONAL = ("busy_fraction", "card_class")
+OPTIONAL = ("busy_fraction", "card_class", *SERVING_COLUMNS)
 COLUMNS = REQUIRED + OPTIONAL
 
 
@@ -77,6 +80,12 @@ REASONS = (
     # A measured-demand record's (`fleet.ingest.demand`): its value, as a rate's, and above the pool's ceiling.
     "missing:demand_tps", "unparseable:demand_tps", "non-finite:demand_tps", "negative:demand_tps",
     "implausible:demand_tps",  # beyond the pool's demand ceiling (`fleet.ingest.demand.judge`)
+    # What the serving stack measured beside the rate: a batch below zero, a time not above zero, a share outside 0..1,
+    # and a histogram's sum given without its count (Prometheus: `no-count`), are no measurement.
+    "unparseable:batch_mean", "non-finite:batch_mean", "negative:batch_mean",
+    "unparseable:tpot_s", "non-finite:tpot_s", "out-of-range:tpot_s", "no-count:tpot_s",
+    "unparseable:ttft_s", "non-finite:ttft_s", "out-of-range:ttft_s", "no-count:ttft_s",
+    "unparseable:ttft_ok_share", "non-finite:ttft_ok_share", "out-of-range:ttft_ok_share", "no-count:ttft_ok_share",
 )
 
 

@@ -29,6 +29,8 @@ from fleet.core.errors import ConfigError, hide_passwords
 from fleet.credentials import http_opener
 from fleet.ingest.fields import _json_field
 from fleet.ingest.formats import BadSource, Parsed
+from fleet.ingest.prometheus_serving import ServingAsk, ServingPoints, fetch_serving
+from storage.values import SERVING_COLUMNS
 
 if TYPE_CHECKING:
     from fleet.credentials import Credentials
@@ -106,14 +108,16 @@ def _busy_points(body: bytes, name: str, labels: tuple[str, ...]) -> dict[tuple[
 
 
 def parse_prometheus(body: bytes, name: str, card_label: str | Sequence[str] = DEFAULT_CARD_LABEL,
-                     busy_body: bytes | None = None, busy_name: str | None = None) -> Parsed:
+                     busy_body: bytes | None = None, busy_name: str | None = None, serving: ServingPoints | None = None) -> Parsed:
     """Parse a Prometheus `query_range` answer (a matrix): one record per (series, point), the card from `card_label`,
-    and the busy fraction from the busy query's answer `busy_body` at the same (card, ts) when given."""
+    the busy fraction from the busy query's answer `busy_body` at the same (card, ts) when given, and the serving
+    columns from `serving` (`fleet.ingest.prometheus_serving`) when given."""
     labels = card_labels(card_label)
-    digest = hashlib.sha256(body + b"\0" + (busy_body or b"")).hexdigest()
+    digest = hashlib.sha256(body + b"\0" + (busy_body or b"") + (serving.digest.encode() if serving else b"")).hexdigest()
     result = _matrix(body, name)
     busy = _busy_points(busy_body, busy_name or f"{name} (busy)", labels) if busy_body is not None else None
     card, ts, tps, busy_col, raw = [], [], [], [], []
+    served: dict[str, list[str]] = {c: [] for c in SERVING_COLUMNS}
     bad_no: list[int] = []
     bad_reason: list[str] = []
     good_no: list[int] = []
@@ -138,7 +142,16 @@ def parse_prometheus(body: bytes, name: str, card_label: str | Sequence[str] = D
             b = None
             if busy is not None and key is not None and isinstance(point[0], (int, float)) and not isinstance(point[0], bool):
                 b = busy.get((key, float(point[0])))
-            raw.append(json.dumps({"metric": metric, "value": point, "busy_fraction": b}))
+            extra, why = ({}, None)
+            if serving is not None and key is not None and isinstance(point[0], (int, float)) and not isinstance(point[0], bool):
+                extra, why = serving.row((key, float(point[0])))
+            raw.append(json.dumps({"metric": metric, "value": point, "busy_fraction": b, **extra}))
+            if why is not None:
+                bad_no.append(no)
+                bad_reason.append(why)
+                continue
+            for c in SERVING_COLUMNS if serving is not None else ():
+                served[c].append(_json_field(extra.get(c)))
             good_no.append(no)
             card.append(_json_field(key))
             ts.append(_json_field(point[0]))
@@ -147,6 +160,8 @@ def parse_prometheus(body: bytes, name: str, card_label: str | Sequence[str] = D
     columns = {"card_id": pa.array(card, pa.string()), "ts": pa.array(ts, pa.string()), "tokens_per_s": pa.array(tps, pa.string())}
     if busy is not None:
         columns["busy_fraction"] = pa.array(busy_col, pa.string())
+    if serving is not None:
+        columns.update({c: pa.array(v, pa.string()) for c, v in served.items()})
 
     def raw_text(record_nos: Iterable[int]) -> list[str]:
         return [raw[int(r) - 1] for r in record_nos]
@@ -197,12 +212,19 @@ def fetch_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, 
 
 def pull_prometheus(base_url: str, query: str, start_ts: float, end_ts: float, step_s: float,
                     card_label: str | Sequence[str] = DEFAULT_CARD_LABEL, busy_query: str | None = None,
-                    auth: Credentials | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Parsed:
+                    auth: Credentials | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                    serving: ServingAsk | None = None) -> Parsed:
     """The rate query's records over [start_ts, end_ts], each with the busy query's value at its (card, ts) when a
-    busy query is given (an empty one is none)."""
+    busy query is given (an empty one is none), and the serving columns when `serving` asks for them
+    (`fleet.ingest.prometheus_serving.serving_ask`)."""
     body, name = fetch_prometheus(base_url, query, start_ts, end_ts, step_s, timeout_s, auth)
     busy_body = busy_name = None
     if busy_query:
         busy_body, busy_name = fetch_prometheus(base_url, busy_query, start_ts, end_ts, step_s, timeout_s, auth)
-    return parse_prometheus(body, name, card_label, busy_body, busy_name)
+    points = None
+    if serving:
+        labels = card_labels(card_label)
+        points = fetch_serving(lambda q: fetch_prometheus(base_url, q, start_ts, end_ts, step_s, timeout_s, auth), serving,
+                               labels, _busy_points, _matrix, _card)
+    return parse_prometheus(body, name, card_label, busy_body, busy_name, points)
 

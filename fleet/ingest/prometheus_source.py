@@ -18,7 +18,9 @@ from fleet.core.units import HOUR_S
 from fleet.credentials import Credentials
 from fleet.ingest.demand.vllm_queue import DEFAULT_UNSERVED_QUERY
 from fleet.ingest.formats import Parsed
-from fleet.ingest.prometheus import DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY, _shown, fetch_prometheus, pull_prometheus
+from fleet.ingest.prometheus import (DEFAULT_BUSY_QUERY, DEFAULT_CARD_LABEL, DEFAULT_PROMETHEUS_QUERY, _shown, card_labels,
+                                     fetch_prometheus, pull_prometheus)
+from fleet.ingest.prometheus_serving import serving_ask
 
 if TYPE_CHECKING:
     from fleet.ingest.source_run import IngestRun
@@ -30,7 +32,8 @@ may no longer hold them at full resolution anyway)."""
 
 class PrometheusSettings(Strict):
     """Prometheus' table, `[ingest.sources.prometheus]`: the server, the rate and busy queries and
-    the labels naming a card, the credentials, the step; and the pool's demand beside its telemetry: the part not
+    the labels naming a card, the credentials, the step; with `serving`, vLLM's batch, time per output token and
+    first token beside the rate (`fleet.ingest.prometheus_serving`); and the pool's demand beside its telemetry: the part not
     served from vLLM's queue (`queue_query`), or the whole demand from a query of the user's own (`demand_query`,
     e.g. a gateway's offered-tokens counter). `demand_source` names the source (default: "query" if demand_query
     is set)."""
@@ -44,6 +47,10 @@ class PrometheusSettings(Strict):
     demand_source: str | None = None
     demand_query: str | None = None
     queue_query: str = DEFAULT_UNSERVED_QUERY
+    serving: bool = False  # also pull vLLM's batch, time per output token and first token (`prometheus_serving`)
+    serving_window: str = "1m"  # the rates' window of the serving queries
+    batch_window: str | None = None  # the running requests' mean over this (default: serving_window)
+    ttft_within_s: float | None = Field(default=None, gt=0)  # the share of first tokens within it (the [slo]'s ttft)
 
     @model_validator(mode="after")
     def _demand_source(self) -> "PrometheusSettings":
@@ -79,8 +86,10 @@ class PrometheusSource:
         """The rate query's records over [start_ts, end_ts], each with the busy query's value (an empty busy query is
         none), parsed as a file would be."""
         own = self.settings
+        serving = (serving_ask(card_labels(own.card_label), own.serving_window, own.batch_window, own.ttft_within_s)
+                   if own.serving else None)
         return pull_prometheus(own.prometheus_url, own.query, start_ts, end_ts, step_s, own.card_label,
-                               own.busy_query or None, own.auth)
+                               own.busy_query or None, own.auth, serving=serving)
 
     def pull(self, run: IngestRun) -> int:
         """One run of the service: the rate and busy queries and the pool's demand since the last rolled-up hour,

@@ -22,8 +22,9 @@ import pyarrow as pa
 from fleet.ingest.fields import _json_field
 from fleet.ingest.lines import LineBlock, clean_utf8, line_blocks
 from fleet.ingest.pieces import Piece
+from storage.values import SERVING_COLUMNS
 
-RECORD_FIELDS = ("card_id", "ts", "tokens_per_s", "busy_fraction", "card_class")
+RECORD_FIELDS = ("card_id", "ts", "tokens_per_s", "busy_fraction", "card_class", *SERVING_COLUMNS)
 PARQUET_BATCH_ROWS = 65_536
 
 

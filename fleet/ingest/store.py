@@ -34,7 +34,7 @@ from fleet.core.errors import ConfigError
 from fleet.ingest.fields import MISSING, NONFINITE, OK, TOO_LONG, UNPARSEABLE, _as_epoch_seconds, _as_numbers, _keys
 from fleet.ingest.formats import ABSOLUTE_MAX_TPS, FUTURE_SLACK_S, MIN_TS, REASONS, _REASON_CODE, Parsed, read_file
 from storage.interfaces import TelemetryStore
-from storage.values import BatchOrigin, CardInfo, ClassSpec, Rejected, SampleBatch
+from storage.values import SERVING_COLUMNS, BatchOrigin, CardInfo, ClassSpec, Rejected, SampleBatch
 
 @dataclass(frozen=True)
 class IngestSettings:
@@ -101,6 +101,7 @@ def judge(
     n = int(record_no.size)
     reasons = Reasons(n)
     key, ts, tps, busy, named_class = _judge_fields(columns, n, reasons, settings)
+    serving = judge_serving(columns, reasons)
     inv, uniq, card_class, row_known = _judge_cards(key, named_class, tps, cards, classes, settings, reasons)
     ts_int = np.floor(np.where(reasons.clean, ts, 0)).astype(np.int64)
     dup_pos, duplicates = judge_duplicates(inv, ts_int, tps, busy, reasons)
@@ -121,6 +122,7 @@ def judge(
         tokens_per_s=tps[store],
         busy_fraction=busy[store],
         record_no=record_no[store],
+        serving={c: v[store] for c, v in serving.items()} or None,
     )
     return Judged(samples, rejected, register, duplicates)
 
@@ -148,6 +150,35 @@ def judge_rate(col: pa.Array, field: str, reasons: Reasons, negative_ok: bool = 
         with np.errstate(invalid="ignore"):
             reasons.flag((st == OK) & (v < 0), f"negative:{field}")
     return v
+
+
+SERVING_LIMITS = {  # column -> (the least value, whether the least itself is allowed, the most or None)
+    "batch_mean": (0.0, True, None),
+    "tpot_s": (0.0, False, None),
+    "ttft_s": (0.0, False, None),
+    "ttft_ok_share": (0.0, True, 1.0),
+}
+
+
+def judge_serving(columns: Mapping[str, pa.Array], reasons: Reasons) -> dict[str, np.ndarray]:
+    """The serving stack's columns a source gave (`SERVING_COLUMNS`), each value flagged unparseable, not finite or
+    out of its range (a batch below zero is `negative`); a missing value is none (NaN), not a fault."""
+    out = {}
+    for c in SERVING_COLUMNS:
+        if c not in columns:
+            continue
+        v, st = _as_numbers(columns[c])
+        reasons.flag(st == UNPARSEABLE, f"unparseable:{c}")
+        reasons.flag(st == NONFINITE, f"non-finite:{c}")
+        least, least_ok, most = SERVING_LIMITS[c]
+        with np.errstate(invalid="ignore"):
+            below = (v < least) if least_ok else (v <= least)
+            beyond = (v > most) if most is not None else np.zeros(v.size, dtype=bool)
+        reasons.flag((st == OK) & below, f"negative:{c}" if c == "batch_mean" else f"out-of-range:{c}")
+        if most is not None:
+            reasons.flag((st == OK) & beyond, f"out-of-range:{c}")
+        out[c] = np.where(st == OK, v, np.nan)
+    return out
 
 
 def card_ceiling_tps(rated_tps: np.ndarray, plausible_factor: float) -> np.ndarray:

@@ -22,6 +22,7 @@ from pydantic_core import InitErrorDetails
 
 from fleet.core.errors import ConfigError
 from fleet.core.units import HOUR_S
+from fleet.core.latency import Slo
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
 from fleet.ingest.demand.vllm_queue import DEFAULT_BACKLOG_QUERY, DEFAULT_GENERATED_QUERY
@@ -260,6 +261,7 @@ class ServiceConfig(Strict):
     ingest: Ingest = Ingest()
     reconcile: Reconcile = Reconcile()
     reactive: ReactiveSettings = ReactiveSettings()
+    slo: Slo | None = None  # the promise: with stream_tps, each card's rate at it from its fitted curve (`curves`)
 
     @model_validator(mode="after")
     def _no_secret_passed(self) -> "ServiceConfig":

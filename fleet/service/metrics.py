@@ -97,6 +97,26 @@ def _help(name: str, doc: str, kind: str) -> str:
 CARD_SCORE = ("fleet_card_score_tokens_per_second", "A card's windowed rate.")
 CARD_TOKENS_PER_USD = ("fleet_card_tokens_per_usd", "Tokens a dollar of the card's rent buys at its score.")
 CARD_WARM = ("fleet_card_warm", "1 if the card is in the run set this hour.")
+# From the serving stack's telemetry (`fleet.service.curves`), for the cards that carried it.
+CARD_STREAM = ("fleet_card_stream_tps", "Tokens a second a stream saw on the card in the last scored hour: one over its "
+               "mean time per output token.")
+CARD_ALPHA = ("fleet_card_step_alpha_seconds", "The card's fitted decode step at batch zero.")
+CARD_BETA = ("fleet_card_step_beta_seconds", "What each stream adds to the card's fitted decode step.")
+SLO_ATTAINMENT = ("fleet_slo_attainment_ratio", "Share of first tokens within the promise's ttft_ms in the last scored "
+                  "hour, from the time-to-first-token buckets.")
+
+
+def curve_series(curves) -> list[tuple[tuple[str, str], list[str], np.ndarray]]:  # noqa: ANN001 - `CardCurves` or None
+    """The per-card curve families: (name and help, the cards, their values), each card with a finite value."""
+    if curves is None:
+        return []
+    keys = np.array(curves.index.keys, dtype=object)
+    out = []
+    for fam, values in ((CARD_STREAM, curves.stream_tps), (CARD_ALPHA, curves.fitted.alpha_s), (CARD_BETA, curves.fitted.beta_s)):
+        have = np.isfinite(values)
+        order = np.argsort(keys[have], kind="stable")
+        out.append((fam, keys[have][order].tolist(), np.asarray(values, dtype=np.float64)[have][order]))
+    return out
 
 
 class FleetCollector(Collector):
@@ -211,6 +231,9 @@ class FleetCollector(Collector):
             return GaugeMetricFamily(name, doc, value=_finite(value))
 
         yield gauge("fleet_clock_timestamp_seconds", "The service's clock (wall time, or the simulated time).", s.clock_ts)
+        curves = getattr(s, "curves", None)
+        if curves is not None and math.isfinite(curves.slo_attainment_ratio):  # only where the buckets gave a share
+            yield gauge(*SLO_ATTAINMENT, curves.slo_attainment_ratio)
         yield gauge("fleet_month_start_timestamp_seconds", "Start of the month on view.", s.month_start_ts)
         yield gauge("fleet_month_hours_billed", "Hours of the month decided and billed so far.", s.hours_billed)
         yield gauge("fleet_run_set_cards", "Cards in the run set (kept warm) this hour.", len(s.run_set))
@@ -301,6 +324,10 @@ class FleetCollector(Collector):
         for card in sorted({c for cards in s.scores.values() for c in cards} | in_set):
             warm.samples.append(Sample(warm.name, labels(card), 1.0 if card in in_set else 0.0))
         yield warm
+        for (name, doc), cards, values in curve_series(getattr(s, "curves", None)):
+            fam = GaugeMetricFamily(name, doc, labels=["card", "card_class"])
+            fam.samples.extend(Sample(name, labels(c), float(v)) for c, v in zip(cards, values.tolist()))
+            yield fam
 
     def card_text(self, s) -> str:
         """The per-card families in the text format, in one pass of string joins: the escaped label prefix of each
@@ -333,6 +360,11 @@ class FleetCollector(Collector):
                     out.append("\n".join(map(operator.add, prefixes[(name, w)], values)) + "\n")
         out.append(_help(*CARD_WARM, "gauge"))
         out.append("".join([p + ("1.0\n" if c in in_set else "0.0\n") for p, c in zip(warm_prefixes, all_cards)]))
+        for (name, doc), cards, values in curve_series(getattr(s, "curves", None)):  # a few families: not cached
+            out.append(_help(name, doc, "gauge"))
+            lead = [f'{name}{{card="{_escape_label(c)}"' + (f',card_class="{_escape_label(cls[c])}"' if cls.get(c) else "") + "} "
+                    for c in cards]
+            out.append("".join(p + v + "\n" for p, v in zip(lead, _go_floats(values))))
         return "".join(out)
 
 

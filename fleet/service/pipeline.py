@@ -22,7 +22,8 @@ from fleet.service.demand import service_demand
 from fleet.service.frame import Frame, Lead
 from fleet.service.pool import PoolWatch
 from fleet.service.reconcile import Reconciler
-from fleet.service.scoring import ScoreJob
+from fleet.service.curves import class_curves
+from fleet.service.scoring import Promise, ScoreJob
 
 if TYPE_CHECKING:
     from fleet.core.plugins import PolicyParts
@@ -64,7 +65,8 @@ def decide_pipeline(cfg: ServiceConfig, frame: Frame, store: Store, journal: Hou
                     watermark_ts: Callable[[float], int], lead: Lead = Lead(), writes: bool = True) -> DecidePipeline:
     """Score job → what the pool is known to run → the step → the journal's rows, on `store`'s roles. The reconcile
     check reads a real pool's telemetry only (a simulation's feed reports every card, warm or not)."""
-    scoring = ScoreJob(store.journal, frame, windows, watermark_ts, lead, busy_floor=cfg.ingest.busy_floor, writes=writes)
+    scoring = ScoreJob(store.journal, frame, windows, watermark_ts, lead, busy_floor=cfg.ingest.busy_floor, writes=writes,
+                       promise=Promise(cfg.slo, class_curves(cfg.pool)))
     reconciler = Reconciler(store.journal, store.reconcile, frame.clock, cfg.reconcile.silent_after_s,
                             enabled=not frame.calendar.simulated)
     return DecidePipeline(scoring, reconciler, DecideJob(store.journal, journal, frame, scoring, reconciler, lead))
@@ -102,6 +104,9 @@ class DeclaredPool:
 
     def demand_hours(self, since_ts: int, until_ts: int):
         return self._telemetry.demand_hours(since_ts, until_ts)
+
+    def serving_samples(self, since_ts: int, until_ts: int):
+        return self._telemetry.serving_samples(since_ts, until_ts)
 
     def classes(self) -> dict:
         from storage.values import class_specs

@@ -10,11 +10,16 @@ writing one row) and a run that follows on reads only the hours after them:
 usually one hour of the pool. The scores last
 written are kept as well (`ScoredHours`), so the decide job that follows reads
 them from memory instead of back from the store.
+
+Where the telemetry carries the serving stack's batch and time per output token,
+each pass also fits every card's curve through its last hour (`fleet.service.curves`)
+and, under a promise on stream speed, hands on each card's rate at the promise
+(`promise_rate_tps`) beside its windowed scores.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
@@ -22,13 +27,16 @@ import numpy as np
 from fleet.core.units import NO_END_TS
 from fleet.core.greedy import tokens_per_dollar
 from fleet.core.scores import windowed_scores
+from fleet.core.serving import StepCurve
 from fleet.service.calendar import HOUR_S
+from fleet.service.curves import CardCurves, read_card_curves
 from fleet.service.frame import Frame, Lead
 from fleet.service.pool import PoolIndex
 from storage.busy import BUSY_FRACTION_FLOOR
 from storage.values import ScoreColumn, ScoreKey
 
 if TYPE_CHECKING:
+    from fleet.core.latency import Slo
     from storage.interfaces import JournalStore
 
 POLICY_SCORE_KEY, IN_DIP_KEY = ScoreKey.POLICY, ScoreKey.IN_DIP  # the `scores` rows' keys that are not windows
@@ -91,6 +99,15 @@ class HourlyMeans:
 
 
 @dataclass(frozen=True)
+class Promise:
+    """What the score job fits each card's curve for: the promise (`[slo]`, None: none) and each class's curve
+    (`[classes.serving]`), whose beta a card keeps when its batch did not move."""
+
+    slo: Slo | None = None
+    classes: Mapping[str, StepCurve] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ScoredHours:
     """The scores last written, by hour ts and window hours, as the store reads them back (no score reads 0)."""
 
@@ -106,7 +123,7 @@ class ScoreJob:
     never written, and the store is only read."""
 
     def __init__(self, journal_store: JournalStore, frame: Frame, windows: Mapping[str, int], watermark_ts: Callable[[float], int],
-                 lead: Lead = Lead(), busy_floor: float = BUSY_FRACTION_FLOOR, writes: bool = True):
+                 lead: Lead = Lead(), busy_floor: float = BUSY_FRACTION_FLOOR, writes: bool = True, promise: Promise = Promise()):
         if not windows:
             raise ValueError("the score job needs at least one window")
         parts = frame.parts
@@ -128,6 +145,8 @@ class ScoreJob:
         self._scored_empty_ts: int | None = None  # a later hour this process scored with no telemetry in its windows
         self._means: HourlyMeans | None = None
         self._scored: ScoredHours | None = None
+        self.promise = promise
+        self.card_curves: CardCurves | None = None  # each card's curve fitted at the last hour scored (`curves`)
 
     def scored_through_ts(self) -> int | None:
         """The last hour scored: the store's, or a later one this process scored with no telemetry in its windows."""
@@ -182,6 +201,17 @@ class ScoreJob:
         if self.writes:
             self.store.record_scores(batch)
         self._scored = ScoredHours(index, scored, allowance)
+        self.card_curves = read_card_curves(self.pool.repo, index, first_ts + (k - 1) * HOUR_S, self.promise.classes,
+                                            self.promise.slo) or self.card_curves
+
+    def promise_rate_tps(self, hour_ts: int, index: PoolIndex) -> np.ndarray | None:
+        """Each card's rate at the promise from its own fitted curve for `hour_ts` (NaN: no curve), or None when the
+        pool has no promise on stream speed, its telemetry no batch and time per output token, or the hour was not
+        the last scored in this pool: the card's score at the promise, beside its windowed score."""
+        c = self.card_curves
+        if c is None or c.index is not index or c.until_ts != hour_ts:
+            return None
+        return c.rate_at_promise_tps
 
     def _estimate(self, mat: np.ndarray, history_hours: int, k: int, index: PoolIndex):
         """The policy's estimator over the run classes' cards (others score zero), as the replay scores a month."""

@@ -240,6 +240,7 @@ class Service:
     def metrics_job(self) -> Snapshot:
         self.snapshot = build_snapshot(self.journal_store, self.telemetry, self.pool.current(), self.calendar, self.policy,
                                        self.scoring.windows, self.cfg.checks, self.clock.now(), self.sim is None)
+        self.snapshot.curves = self.scoring.card_curves
         return self.snapshot
 
     def jobs(self) -> dict[str, Callable[[], object]]:

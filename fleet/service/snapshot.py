@@ -58,6 +58,7 @@ class Snapshot:
     knew_demand: bool = False  # the policy was handed the hour's true demand (the seed's clairvoyant view)
     card_classes: dict[str, str] = field(default_factory=dict)  # card → its class, for the per-card series' label
     oldest_unacted_ts: int | None = None  # the hour of the oldest action neither carried out nor set aside
+    curves: object | None = None  # each card's fitted curve and measured stream speed (`fleet.service.curves.CardCurves`)
     reconcile_mismatches: dict[str, int] = field(default_factory=dict)  # open mismatches by kind (silent, still-serving)
     demand_answered_ts: int | None = None  # a real pool's demand source's newest sample (None: none, or a simulation)
 

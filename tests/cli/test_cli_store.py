@@ -31,7 +31,7 @@ def test_bad_file_exits_2_with_one_line_and_no_database(tmp_path):
     (tmp_path / "t.csv").write_text("card_id,when,tokens_per_s\ngpu-1,1,2\n")
     r = fleet("ingest", "t.csv", "--db", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == ["fleet: error: 't.csv': missing column ts; unknown column 'when' (expected card_id, ts, tokens_per_s, optionally busy_fraction, card_class)"]
+    assert r.stderr.strip().splitlines() == ["fleet: error: 't.csv': missing column ts; unknown column 'when' (expected card_id, ts, tokens_per_s, optionally busy_fraction, card_class, batch_mean, tpot_s, ttft_s, ttft_ok_share)"]
     assert not (tmp_path / "x.db").exists()
 
 

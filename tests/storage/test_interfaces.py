@@ -59,6 +59,7 @@ TELEMETRY = (
     "card_count", "card_class", "rollup_means", "last_rollup_ts", "demand_hours", "last_demand_sample_ts", "ingest_totals",
     "quarantine_reasons",
     "quarantined",  # as the service and the operator commands read the telemetry
+    "serving_samples",  # what the serving stack measured beside the rates (each card's curve is fitted from it)
 )
 JOURNAL = (
     "journal_hour", "mark_acted_many", "unacted", "decisions", "reconcile_open", "decision_total", "decision_counts", "last_decided_ts", "eviction_hours",
