@@ -8,13 +8,13 @@ tokens are within the promise when
 
 - its stream speed held: the run set's rate at the promise carries them (a router that keeps every card at its
   promised batch serves what is beyond it at a larger batch, slower than the floor: delivered, not good);
-- and its first tokens came in time: with the run set's slots at the promise (each card's promised batch) as one
-  queue (`fleet.core.queueing`), the share of requests whose slot wait plus prefill exceeds `ttft_ms` is lost
-  to the promise.
+- and its first tokens came in time: the run set's slots at the promise (each card's promised batch) are one queue
+  behind the same router, which queues a request only where it is expected to start within `ttft_ms` (less the
+  prefill) and sends the rest to a larger batch (`fleet.core.queueing.admitted_in_time_share_many`).
 
-So an hour's goodput is `min(delivered, rate at the promise)`, times `P(first token within ttft_ms)` in an hour
-whose first tokens miss the promise at its percentile (an hour that keeps it keeps it for every token: the tail the
-percentile allows is part of the promise). With no `[slo]` nothing here runs and every figure is the fluid model's.
+So an hour's goodput is `min(delivered, rate at the promise)` in an hour whose first tokens keep the promise at its
+percentile (the tail the percentile allows is part of the promise), and otherwise the demand of the requests that
+started on a promised slot in time: an hour a little short of slots loses about what it is short. With no `[slo]` nothing here runs and every figure is the fluid model's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
-from fleet.core.queueing import erlang_c_many, slots_for_wait_many, wait_at_percentile_many_s
+from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import StepCurve, prefill_s
 from fleet.core.tables import Strict
 
@@ -145,6 +145,7 @@ def promise_figures(warm: np.ndarray, rate_at_promise: np.ndarray, slots: np.nda
     hours = warm.shape[1]
     ttft = np.zeros(hours)
     ok = np.ones(hours)
+    good = stream_ok
     if slo.ttft_ms is not None and shape is not None:
         demand = np.asarray(demand_tps, dtype=np.float64)
         ttft[:] = prefill
@@ -159,22 +160,12 @@ def promise_figures(warm: np.ndarray, rate_at_promise: np.ndarray, slots: np.nda
             service_s = shape.output_tokens * slots_h[run] / rate_h[run]
             arrival = demand[run] / shape.output_tokens
             ttft[run] = wait_at_percentile_many_s(c, arrival, service_s, slo.percentile) + prefill
-            ok[run] = _share_within(c, arrival, service_s, slo.ttft_ms / 1000.0 - prefill)
-    # An hour whose first tokens keep the promise at its percentile kept it for all its tokens (the tail the
-    # percentile allows is part of the promise); an hour that misses counts the share that came in time.
-    kept = np.where(ok >= slo.percentile - 1e-12, 1.0, ok)
-    return PromiseFigures(stream_ok * kept, rate_h, slots_h, ttft, ok)
-
-
-def _share_within(slots: np.ndarray, arrival_rate: np.ndarray, service_s: np.ndarray, wait_s: float) -> np.ndarray:
-    """The share of requests whose slot wait is at most `wait_s`, hour by hour (0 when the prefill alone misses the
-    promise, or the slots cannot carry the load)."""
-    if wait_s < 0:
-        return np.zeros(np.shape(slots))
-    load = arrival_rate * service_s
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = 1.0 - erlang_c_many(slots, load) * np.exp(-(slots - load) * wait_s / service_s)
-    return np.where(load >= slots, 0.0, out)
+            ok[run] = admitted_in_time_share_many(c, arrival * service_s, service_s, slo.ttft_ms / 1000.0 - prefill)
+        # The requests that started on a promised slot in time are the hour's tokens within the promise (the router
+        # sends the rest to a larger batch: delivered, not good); an hour whose first tokens keep the promise at its
+        # percentile kept it for all its tokens (the tail the percentile allows is part of the promise).
+        good = np.where(ok >= slo.percentile - 1e-12, stream_ok, np.minimum(delivered, demand * ok))
+    return PromiseFigures(good, rate_h, slots_h, ttft, ok)
 
 
 def request_shape(demand) -> RequestShape | None:

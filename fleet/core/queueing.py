@@ -148,3 +148,79 @@ def slots_for_wait_many(arrival_rate_per_s: np.ndarray, service_s: float, wait_s
         lo[idx[over]] = mid[over]
         hi[idx[~over]] = mid[~over]
     return np.where(live, hi, 0.0).astype(np.int64)
+
+
+def admitted_in_time_share_many(slots: np.ndarray, load: np.ndarray, service_s: np.ndarray,
+                                budget_s: np.ndarray | float) -> np.ndarray:
+    """The share of requests that start on a slot within `budget_s`, under a router that keeps the slots' promise.
+
+    The router (stated once, held to `simulated_router_shares` in the tests): a request that finds a slot free
+    starts at once; one that finds them all busy joins the queue when its place in it is expected to start within the
+    budget (`m = ⌊budget × slots / service⌋` places: the slots free one every `service / slots` seconds), and is
+    otherwise sent at once to a larger batch, whose stream misses the promise. The slots and their queue are then an
+    M/M/c/K queue (K = slots + m); an arrival seeing `j` ahead in the queue starts after `j + 1` completions, in time
+    with the Poisson probability `P(N(x) > j)`, `x = budget × slots / service`. Summed over the states in closed form:
+    with ρ = load / slots and Erlang B's `B`,
+
+        share = 1 − B × (1 + S − T) / (1 + B × S),   S = Σ_{j=1..m} ρ^j,   T = Σ_{j<m} ρ^j P(N(x) > j)
+        T = [1 − e^{x(ρ−1)} P(N(xρ) < m) − ρ^m P(N(x) ≥ m)] / (1 − ρ)
+
+    which holds past a full load (ρ ≥ 1: the queue stays bounded; what it cannot hold leaves for a larger batch), so
+    an hour a little short of slots loses about what it is short, where a first-come queue that holds everyone would
+    lose nearly the whole hour. 0 where the budget is negative (the prefill alone misses the promise), 1 with no load.
+    """
+    c = np.asarray(slots, dtype=np.float64)
+    a = np.asarray(load, dtype=np.float64)
+    s = np.broadcast_to(np.asarray(service_s, dtype=np.float64), c.shape)
+    b = np.broadcast_to(np.asarray(budget_s, dtype=np.float64), c.shape)
+    out = np.where(b < 0, 0.0, 1.0)
+    run = (a > 0) & (c >= 1) & (b >= 0)
+    if not run.any():
+        return out
+    c, a, s, b = c[run], a[run], s[run], b[run]
+    x = b * c / s
+    m = np.floor(x)
+    rho = a / c
+    logb = poisson.logpmf(c, a) - poisson.logcdf(c, a)  # Erlang B, in logs
+    big = np.exp(logb)
+    sf_m = poisson.sf(m - 1, x)  # P(N(x) >= m)
+    near = np.abs(rho - 1.0) < 1e-6
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        lr = np.log(rho)
+        # Scaled by u = ρ^-m where ρ > 1, so nothing overflows; u = 1 where ρ <= 1.
+        up = rho > 1.0
+        logu = np.where(up, -m * lr, 0.0)
+        u = np.exp(logu)
+        rho_m_u = np.exp(m * lr + logu)  # ρ^m × u
+        sum_u = np.where(near, m * u, rho * (u - rho_m_u) / (1.0 - rho))  # S × u
+        e_u = np.exp(x * (rho - 1.0) + logu + poisson.logcdf(m - 1, x * rho))  # e^{x(ρ−1)} P(N(xρ) < m) × u
+        t_u = np.where(near, (x * poisson.cdf(m - 2, x) + m * sf_m) * u, (u - e_u - rho_m_u * sf_m) / (1.0 - rho))
+        loss_u = u + sum_u - t_u
+        share = 1.0 - big * loss_u / (u + big * sum_u)
+    out[run] = np.clip(np.nan_to_num(share, nan=0.0), 0.0, 1.0)
+    return out
+
+
+def simulated_router_shares(slots: int, arrival_rate_per_s: float, service_s: float, budget_s: float, requests: int,
+                            rng: np.random.Generator) -> float:
+    """The share of requests that start on a slot within `budget_s` in a discrete-event run of the router of
+    `admitted_in_time_share_many` (exponential gaps and services from `rng`): the check its closed form is held to."""
+    import heapq
+
+    arrivals = np.cumsum(rng.exponential(1.0 / arrival_rate_per_s, requests))
+    services = rng.exponential(service_s, requests)
+    places = math.floor(budget_s * slots / service_s)
+    free = [0.0] * slots  # when each slot frees, as a heap
+    starts: list[float] = []  # start times of admitted requests still waiting, in order (first come, first served)
+    in_time = 0
+    for t, s in zip(arrivals.tolist(), services.tolist()):
+        while starts and starts[0] <= t:
+            starts.pop(0)
+        if len(starts) >= places and free[0] > t:
+            continue  # every slot busy and the queue's admitted places full: sent to a larger batch
+        start = max(t, free[0])
+        if start > t:
+            starts.append(start)
+        heapq.heapreplace(free, start + s)
+        in_time += start - t <= budget_s
+    return in_time / requests

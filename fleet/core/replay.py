@@ -259,8 +259,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)
-    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, month.true_rate_tps[:, W:], month.demand_tps, evicted_at, ideal_usd,
-                      boot_hours=month.boot_hours)
+    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, serving_rate_tps(month, at_promise), month.demand_tps,
+                      evicted_at, ideal_usd, boot_hours=month.boot_hours)
     wrong, medians = judge_evictions(passes, warm, month)
     result = MonthResult(scenario=scenario, month=month, warm=warm, passes=passes, eviction_budget=budget, bill=bill,
                          wrong=wrong, median_ticket_tps=medians, in_dip=in_dip, demand=view)
@@ -269,6 +269,16 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     if scenario.fine:
         fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only)
     return result
+
+
+def serving_rate_tps(month: Month, at_promise: tuple[np.ndarray, np.ndarray] | None):
+    """What each card serves an hour: its true rate at the rated batch, or under a promise whose floor lets it run a
+    larger batch than that (its memory allowing), its rate at the promise: the router keeps it at its promised batch."""
+    W = month.warmup_hours
+    if at_promise is None:
+        return month.true_rate_tps[:, W:]
+    true = np.asarray(month.true_rate_tps)[:, W:W + month.hours]
+    return np.maximum(true, at_promise[0][:, :true.shape[1]].astype(true.dtype, copy=False))
 
 
 def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.ndarray | None = None) -> np.ndarray:

@@ -5,7 +5,7 @@ import pytest
 
 from fleet.core.errors import ConfigError
 from fleet.core.latency import RequestShape, Slo, card_rates_at_promise, class_servings, promise_figures
-from fleet.core.queueing import erlang_c
+from fleet.core.queueing import admitted_in_time_share_many, erlang_c, wait_at_percentile_s
 from fleet.core.scenario import CardClass, build_scenario
 
 CHAT_CLASS = {"name": "h100-70b", "rent_usd_per_month": 2690,
@@ -41,7 +41,7 @@ def test_goodput_is_what_the_rate_at_the_promise_carries():
     np.testing.assert_allclose(p.goodput_tps, [1500.0, 2000.0, 0.0])
 
 
-def test_the_first_token_share_is_erlang_c():
+def test_the_first_token_share_is_the_routers():
     warm = np.ones((1, 1), dtype=bool)
     rate, slots = np.array([[2000.0]]), np.array([[50.0]])
     demand = np.array([1800.0])
@@ -49,20 +49,32 @@ def test_the_first_token_share_is_erlang_c():
     p = promise_figures(warm, rate, slots, demand, demand, Slo(stream_tps=25, ttft_ms=1500), shape, prefill=0.5)
     service_s = 200 * 50 / 2000.0  # a slot's request at the promised batch's stream speed
     load = 1800 / 200 * service_s
-    want = 1 - erlang_c(50, load) * np.exp(-(50 - load) * 1.0 / service_s)
-    assert p.ttft_ok_share[0] == pytest.approx(want) and want < 0.99
-    assert p.goodput_tps[0] == pytest.approx(1800 * want)  # the hour misses p99: its late first tokens are lost to it
+    want = float(admitted_in_time_share_many(np.array([50.0]), np.array([load]), service_s, 1.0)[0])
+    fifo = 1 - erlang_c(50, load) * np.exp(-(50 - load) * 1.0 / service_s)
+    assert p.ttft_ok_share[0] == pytest.approx(want) and fifo < want < 0.99  # the router beats holding everyone
+    assert p.goodput_tps[0] == pytest.approx(1800 * want)  # the hour misses p99: requests not started in time are lost to it
+    assert p.ttft_s[0] == pytest.approx(wait_at_percentile_s(50, 1800 / 200, service_s) + 0.5)
+
+
+def test_an_hour_short_of_slots_loses_about_what_it_is_short():
+    warm = np.ones((1, 2), dtype=bool)
+    rate, slots = np.full((1, 2), 20_000.0), np.full((1, 2), 500.0)
+    demand = np.array([20_000.0 * 1.02, 20_000.0 * 0.98])  # 2% over and 2% under the rate at the promise
+    p = promise_figures(warm, rate, slots, demand, demand, Slo(stream_tps=25, ttft_ms=2000), RequestShape(200), 0.5)
+    lost = 1 - p.goodput_tps / demand
+    assert 0.02 < lost[0] < 0.2  # not the whole hour, as a queue that holds everyone would lose
+    assert lost[1] == 0.0 and p.ttft_ok_share[1] >= 0.99  # 2% under keeps p99: every token
 
 
 def test_an_hour_that_keeps_the_first_token_at_its_percentile_keeps_every_token():
     warm = np.ones((1, 2), dtype=bool)
     rate, slots = np.full((1, 2), 2000.0), np.full((1, 2), 50.0)
-    demand = np.array([1500.0, 1800.0])
+    demand = np.array([1500.0, 1900.0])
     p = promise_figures(warm, rate, slots, demand, demand, Slo(stream_tps=25, ttft_ms=1500, percentile=0.95),
                         RequestShape(output_tokens=200), prefill=0.5)
     assert 0.95 <= p.ttft_ok_share[0] < 1.0  # a few first tokens come late, within what p95 allows
     assert p.goodput_tps[0] == pytest.approx(1500.0)
-    assert p.ttft_ok_share[1] < 0.95 and p.goodput_tps[1] == pytest.approx(1800.0 * p.ttft_ok_share[1])
+    assert p.ttft_ok_share[1] < 0.95 and p.goodput_tps[1] == pytest.approx(1900.0 * p.ttft_ok_share[1])
 
 
 def test_a_throughput_sized_chat_pool_fails_latency_and_without_a_promise_has_three_checks():

@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from fleet.core.queueing import erlang_c, simulated_waits_s, slots_for_wait, wait_at_percentile_s
+from fleet.core.queueing import (admitted_in_time_share_many, erlang_c, simulated_router_shares, simulated_waits_s,
+                                   slots_for_wait, wait_at_percentile_s)
+from scipy.stats import poisson
+
+
+def erlang_b(slots: int, load: float) -> float:
+    return float(poisson.pmf(slots, load) / poisson.cdf(slots, load))
 
 SLOTS_PER_CARD = 8
 SERVICE_S = 10.0  # a decode of 200 tokens at 20 tok/s
@@ -43,3 +49,23 @@ def test_a_small_pool_needs_proportionally_more_spare_slots():
 def test_a_load_the_slots_cannot_carry_waits_forever():
     assert wait_at_percentile_s(10, 1.0, 10.0) == float("inf")
     assert slots_for_wait(0.0, 10.0, 1.0) == 0
+
+
+@pytest.mark.parametrize("cards", [4, 40, 400])
+@pytest.mark.parametrize("utilisation", [0.5, 0.8, 0.95, 1.0, 1.05, 1.3])
+def test_the_routers_share_in_time_matches_a_simulation(cards, utilisation):
+    """The router that queues a request only where it is expected to start within the budget, past a full load too."""
+    slots, budget_s = cards * SLOTS_PER_CARD, 0.5
+    rate = utilisation * slots / SERVICE_S
+    rng = np.random.default_rng(cards * 1000 + int(utilisation * 100))
+    simulated = simulated_router_shares(slots, rate, SERVICE_S, budget_s, 400_000, rng)
+    model = float(admitted_in_time_share_many(np.array([slots]), np.array([rate * SERVICE_S]), SERVICE_S, budget_s)[0])
+    assert abs(model - simulated) <= 0.02, (model, simulated)
+
+
+def test_the_routers_share_at_its_edges():
+    share = admitted_in_time_share_many(np.array([8.0, 8.0, 8.0, 8.0]), np.array([4.0, 0.0, 4.0, 80.0]), 10.0,
+                                        np.array([-0.1, 1.0, 0.0, 1.0]))
+    assert share[0] == 0.0 and share[1] == 1.0  # the prefill alone misses; no load
+    assert share[2] == pytest.approx(1 - erlang_b(8, 4.0))  # no time to queue: Erlang's loss formula
+    assert share[3] < 0.11  # ten times the load the slots carry: about a tenth starts in time
