@@ -138,11 +138,18 @@ def promise_figures(warm: np.ndarray, rate_at_promise: np.ndarray, slots: np.nda
     """The promise read hour by hour over a run set (`warm`, (cards, hours) bool) from its cards' rates and slots at
     the promise: goodput, the first-token wait at the percentile and the share of requests within it."""
     warm = np.asarray(warm, dtype=bool)
-    rate_h = (rate_at_promise * warm).sum(axis=0)
-    slots_h = (slots * warm).sum(axis=0)
+    return run_set_promise((rate_at_promise * warm).sum(axis=0), (slots * warm).sum(axis=0), delivered_tps,
+                           demand_tps, slo, shape, prefill)
+
+
+def run_set_promise(rate_h: np.ndarray, slots_h: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray,
+                    slo: Slo, shape: RequestShape | None, prefill: float) -> PromiseFigures:
+    """The promise read period by period (hours, or the finer clock's steps) from the run set's rate and slots at
+    it: what `promise_figures` reads once it has summed the warm cards."""
+    rate_h, slots_h = np.asarray(rate_h, dtype=np.float64), np.asarray(slots_h, dtype=np.float64)
     delivered = np.asarray(delivered_tps, dtype=np.float64)
     stream_ok = np.minimum(delivered, rate_h) if slo.stream_tps is not None else delivered
-    hours = warm.shape[1]
+    hours = rate_h.shape[0]
     ttft = np.zeros(hours)
     ok = np.ones(hours)
     good = stream_ok

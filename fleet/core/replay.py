@@ -17,7 +17,8 @@ from fleet.core.billing import HoursBill, bill_hours
 from fleet.core.forecast import DemandView, demand_view
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.ideal import month_ideals
-from fleet.core.latency import promise_view, sizing_promise, true_at_promise
+from fleet.core.latency import (PromiseFigures, promise_month_figures, promise_view, run_set_promise, sizing_promise,
+                                true_at_promise)
 from fleet.core.month import Month, draw_month
 from fleet.core.carry import Carry, run_class_mask
 from fleet.core.plugins import PolicyParts, Scored
@@ -253,7 +254,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
             c = d
         a = b
 
-    plan_scores = score if scenario.policy.reactive is not None else None  # the reactive loop ranks spares by them
+    plan_scores = None if scenario.policy.reactive is None else score if promise is None else promise.rates_tps(score)
     del score, evict_score, ms  # the month's scores are not read again: the bill's arrays take their place
     warm = warm_hm.T
     evicted_at: list[list[int]] = [[] for _ in range(H)]
@@ -267,7 +268,7 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     result.figures = figures(scenario, month, warm, bill, result.wrong, budget, at_promise)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
     if scenario.fine:
-        fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only)
+        fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only, at_promise)
     return result
 
 
@@ -288,16 +289,25 @@ def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.
 
 
 def fine_ideal(scenario: Scenario, month: Month) -> float:
-    """The ideal operator's bill at the scenario's finer clock and billing period (`ideal_usd_by_period`)."""
-    return float(ideal_usd_by_period(month.true_rate_tps, month.warmup_hours, month.rent_usd_per_hour,
-                                     month.step_demand_tps, scenario.step_minutes,
+    """The ideal operator's bill at the scenario's finer clock and billing period (`ideal_usd_by_period`); under a
+    promise it keeps it there too: each card at its true rate at the promise, each step lifted to the slots its first
+    tokens need."""
+    rate, warmup, demand = month.true_rate_tps, month.warmup_hours, month.step_demand_tps
+    if scenario.slo is not None:
+        rate, warmup = true_at_promise(scenario, month)[0], 0
+        demand = promise_view(scenario, month.class_names, month.card_class).target_tps(demand)
+    return float(ideal_usd_by_period(rate, warmup, month.rent_usd_per_hour, demand, scenario.step_minutes,
                                      scenario.billing_minutes or scenario.step_minutes).sum())
 
 
 def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: np.ndarray,
-                 ideal_usd: float | None = None, capacity_only: bool = False) -> None:
+                 ideal_usd: float | None = None, capacity_only: bool = False,
+                 at_promise: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """The month at its finer clock (`fleet.core.traffic`): the plan's run sets served step by step, with the queue
-    and the reactive loop; the bill, the ideal, lost tokens and the checks become the finer clock's."""
+    and the reactive loop (ranking spares by `plan_scores`: at the promise when the plan sizes to it); the bill, the
+    ideal, lost tokens and the checks become the finer clock's. Under a promise
+    (`at_promise`: the cards' true rates and slots at it) it is judged step by step too, over the cards serving each
+    step, the loop's included."""
     s, month = result.scenario, result.month
     step_minutes = s.step_minutes
     billing = s.billing_minutes or step_minutes
@@ -313,7 +323,8 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
         rent_usd_per_hour=month.rent_usd_per_hour, step_demand_tps=month.step_demand_tps, step_minutes=step_minutes,
         billing_minutes=billing, boot_steps=boot_steps_of(month.boot_hours, month.n_cards, step_minutes),
         max_wait_s=s.demand.max_wait_s, reactive=s.policy.reactive, score_tps=plan_scores, eligible=eligible,
-        stop_lost_share=stop))
+        stop_lost_share=stop, promise_rate_tps=None if at_promise is None else at_promise[0],
+        promise_slots=None if at_promise is None else at_promise[1]))
     ideal = fine_ideal(s, month) if ideal_usd is None else float(ideal_usd)
     figs = result.figures
     tf = traffic_figures(t, figs["bill_usd"], ideal, step_minutes, billing, s.demand.max_wait_s, s.policy.reactive is not None)
@@ -321,7 +332,25 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
     figs["traffic"] = tf
     figs.update(bill_usd=tf["bill_usd"], ideal_bill_usd=ideal, convergence=tf["convergence"], unmet_share=tf["lost_share"],
                 unmet_avg_tps=t.lost_tokens / (month.hours * 3600.0))  # what compare's tables read: the tokens lost
+    if t.fresh_step_tokens is not None and not t.stopped:
+        figs.update(step_promise_figures(s, month, t))
     figs["checks"] = checks(figs, s.checks)
+
+
+def step_promise_figures(s: Scenario, month: Month, t) -> dict:
+    """The promise judged step by step and read by the hour: each step's first tokens queue for the slots of the cards
+    serving it; tokens served from the backlog waited past their step and are outside the first-token promise."""
+    view = promise_view(s, month.class_names, month.card_class)
+    demand = np.asarray(month.step_demand_tps, dtype=np.float64)[: t.fresh_step_tokens.size]
+    p = run_set_promise(t.promise_rate_step_tps, t.promise_slots_step, t.fresh_step_tokens / t.step_s, demand, s.slo,
+                        view.shape, view.prefill_s)
+    per_hour = demand.size // month.hours
+    by_hour = lambda a: np.asarray(a).reshape(month.hours, per_hour)  # noqa: E731
+    hourly = PromiseFigures(by_hour(p.goodput_tps).mean(axis=1), by_hour(p.rate_at_promise_tps).mean(axis=1),
+                            by_hour(p.slots).mean(axis=1), by_hour(p.ttft_s).max(axis=1),
+                            by_hour(p.ttft_ok_share).min(axis=1))
+    delivered = by_hour(demand * t.step_s - t.lost_step_tokens).sum(axis=1) / 3600.0
+    return promise_month_figures(s, hourly, delivered, by_hour(demand).mean(axis=1))
 
 
 def judge_evictions(passes: list[EvictionPass], warm: np.ndarray, month: Month) -> tuple[np.ndarray, np.ndarray]:

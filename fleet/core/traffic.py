@@ -104,6 +104,8 @@ class TrafficInput:
     score_tps: np.ndarray | None = None  # (cards, hours) the plan's scores: the loop's view of each card
     eligible: np.ndarray | None = None  # (cards, hours) bool: the cards the loop may add (run classes, not evicted)
     stop_lost_share: float | None = None  # stop walking once more than this share of demand is lost (pass or fail)
+    promise_rate_tps: np.ndarray | None = None  # (cards, hours) under a promise: each card's true rate at it
+    promise_slots: np.ndarray | None = None  # (cards, hours) and the streams it decodes at it
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ class Traffic:
     capacity_step_tps: np.ndarray  # (steps,) true capacity serving each step
     lost_step_tokens: np.ndarray  # (steps,) tokens abandoned or dropped in each step
     stopped: bool = False  # the walk stopped early, past `stop_lost_share`: every figure is partial but the loss
+    fresh_step_tokens: np.ndarray | None = None  # (steps,) under a promise: tokens served in the step they arrived in
+    promise_rate_step_tps: np.ndarray | None = None  # (steps,) the serving cards' true rate at the promise
+    promise_slots_step: np.ndarray | None = None  # (steps,) and their streams at it
 
     @property
     def adds(self) -> tuple[ReactiveAdd, ...]:
@@ -267,6 +272,58 @@ class _Cards:
         return int(self.ready[c])
 
 
+class _PromiseSums:
+    """Under a promise, the serving cards' rate and slots at it step by step (the same cards, boots and adds as the
+    true capacity), and the tokens each step served of its own arrivals."""
+
+    def __init__(self, inp: TrafficInput, steps: int):
+        self.rate_tps, self.slots = inp.promise_rate_tps, inp.promise_slots
+        self.fresh, self.rate_step, self.slots_step = np.zeros(steps), np.zeros(steps), np.zeros(steps)
+
+    @classmethod
+    def of(cls, inp: TrafficInput, steps: int) -> "_PromiseSums | _NoPromise":
+        return _NoPromise() if inp.promise_rate_tps is None else cls(inp, steps)
+
+    def start_hour(self, h: int, warm: np.ndarray, cards: "_Cards", first: int, per_hour: int) -> None:
+        self.rate_h = np.asarray(self.rate_tps[:, h], dtype=np.float64)
+        self.slots_h = np.asarray(self.slots[:, h], dtype=np.float64)
+        self.rate, self.rate_gain = _hour_capacity(self.rate_h, warm, cards.ready, first, per_hour, cards.ready_by)
+        self.slot, self.slot_gain = _hour_capacity(self.slots_h, warm, cards.ready, first, per_hour, cards.ready_by)
+
+    def serve(self, j: int, t: int, queue, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
+        """`_serve`, keeping the step's sums at the promise and the tokens it served of its own arrivals."""
+        own_before = late[0]
+        lost = _serve(queue, t, arrive_tokens, capacity_tokens, late)
+        self.rate += self.rate_gain[j]
+        self.slot += self.slot_gain[j]
+        self.fresh[t], self.rate_step[t], self.slots_step[t] = float(late[0] - own_before), self.rate, self.slot
+        return lost
+
+    def add(self, card: int, serves_from: int) -> None:
+        self.rate_gain[serves_from] += float(self.rate_h[card])
+        self.slot_gain[serves_from] += float(self.slots_h[card])
+
+    def figures(self) -> dict:
+        return {"fresh_step_tokens": self.fresh, "promise_rate_step_tps": self.rate_step,
+                "promise_slots_step": self.slots_step}
+
+
+class _NoPromise:
+    """No promise: the step is served and nothing more is kept."""
+
+    def start_hour(self, *_) -> None:
+        pass
+
+    def serve(self, j: int, t: int, queue, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
+        return _serve(queue, t, arrive_tokens, capacity_tokens, late)
+
+    def add(self, *_) -> None:
+        pass
+
+    def figures(self) -> dict:
+        return {}
+
+
 def run_traffic(inp: TrafficInput) -> Traffic:
     """Walk the month step by step: serve, queue, abandon, react, and bill the loop's cards."""
     warm_plan = np.asarray(inp.plan_warm, dtype=bool)
@@ -282,13 +339,13 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     period_usd = period * inp.step_minutes / 60.0  # a period's rent over an hour's
     cards = _Cards(n, inp.boot_steps, 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes))
     steps_tps = demand.tolist()  # read one step at a time: plain floats
-    capacity = [0.0] * (hours * per_hour)
-    lost = [0.0] * (hours * per_hour)
+    capacity, lost = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour)
     adds: list[tuple] = []
     reactive_usd = 0.0
     run, drain_max = 0, 0
     rates_block = None
     lost_so_far, stopped = 0.0, False
+    promise = _PromiseSums.of(inp, hours * per_hour)
     stop_tokens = math.inf if inp.stop_lost_share is None else (inp.stop_lost_share + 1e-12) * float(demand.sum()) * step_s
     for h in range(hours):
         if h % _BLOCK_HOURS == 0:
@@ -300,6 +357,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         warm = cards.warm
         short_usd = 0.0  # the periods this hour's adds were not yet warm in, not billed
         cap, gain_tps = _hour_capacity(rates, warm, cards.ready, first, per_hour, cards.ready_by)
+        promise.start_hour(h, warm, cards, first, per_hour)
         if settings is not None:
             score = np.asarray(inp.score_tps[:, h], dtype=np.float64)
             scored = float(score[warm].sum())
@@ -309,7 +367,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
             t = first + j
             cap += gain_tps[j]
             capacity[t] = cap
-            lost[t] = _serve(queue, t, steps_tps[t] * step_s, cap * step_s, late)
+            lost[t] = promise.serve(j, t, queue, steps_tps[t] * step_s, cap * step_s, late)
             backlog = queue.tokens if queue is not None else 0.0
             run = run + 1 if backlog > 1e-6 else 0
             drain_max = max(drain_max, run)
@@ -328,6 +386,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                 scored += score[c]
                 if serves_from < per_hour:
                     gain_tps[serves_from] += float(rates[c])
+                    promise.add(c, serves_from)
             added_this_hour += got.size
         lost_so_far += sum(lost[first: first + per_hour])
         if lost_so_far > stop_tokens:
@@ -344,7 +403,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                    lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max,
                    add_log=tuple(adds), headroom=0.0 if settings is None else float(settings.headroom),
                    reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost,
-                   stopped=stopped)
+                   stopped=stopped, **promise.figures())
 
 
 def ideal_usd_by_period(true_rate_tps, warmup_hours: int, rent_usd_per_hour: np.ndarray, step_demand_tps: np.ndarray,

@@ -85,7 +85,8 @@ def checks(figs: dict, marks) -> dict:
         "capacity": {
             "pass": bool(unmet <= marks.max_unmet_share + 1e-12),
             "value": unmet,
-            "mark": (f"tokens lost <= {marks.max_unmet_share:.1%} of demand (step by step, after the queue)" if "traffic" in figs
+            "mark": (f"tokens {'not served within the promise' if promised else 'lost'} <= {marks.max_unmet_share:.1%} "
+                     "of demand (step by step, after the queue)" if "traffic" in figs
                      else f"unmet demand <= {marks.max_unmet_share:.1%} of demand" + (" (served within the promise)" if promised else "")),
         },
         "convergence": {
