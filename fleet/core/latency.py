@@ -184,13 +184,27 @@ def request_shape(demand) -> RequestShape | None:
     return RequestShape(float(demand.output_tokens_per_request), float(demand.prompt_tokens_per_request or 0.0))
 
 
+def _dipped_at_promise(rates, card_class: np.ndarray, servings: list[ClassServing | None],
+                      stream_floor_tps: float | None, with_slots: bool = True):
+    """`card_rates_at_promise` of a drawn month's rates (`DippedRates`): a card's rate is its ticket or its dipped
+    rate, so its rate and slots at the promise take two values a card, worked out once each (the same numbers,
+    element for element) and kept beside the dip bits (`DippedLevels`)."""
+    both = np.stack([rates.ticket_tps, rates.dipped_tps], axis=1)  # (cards, 2): the two rates a card-hour holds
+    rate, slots = card_rates_at_promise(both, card_class, servings, stream_floor_tps, with_slots)
+    return (rates.with_levels(rate[:, 0], rate[:, 1]),
+            None if slots is None else rates.with_levels(slots[:, 0], slots[:, 1]))
+
+
 def true_at_promise(s, month) -> tuple[np.ndarray, np.ndarray]:
     """Each card's true rate at the promise and its slots over the month's hours, (cards, hours) each: what the
-    ideal and the verdict under the promise both read (a replay works them out once)."""
+    ideal and the verdict under the promise both read (a replay works them out once). A drawn month's are kept as
+    two levels a card (`DippedLevels`), made into arrays where they are read."""
     view = promise_view(s, month.class_names, month.card_class)
     W = month.warmup_hours
-    return card_rates_at_promise(np.asarray(month.true_rate_tps)[:, W:W + month.hours], month.card_class,
-                                 list(view.servings), s.slo.stream_tps)
+    true = month.true_rate_tps[:, W:W + month.hours]
+    if hasattr(true, "with_levels"):
+        return _dipped_at_promise(true, month.card_class, list(view.servings), s.slo.stream_tps)
+    return card_rates_at_promise(np.asarray(true), month.card_class, list(view.servings), s.slo.stream_tps)
 
 
 def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray,
@@ -201,8 +215,11 @@ def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_
     view = promise_view(s, month.class_names, month.card_class)
     rate, slots = true_at_promise(s, month) if at_promise is None else at_promise
     H = warm.shape[1]
-    return promise_figures(warm, rate[:, :H], slots[:, :H], delivered_tps, demand_tps, s.slo, view.shape,
-                           view.prefill_s)
+    # Cards-major, as the rates are: the products over (cards, hours) then run in memory order (a replay's run sets
+    # are hours-major), and sum the same numbers in the same order.
+    warm = np.ascontiguousarray(np.asarray(warm, dtype=bool))
+    return promise_figures(warm, np.asarray(rate[:, :H]), np.asarray(slots[:, :H]), delivered_tps, demand_tps, s.slo,
+                           view.shape, view.prefill_s)
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
@@ -288,6 +305,9 @@ class PromiseView:
 
     def rates_tps(self, rate_tps: np.ndarray) -> np.ndarray:
         """Cards' rates (scores or true rates, (cards, hours)) at the promise: what each can carry keeping it."""
+        if hasattr(rate_tps, "with_levels"):  # a drawn month's true rates: two levels a card
+            level, _ = _dipped_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps, False)
+            return rate_tps.with_levels(level.ticket_tps.astype(rate_tps.dtype), level.dipped_tps.astype(rate_tps.dtype))
         return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps,
                                      with_slots=False)[0].astype(np.asarray(rate_tps).dtype, copy=False)
 

@@ -161,3 +161,19 @@ def test_a_card_added_for_the_first_token_says_so_and_the_step_reads_scores_at_t
     assert added.reason.startswith("added for latency") and "more for the first token's slots" in added.reason
     assert "at the promise (30 tok/s a stream, first token within 300 ms at p99)" in added.reason
     assert added.score_tps == pytest.approx(one_card_tps)  # the journal carries the card's rate at the promise
+
+
+def test_a_drawn_months_rates_at_the_promise_are_two_levels_a_card_with_the_same_numbers():
+    from fleet.core.latency import promise_view, true_at_promise
+    from fleet.core.month import draw_month
+
+    s = scenario(slo={"stream_tps": 30, "ttft_ms": 2000}, demand={"avg_tps": 8000})
+    month = draw_month(s)
+    W, H = month.warmup_hours, month.hours
+    dense = np.asarray(month.true_rate_tps)[:, W:W + H]
+    view = promise_view(s, month.class_names, month.card_class)
+    want_rate, want_slots = card_rates_at_promise(dense, month.card_class, list(view.servings), 30)
+    rate, slots = true_at_promise(s, month)
+    assert hasattr(rate, "dip_mask")  # kept as levels, not a month-sized array
+    assert np.array_equal(np.asarray(rate), want_rate) and np.array_equal(np.asarray(slots), want_slots)
+    assert np.array_equal(np.asarray(view.rates_tps(month.true_rate_tps[:, W:])), view.rates_tps(dense))
