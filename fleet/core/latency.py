@@ -86,13 +86,14 @@ _CHUNK = 1 << 15
 """Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
 
 
-def _chunked(fn, src: np.ndarray) -> np.ndarray:
-    """`fn` over `src` a chunk at a time in its memory order (float64 out, `src`'s shape): the same numbers as `fn`
-    over the whole array, without its month-sized temporaries."""
-    out = np.empty(src.shape, dtype=np.float64)
+def _chunked(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """`fn` over `src` a chunk at a time in its memory order (`src`'s shape and layout; `fn` works in float64 and its
+    numbers are stored as `dtype`, rounded as `astype` rounds): the same numbers as `fn` over the whole array, without
+    its month-sized temporaries."""
+    out = np.empty_like(src, dtype=dtype, order="K")
     it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
                    op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
-                   order="K")
+                   order="K", casting="same_kind")
     with it:
         for chunk, into in it:
             into[...] = fn(chunk)
@@ -100,19 +101,20 @@ def _chunked(fn, src: np.ndarray) -> np.ndarray:
 
 
 def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
-                          stream_floor_tps: float | None, with_slots: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+                          stream_floor_tps: float | None, with_slots: bool = True, dtype=np.float64
+                          ) -> tuple[np.ndarray, np.ndarray | None]:
     """Each card's rate at the promise and its slots (None unless `with_slots`), (cards, hours) each, from its true
     rate (its speed is its rate over its class's rated rate: the lottery and the dips scale the step). No floor: the
-    rated batch's rate and batch."""
+    rated batch's rate and batch. The rates are worked in float64 and kept as `dtype`."""
     rate = np.asarray(true_rate_tps)
     card_class = np.asarray(card_class)
     one = [k for k, sv in enumerate(servings) if sv is not None and card_class.size and (card_class == k).all()]
     if one and stream_floor_tps is not None:  # one class: no rows to pick, no copies
         sv = servings[one[0]]
         rated = sv.rated_tps
-        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate)
+        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate, dtype)
         return out, _chunked(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
-    out_rate = np.zeros(rate.shape)
+    out_rate = np.zeros(rate.shape, dtype=dtype)
     out_slots = np.zeros(rate.shape) if with_slots else None
     for k, sv in enumerate(servings):
         if sv is None:
@@ -308,8 +310,9 @@ class PromiseView:
         if hasattr(rate_tps, "with_levels"):  # a drawn month's true rates: two levels a card
             level, _ = _dipped_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps, False)
             return rate_tps.with_levels(level.ticket_tps.astype(rate_tps.dtype), level.dipped_tps.astype(rate_tps.dtype))
+        rate_tps = np.asarray(rate_tps)
         return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps,
-                                     with_slots=False)[0].astype(np.asarray(rate_tps).dtype, copy=False)
+                                     with_slots=False, dtype=rate_tps.dtype)[0]
 
     def describe(self) -> str:
         """The promise in words, for reasons: "30 tok/s a stream, first token within 2000 ms at p99"."""
