@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
+from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import erlang_c_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import StepCurve, prefill_s
 from fleet.core.tables import Strict
@@ -216,12 +217,51 @@ def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_
     flattered."""
     view = promise_view(s, month.class_names, month.card_class)
     rate, slots = true_at_promise(s, month) if at_promise is None else at_promise
-    H = warm.shape[1]
-    # Cards-major, as the rates are: the products over (cards, hours) then run in memory order (a replay's run sets
-    # are hours-major), and sum the same numbers in the same order.
-    warm = np.ascontiguousarray(np.asarray(warm, dtype=bool))
-    return promise_figures(warm, np.asarray(rate[:, :H]), np.asarray(slots[:, :H]), delivered_tps, demand_tps, s.slo,
-                           view.shape, view.prefill_s)
+    # The promise reads a run set through its rate and slots at the promise each hour: summed here a block of hours
+    # at a time and handed over as one row, the run set's own totals.
+    rate_h, slots_h = run_set_sums(warm, rate, slots)
+    whole = np.ones((1, rate_h.size), dtype=bool)
+    return promise_figures(whole, rate_h[None, :], slots_h[None, :], delivered_tps, demand_tps, s.slo, view.shape,
+                           view.prefill_s)
+
+
+_SUM_BLOCK_HOURS = 96
+"""Hours of a run set summed at once by `run_set_sums` (a block of cards × hours in cache, not the month's)."""
+
+
+def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndarray]:
+    """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
+    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a block at a time),
+    a block of hours at a time: no (cards, hours) array of the month is made. Blocks are at least two hours wide, so
+    each is summed with the hours along its rows, as the month's array is."""
+    warm = np.asarray(warm, dtype=bool)
+    n, hours = warm.shape
+    if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
+        return ((np.asarray(rate_tps[:, :hours]) * warm).sum(axis=0), (np.asarray(slots[:, :hours]) * warm).sum(axis=0))
+    out_rate, out_slots = np.empty(hours), np.empty(hours)
+    edges = list(range(0, hours, _SUM_BLOCK_HOURS)) + [hours]
+    if len(edges) > 2 and edges[-1] - edges[-2] < 2:
+        edges.pop(-2)  # a lone last hour joins the block before it
+    width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
+    run_b, run_f, buf = np.empty((n, width), dtype=bool), np.empty((n, width)), np.empty((n, width))
+    for a, b in zip(edges, edges[1:]):
+        k = b - a
+        if k == 1:  # a month of one hour: a column of its own
+            out_rate[a:b] = (np.asarray(rate_tps[:, a:b]) * warm[:, a:b]).sum(axis=0)
+            out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
+            continue
+        run = run_b[:, :k]
+        copy_in_tiles(run, warm[:, a:b], axis=0)  # cards-major, whatever the run sets' layout
+        np.copyto(run_f[:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
+        for src, into in ((rate_tps, out_rate), (slots, out_slots)):
+            block = buf[:, :k]
+            if hasattr(src, "cards_major"):
+                src.cards_major(a, b, block)
+                block *= run_f[:, :k]
+            else:
+                np.multiply(np.asarray(src[:, a:b]), run_f[:, :k], out=block)
+            np.sum(block, axis=0, out=into[a:b])
+    return out_rate, out_slots
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:

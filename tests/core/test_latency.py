@@ -177,3 +177,20 @@ def test_a_drawn_months_rates_at_the_promise_are_two_levels_a_card_with_the_same
     assert hasattr(rate, "dip_mask")  # kept as levels, not a month-sized array
     assert np.array_equal(np.asarray(rate), want_rate) and np.array_equal(np.asarray(slots), want_slots)
     assert np.array_equal(np.asarray(view.rates_tps(month.true_rate_tps[:, W:])), view.rates_tps(dense))
+
+
+@pytest.mark.parametrize("hours", [1, 2, 95, 96, 97, 193, 720])
+def test_the_run_sets_sums_are_the_products_summed_to_the_bit(hours):
+    from fleet.core.latency import run_set_sums
+    from fleet.core.month import DippedRates
+
+    rng = np.random.default_rng(hours)
+    cards = 3000
+    warm_hm = rng.random((hours, cards)) < 0.4  # a replay's run sets, hours-major
+    rates = DippedRates(rng.lognormal(7, 0.3, cards).astype(np.float32), rng.random((cards, hours)) < 0.05, 0.7)
+    level = rates.with_levels(rng.random(cards) * 1e3, rng.random(cards) * 1e2)
+    slots = np.floor(rng.random((cards, hours)) * 60)
+    for warm in (warm_hm.T, np.ascontiguousarray(warm_hm.T)):
+        got_rate, got_slots = run_set_sums(warm, level, slots)
+        assert got_rate.tolist() == (np.asarray(level) * warm).sum(axis=0).tolist()
+        assert got_slots.tolist() == (slots * warm).sum(axis=0).tolist()
