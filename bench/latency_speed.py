@@ -4,6 +4,7 @@ recommendation under a promise.
     python bench/latency_speed.py                     # both sections
     python bench/latency_speed.py --only replay       # replay or recommend
     python bench/latency_speed.py --months 200        # the recommendation's months (default 200)
+    python bench/latency_speed.py --baseline DIR      # beside another checkout's code, in turns (`git worktree add DIR REV`)
 
 replay     The benchmark pool (`bench/run.py`'s flagships, diurnal demand at half the rated rate) with the chat
            class's curve (a 70B model on H100: 20.9 ms + 0.227 ms a stream, rated at 128) at 1,000 and 10,000 cards:
@@ -13,12 +14,19 @@ replay     The benchmark pool (`bench/run.py`'s flagships, diurnal demand at hal
 recommend  `fleet compare --recommend --months N` on a 100-card copy of presets/chat-latency.toml sized to the
            promise, on --jobs worker processes, beside the same pool with no promise. Target: under 60 s for 200
            months on 2 cores.
+
+With --baseline DIR each section runs in child processes on DIR's code and on this tree's, in turns (--rounds of
+them), each measured by this file, and prints both trees' medians side by side: load that comes and goes falls on
+both alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
+CODE = os.environ.get("FLEET_BENCH_CODE")  # another checkout's code to measure (`--baseline`'s children)
+if CODE:
+    sys.path.insert(0, str(Path(CODE).resolve()))
 
 CHAT_SERVING = {"alpha_ms": 20.9, "beta_ms": 0.227, "batch": 128, "params_b": 70, "effective_tflops": 400}
 PROMISE = {"stream_tps": 30.0, "ttft_ms": 2000.0, "percentile": 0.99}
@@ -54,13 +65,14 @@ def _median_s(fn, repeats: int) -> float:
     return statistics.median(walls)
 
 
-def section_replay(repeats: int) -> None:
+def section_replay(repeats: int) -> dict:
     from fleet.core.month import draw_month
     from fleet.core.replay import replay
     from policies import resolve
 
     print(f"replay: no promise beside a promise (30 tok/s a stream, first token within 2 s at p99), one process, "
           f"median of {repeats}")
+    got = {}
     for cards in (1_000, 10_000):
         plain, promised = _pool(cards, False), _pool(cards, True)
         month = draw_month(plain)
@@ -72,12 +84,13 @@ def section_replay(repeats: int) -> None:
         target = f"target within 1.5x: {'met' if s_s <= 1.5 * p_s else 'NOT met'}" if cards == 10_000 else ""
         print(f"  {cards:>6,} cards  no promise {p_s:7.3f} s  promise {s_s:7.3f} s  ratio {s_s / p_s:4.2f}x  "
               f"{target}  (within the promise {f['goodput_share']:.2%}, convergence {f['convergence']:.1%})")
+        got[f"replay {cards:,} cards"] = {"no promise": p_s, "promise": s_s}
+    return got
 
 
-def section_recommend(months: int, jobs: int) -> None:
+def section_recommend(months: int, jobs: int) -> dict:
     import contextlib
     import io
-    import json
     import tomllib
 
     from fleet.cli.app import main
@@ -85,6 +98,7 @@ def section_recommend(months: int, jobs: int) -> None:
     raw = tomllib.loads((ROOT / "presets" / "chat-latency.toml").read_text(encoding="utf-8"))
     print(f"recommend: fleet compare --recommend --months {months} --jobs {jobs} on chat-latency with 100 cards, "
           "sized to the promise, beside it with no promise")
+    got = {}
     with tempfile.TemporaryDirectory() as tmp:
         for promised in (False, True):
             path = Path(tmp) / f"chat-100-{'promise' if promised else 'plain'}.toml"
@@ -107,6 +121,7 @@ def section_recommend(months: int, jobs: int) -> None:
                 except SystemExit as e:
                     status = e.code
             took = time.perf_counter() - t0
+            got.setdefault(f"recommend {months} months", {})["promise" if promised else "no promise"] = took
             rows = json.loads(out.getvalue())
             best = next((r for r in rows if r.get("recommendation") == "best"), None)
             target = (f"target < 60 s: {'met' if took < 60 else 'NOT met'}" if promised and months >= 200 else "")
@@ -116,6 +131,27 @@ def section_recommend(months: int, jobs: int) -> None:
                 print(f"    recommends {best['mode']} mode, headroom {best['headroom']:g}, {best['score']} score: bill "
                       f"${best['bill_usd']['median']:,.0f} (median), convergence {best['convergence']['median']:.1%}, "
                       f"{best['all_checks_pass_rate']:.0%} of months pass every check")
+    return got
+
+
+def side_by_side(baseline: Path, rounds: int, child_args: list[str]) -> None:
+    """Each round: a child on the baseline's code, then one on this tree's; both trees' medians over the rounds."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(rounds):
+        for name, code in (("before", baseline), ("after", ROOT)):
+            env = {**os.environ, "FLEET_BENCH_CODE": str(code), "PYTHONPATH": str(code)}
+            out = subprocess.run([sys.executable, __file__, *child_args, "--child"], env=env, capture_output=True,
+                                 text=True, check=True).stdout
+            runs[name].append(json.loads(out.strip().splitlines()[-1]))
+            print(f"  round {r + 1} {name}: done", flush=True)
+    med = {name: {fig: {k: statistics.median(run[fig][k] for run in got) for k in got[0][fig]} for fig in got[0]}
+           for name, got in runs.items()}
+    print(f"\nbefore ({baseline}) and after ({ROOT}), median of {rounds} rounds, seconds:")
+    for fig in med["after"]:
+        b, a = med["before"][fig], med["after"][fig]
+        print(f"  {fig:<22} no promise {b['no promise']:7.3f} -> {a['no promise']:7.3f}   promise {b['promise']:7.3f} -> "
+              f"{a['promise']:7.3f} ({a['promise'] / b['promise']:.2f}x)   promise / no promise "
+              f"{b['promise'] / b['no promise']:.2f}x -> {a['promise'] / a['no promise']:.2f}x")
 
 
 def main() -> int:
@@ -124,11 +160,24 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--months", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--baseline", type=Path, help="another checkout: measure its code beside this tree's, in turns")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.baseline is not None:
+        if not (args.baseline / "fleet" / "__init__.py").is_file():
+            print(f"--baseline {args.baseline}: not a checkout of fleet (no fleet/__init__.py)", file=sys.stderr)
+            return 2
+        child = ["--repeats", str(args.repeats), "--months", str(args.months), "--jobs", str(args.jobs)]
+        side_by_side(args.baseline, args.rounds, child + (["--only", args.only] if args.only else []))
+        return 0
+    got = {}
     if args.only in (None, "replay"):
-        section_replay(args.repeats)
+        got.update(section_replay(args.repeats))
     if args.only in (None, "recommend"):
-        section_recommend(args.months, args.jobs)
+        got.update(section_recommend(args.months, args.jobs))
+    if args.child:
+        print(json.dumps(got))
     return 0
 
 

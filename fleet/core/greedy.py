@@ -72,8 +72,8 @@ def _slab(rate, made: bool, by_rate: bool, s0: int, s1: int) -> np.ndarray:
     """Hours [s0, s1) of `rate` hours-major, negative rates clipped to 0: float32 for the sort by rate, else float64."""
     n = rate.shape[0]
     if made:
-        slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=np.float32))
-        slab = slab if by_rate else slab.astype(np.float64)
+        slab = rate.hours_major(s0, s1, np.empty((s1 - s0, n), dtype=rate.dtype))
+        slab = slab if by_rate else slab.astype(np.float64, copy=False)
         np.maximum(slab, 0.0, out=slab)
     else:
         src = rate[:, s0:s1].T

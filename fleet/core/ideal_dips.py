@@ -2,7 +2,8 @@
 
 At one rent the ideal run set of an hour is the greedy's: cards by rate, best first (ties by card index), until
 their float64 running sum reaches demand (`fleet.core.greedy`). A drawn month's true rate is a card's lottery ticket,
-or the ticket × the dip factor while it dips (`DippedRates`), and few card-hours dip (a few per cent). So the
+or the ticket × the dip factor while it dips (`DippedRates`; under a promise, each card's rate at the promise at
+either rate, `DippedLevels`), and few card-hours dip (a few per cent). So the
 tickets are sorted once for the month, and each hour's order is that order with its dipped cards moved down to
 where their lower rates belong. The sum of any prefix of that order is the prefix sum of the sorted tickets, less
 the tickets of the dipped cards inside it, plus the dipped rates inside it: found by binary search per hour over
@@ -27,20 +28,28 @@ _UNIT_ROUNDOFF = np.finfo(np.float64).eps / 2
 
 
 def applies(true_rate_tps, rent_usd_per_hour: np.ndarray) -> bool:
-    """Whether the shortcut gives the greedy's run sets: a drawn month's rates (tickets and dips), one finite
-    positive rent (so rate orders cards as tokens per dollar does), positive finite tickets and a dip factor in (0, 1]."""
+    """Whether the shortcut gives the greedy's run sets: a drawn month's rates (tickets and dips, or two levels a card
+    read off them, `DippedLevels`), one finite positive rent (so rate orders cards as tokens per dollar does),
+    finite tickets, and dips that only lower a card's rate: tickets positive and a dip factor in (0, 1], or levels
+    at least zero (a card too slow for a promise is at zero: sorted last, taken only when every card falls short)."""
     if not hasattr(true_rate_tps, "dip_mask"):
         return False
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
     ticket = np.asarray(true_rate_tps.ticket_tps)
     f = float(true_rate_tps.dip_factor)
+    if np.isnan(f):  # two levels a card
+        dipped = np.asarray(true_rate_tps.dipped_tps)
+        rates_ok = dipped.shape == ticket.shape and bool((ticket >= 0).all() and (dipped >= 0).all()
+                                                          and (dipped <= ticket).all())
+    else:
+        rates_ok = bool((ticket > 0).all()) and 0.0 < f <= 1.0
     return (
         ticket.size > 0
         and rent.shape == ticket.shape
         and bool((rent == rent[0]).all())
         and 1e-250 < rent[0] < np.inf
-        and bool(np.isfinite(ticket).all() and (ticket > 0).all())
-        and 0.0 < f <= 1.0
+        and bool(np.isfinite(ticket).all())
+        and rates_ok
     )
 
 
@@ -54,7 +63,7 @@ def ideal_usd_by_hour(true_rate_tps, rent_usd_per_hour: np.ndarray, demand_tps: 
     """
     rates = true_rate_tps
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
-    ticket = np.asarray(rates.ticket_tps, dtype=np.float32)
+    ticket = np.asarray(rates.ticket_tps, dtype=rates.dtype)
     n, hours = rates.shape
     demand = np.broadcast_to(np.asarray(demand_tps, dtype=np.float64), (hours,))
     order = np.argsort(-ticket, kind="stable")  # rate best first, ties by card index
@@ -63,11 +72,15 @@ def ideal_usd_by_hour(true_rate_tps, rent_usd_per_hour: np.ndarray, demand_tps: 
     rank[order] = np.arange(n)
     prefix = np.zeros(n + 1)
     np.cumsum(sorted_tps.astype(np.float64), out=prefix[1:])
-    dipped_tps = sorted_tps * rates.dip_factor  # by rank: the float32 product the month's rates are
+    dipped_tps = np.asarray(rates.dipped_tps)[order]  # by rank: the rates the month's dipped card-hours hold
     # A dipped card's place among the tickets: how many tickets come before it (higher rate, or equal and a lower index).
     neg = -sorted_tps
     before = np.searchsorted(neg, -dipped_tps, side="left")
     upto = np.searchsorted(neg, -dipped_tps, side="right")
+    # A card dipped to zero (too slow for a promise) adds nothing wherever it sits: it goes after every ticket, taken
+    # only when every card falls short, as the greedy takes it.
+    at_zero = dipped_tps <= 0
+    before[at_zero] = upto[at_zero] = n
     for r in np.flatnonzero(upto > before):
         before[r] += int((order[before[r] : upto[r]] < order[r]).sum())
     if (np.diff(before) < 0).any():

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
+from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import StepCurve, prefill_s
 from fleet.core.tables import Strict
@@ -86,13 +87,14 @@ _CHUNK = 1 << 15
 """Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
 
 
-def _chunked(fn, src: np.ndarray) -> np.ndarray:
-    """`fn` over `src` a chunk at a time in its memory order (float64 out, `src`'s shape): the same numbers as `fn`
-    over the whole array, without its month-sized temporaries."""
-    out = np.empty(src.shape, dtype=np.float64)
+def _chunked(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """`fn` over `src` a chunk at a time in its memory order (`src`'s shape and layout; `fn` works in float64 and its
+    numbers are stored as `dtype`, rounded as `astype` rounds): the same numbers as `fn` over the whole array, without
+    its month-sized temporaries."""
+    out = np.empty_like(src, dtype=dtype, order="K")
     it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
                    op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
-                   order="K")
+                   order="K", casting="same_kind")
     with it:
         for chunk, into in it:
             into[...] = fn(chunk)
@@ -100,19 +102,20 @@ def _chunked(fn, src: np.ndarray) -> np.ndarray:
 
 
 def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
-                          stream_floor_tps: float | None, with_slots: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+                          stream_floor_tps: float | None, with_slots: bool = True, dtype=np.float64
+                          ) -> tuple[np.ndarray, np.ndarray | None]:
     """Each card's rate at the promise and its slots (None unless `with_slots`), (cards, hours) each, from its true
     rate (its speed is its rate over its class's rated rate: the lottery and the dips scale the step). No floor: the
-    rated batch's rate and batch."""
+    rated batch's rate and batch. The rates are worked in float64 and kept as `dtype`."""
     rate = np.asarray(true_rate_tps)
     card_class = np.asarray(card_class)
     one = [k for k, sv in enumerate(servings) if sv is not None and card_class.size and (card_class == k).all()]
     if one and stream_floor_tps is not None:  # one class: no rows to pick, no copies
         sv = servings[one[0]]
         rated = sv.rated_tps
-        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate)
+        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate, dtype)
         return out, _chunked(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
-    out_rate = np.zeros(rate.shape)
+    out_rate = np.zeros(rate.shape, dtype=dtype)
     out_slots = np.zeros(rate.shape) if with_slots else None
     for k, sv in enumerate(servings):
         if sv is None:
@@ -182,13 +185,27 @@ def request_shape(demand) -> RequestShape | None:
     return RequestShape(float(demand.output_tokens_per_request), float(demand.prompt_tokens_per_request or 0.0))
 
 
+def _dipped_at_promise(rates, card_class: np.ndarray, servings: list[ClassServing | None],
+                      stream_floor_tps: float | None, with_slots: bool = True):
+    """`card_rates_at_promise` of a drawn month's rates (`DippedRates`): a card's rate is its ticket or its dipped
+    rate, so its rate and slots at the promise take two values a card, worked out once each (the same numbers,
+    element for element) and kept beside the dip bits (`DippedLevels`)."""
+    both = np.stack([rates.ticket_tps, rates.dipped_tps], axis=1)  # (cards, 2): the two rates a card-hour holds
+    rate, slots = card_rates_at_promise(both, card_class, servings, stream_floor_tps, with_slots)
+    return (rates.with_levels(rate[:, 0], rate[:, 1]),
+            None if slots is None else rates.with_levels(slots[:, 0], slots[:, 1]))
+
+
 def true_at_promise(s, month) -> tuple[np.ndarray, np.ndarray]:
     """Each card's true rate at the promise and its slots over the month's hours, (cards, hours) each: what the
-    ideal and the verdict under the promise both read (a replay works them out once)."""
+    ideal and the verdict under the promise both read (a replay works them out once). A drawn month's are kept as
+    two levels a card (`DippedLevels`), made into arrays where they are read."""
     view = promise_view(s, month.class_names, month.card_class)
     W = month.warmup_hours
-    return card_rates_at_promise(np.asarray(month.true_rate_tps)[:, W:W + month.hours], month.card_class,
-                                 list(view.servings), s.slo.stream_tps)
+    true = month.true_rate_tps[:, W:W + month.hours]
+    if hasattr(true, "with_levels"):
+        return _dipped_at_promise(true, month.card_class, list(view.servings), s.slo.stream_tps)
+    return card_rates_at_promise(np.asarray(true), month.card_class, list(view.servings), s.slo.stream_tps)
 
 
 def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray,
@@ -198,9 +215,51 @@ def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_
     flattered."""
     view = promise_view(s, month.class_names, month.card_class)
     rate, slots = true_at_promise(s, month) if at_promise is None else at_promise
-    H = warm.shape[1]
-    return promise_figures(warm, rate[:, :H], slots[:, :H], delivered_tps, demand_tps, s.slo, view.shape,
+    # The promise reads a run set through its rate and slots at the promise each hour: summed here a block of hours
+    # at a time and handed over as one row, the run set's own totals.
+    rate_h, slots_h = run_set_sums(warm, rate, slots)
+    whole = np.ones((1, rate_h.size), dtype=bool)
+    return promise_figures(whole, rate_h[None, :], slots_h[None, :], delivered_tps, demand_tps, s.slo, view.shape,
                            view.prefill_s)
+
+
+_SUM_BLOCK_HOURS = 96
+"""Hours of a run set summed at once by `run_set_sums` (a block of cards × hours in cache, not the month's)."""
+
+
+def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndarray]:
+    """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
+    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a block at a time),
+    a block of hours at a time: no (cards, hours) array of the month is made. Blocks are at least two hours wide, so
+    each is summed with the hours along its rows, as the month's array is."""
+    warm = np.asarray(warm, dtype=bool)
+    n, hours = warm.shape
+    if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
+        return ((np.asarray(rate_tps[:, :hours]) * warm).sum(axis=0), (np.asarray(slots[:, :hours]) * warm).sum(axis=0))
+    out_rate, out_slots = np.empty(hours), np.empty(hours)
+    edges = list(range(0, hours, _SUM_BLOCK_HOURS)) + [hours]
+    if len(edges) > 2 and edges[-1] - edges[-2] < 2:
+        edges.pop(-2)  # a lone last hour joins the block before it
+    width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
+    run_b, run_f, buf = np.empty((n, width), dtype=bool), np.empty((n, width)), np.empty((n, width))
+    for a, b in zip(edges, edges[1:]):
+        k = b - a
+        if k == 1:  # a month of one hour: a column of its own
+            out_rate[a:b] = (np.asarray(rate_tps[:, a:b]) * warm[:, a:b]).sum(axis=0)
+            out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
+            continue
+        run = run_b[:, :k]
+        copy_in_tiles(run, warm[:, a:b], axis=0)  # cards-major, whatever the run sets' layout
+        np.copyto(run_f[:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
+        for src, into in ((rate_tps, out_rate), (slots, out_slots)):
+            block = buf[:, :k]
+            if hasattr(src, "cards_major"):
+                src.cards_major(a, b, block)
+                block *= run_f[:, :k]
+            else:
+                np.multiply(np.asarray(src[:, a:b]), run_f[:, :k], out=block)
+            np.sum(block, axis=0, out=into[a:b])
+    return out_rate, out_slots
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
@@ -286,8 +345,12 @@ class PromiseView:
 
     def rates_tps(self, rate_tps: np.ndarray) -> np.ndarray:
         """Cards' rates (scores or true rates, (cards, hours)) at the promise: what each can carry keeping it."""
+        if hasattr(rate_tps, "with_levels"):  # a drawn month's true rates: two levels a card
+            level, _ = _dipped_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps, False)
+            return rate_tps.with_levels(level.ticket_tps.astype(rate_tps.dtype), level.dipped_tps.astype(rate_tps.dtype))
+        rate_tps = np.asarray(rate_tps)
         return card_rates_at_promise(rate_tps, self.card_class, list(self.servings), self.slo.stream_tps,
-                                     with_slots=False)[0].astype(np.asarray(rate_tps).dtype, copy=False)
+                                     with_slots=False, dtype=rate_tps.dtype)[0]
 
     def describe(self) -> str:
         """The promise in words, for reasons: "30 tok/s a stream, first token within 2000 ms at p99"."""

@@ -131,6 +131,16 @@ class DippedRates:
     def nbytes(self) -> int:
         return self._bits.shape[0] * self._hours * self.dtype.itemsize
 
+    @property
+    def dipped_tps(self) -> np.ndarray:
+        """Each card's rate in a dip: the float32 product its dipped card-hours hold."""
+        return self.ticket_tps * self.dip_factor
+
+    def with_levels(self, level_tps: np.ndarray, dipped_tps: np.ndarray) -> DippedLevels:
+        """A number each card takes at its two rates (`DippedLevels`): `level_tps` outside its dips, `dipped_tps` in
+        them, over these rates' hours."""
+        return DippedLevels(self, level_tps, dipped_tps)
+
     def _rates(self, ticket: np.ndarray, in_dip: np.ndarray) -> np.ndarray:
         return ticket * np.where(in_dip, self.dip_factor, np.float32(1.0))
 
@@ -170,6 +180,62 @@ class DippedRates:
         out.fill(1.0)
         np.copyto(out, self.dip_factor, where=in_dip)
         out *= self.ticket_tps[None, :]
+        return out
+
+
+class DippedLevels(DippedRates):
+    """A number read off a drawn month's rates card by card (each card's rate at a promise, its slots): one level
+    outside its dips and one inside them, kept as the two levels and the month's dip bits (`DippedRates`'). A
+    function of the rate alone takes one of two values a card, so it is worked out twice a card, not once a
+    card-hour, and read a block of hours at a time as the rates are. Any dtype (the levels'); no dip factor."""
+
+    def __init__(self, rates: DippedRates, level_tps: np.ndarray, dipped_tps: np.ndarray):
+        self._set(level_tps, rates._bits, rates._first, rates._hours, np.nan)
+        self.ticket_tps = np.asarray(level_tps)  # the level outside a dip, in its own dtype
+        self._dipped = np.asarray(dipped_tps, dtype=self.ticket_tps.dtype)
+        self.dtype = self.ticket_tps.dtype
+
+    def _like(self, rows, first: int, hours: int, bits: np.ndarray) -> DippedLevels:
+        out = DippedLevels.__new__(DippedLevels)
+        out._set(self.ticket_tps[rows], bits, first, hours, np.nan)
+        out.ticket_tps, out._dipped, out.dtype = self.ticket_tps[rows], self._dipped[rows], self.dtype
+        return out
+
+    @property
+    def dipped_tps(self) -> np.ndarray:
+        return self._dipped
+
+    def rows(self, cards: np.ndarray) -> DippedLevels:
+        return self._like(cards, self._first, self._hours, self._bits[cards])
+
+    def __getitem__(self, key):
+        rows, cols = (key + (slice(None),) * (2 - len(key))) if isinstance(key, tuple) else (key, slice(None))
+        if isinstance(cols, slice) and cols.step in (None, 1):
+            a, b, _ = cols.indices(self._hours)
+            if isinstance(rows, slice):
+                return self._like(rows, self._first + a, max(0, b - a), self._bits[rows])
+            in_dip = self._dips(self._bits[rows], a, b)
+        else:
+            in_dip = self.in_dip[rows, cols]
+        level, dipped = self.ticket_tps[rows], self._dipped[rows]
+        if np.ndim(level) and in_dip.ndim == np.ndim(level) + 1:
+            level, dipped = level[..., None], dipped[..., None]
+        return np.where(in_dip, dipped, level)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.cards_major(0, self._hours, np.empty(self.shape, dtype=self.dtype))
+        return out if dtype is None else out.astype(dtype)
+
+    def cards_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
+        np.copyto(out, self.ticket_tps[:, None])
+        np.copyto(out, self._dipped[:, None], where=self._dips(self._bits, a, b))
+        return out
+
+    def hours_major(self, a: int, b: int, out: np.ndarray) -> np.ndarray:
+        in_dip = np.empty(out.shape, dtype=bool)
+        copy_in_tiles(in_dip, self._dips(self._bits, a, b).T, axis=1)
+        np.copyto(out, self.ticket_tps[None, :])
+        np.copyto(out, self._dipped[None, :], where=in_dip)
         return out
 
 

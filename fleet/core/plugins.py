@@ -10,7 +10,7 @@ decisions out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -35,13 +35,20 @@ class SizingInput:
     allowance: np.ndarray | None = None  # (k,) share of capacity held for dips to come; None: none
     peak_before_tps: float = float("nan")  # the peak held mode had sized for at the hour before the stretch
     promise: "PromiseView | None" = None  # under a promise sized to: the target lifted to the first token's slots
+    _targets: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # by mode: read once
 
     def target_tps(self, mode: "SizingMode") -> np.ndarray:
         """The mode's target each hour, with the capacity held for dips to come, and under a promise the slots its
-        first-token percentile needs."""
+        first-token percentile needs. Worked out once a mode (the mode sizes to it and the step reports it; the
+        slots are a search per hour); read-only."""
+        seen = self._targets.get(id(mode))
+        if seen is not None and seen[0] is mode:
+            return seen[1]
         base = np.asarray(mode.target_tps(self.demand_tps, self.peak_demand_tps, self.headroom), dtype=np.float64)
         base = base if self.allowance is None else base * (1.0 + self.allowance)
-        return base if self.promise is None else self.promise.target_tps(base)
+        out = base if self.promise is None else self.promise.target_tps(base)
+        self._targets[id(mode)] = (mode, out)
+        return out
 
 
 class SizingMode(Protocol):

@@ -68,18 +68,22 @@ class StepCurve:
         speed = speed.reshape(-1)
         b = speed / float(stream_floor_tps)
         b -= self.alpha_s  # the step the floor allows, less the weights
-        keeps = b >= -1e-15
         if self.beta_s > 0:
             b /= self.beta_s
             b += 1e-9
             np.floor(b, out=b)
+            # A budget below zero floors below one, so at zero (as `batch_at_floor`), as does an unknown speed.
+            np.fmax(b, 0.0, out=b)
+            np.fmin(b, float(self.max_batch), out=b)
         else:
+            keeps = b >= -1e-15
             b[:] = np.inf
-        b[~keeps] = 0.0
-        np.clip(b, 0.0, float(self.max_batch), out=b)
+            b[~keeps] = 0.0
+            np.clip(b, 0.0, float(self.max_batch), out=b)
         step = b * self.beta_s
         step += self.alpha_s
-        step /= speed
+        with np.errstate(divide="ignore"):  # a card at no speed: no batch, and no rate
+            step /= speed
         np.divide(b, step, out=b, where=b > 0)  # aggregate = batch / step, as `aggregate_tps`
         return b.reshape(shape)
 

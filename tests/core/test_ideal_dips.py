@@ -63,3 +63,29 @@ def test_the_shortcut_is_taken_only_where_it_holds():
     assert not ideal_dips.applies(rates, np.array([2.0, 2.0, 3.0]))  # two rents: tokens per dollar is not the rate
     assert not ideal_dips.applies(np.asarray(rates), np.full(3, 2.0))  # a stored month's rates: no tickets
     assert not ideal_dips.applies(DippedRates(np.array([5.0, 0.0, 4.0], np.float32), np.eye(3, 4, dtype=bool), 0.5), np.full(3, 2.0))
+
+
+@st.composite
+def promised_months(draw):
+    """Two levels a card read off a drawn month's rates, as a promise reads them: float64 or float32, some cards at
+    zero outside or inside their dips (too slow for the floor), ties among levels."""
+    rates, rent, _ = draw(dipped_months())
+    n = rates.shape[0]
+    dtype = draw(st.sampled_from([np.float64, np.float32]))
+    level = np.floor(np.asarray(rates.ticket_tps, dtype=np.float64) / 100.0) * 37.5  # coarse: ties
+    level[np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))] = 0.0
+    dipped = np.minimum(level, np.asarray(rates.dipped_tps, dtype=np.float64) * 0.3)
+    dipped[np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))] = 0.0
+    levels = rates.with_levels(level.astype(dtype), dipped.astype(dtype))
+    fractions = np.array(draw(st.lists(st.floats(0.0, 1.1), min_size=rates.shape[1], max_size=rates.shape[1])))
+    return levels, rent, fractions * np.asarray(levels, dtype=np.float64).sum(axis=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(promised_months(), st.sampled_from([1, 4, 96]))
+def test_two_levels_a_card_bill_as_the_greedy(month, block_hours):
+    levels, rent, demand = month
+    assert ideal_dips.applies(levels, rent)
+    want = ideal_greedy_usd_by_hour(np.asarray(levels), rent, demand, block_hours)
+    assert ideal_greedy_usd_by_hour(levels, rent, demand, block_hours).tolist() == want.tolist()
+    assert np.array_equal(greedy_run_set(levels, rent, demand), greedy_run_set(np.asarray(levels), rent, demand))

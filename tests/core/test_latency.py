@@ -173,3 +173,36 @@ def test_a_card_added_for_the_first_token_says_so_and_the_step_reads_scores_at_t
     assert added.reason.startswith("added for latency") and "more for the first token's slots" in added.reason
     assert "at the promise (30 tok/s a stream, first token within 300 ms at p99)" in added.reason
     assert added.score_tps == pytest.approx(one_card_tps)  # the journal carries the card's rate at the promise
+
+
+def test_a_drawn_months_rates_at_the_promise_are_two_levels_a_card_with_the_same_numbers():
+    from fleet.core.latency import promise_view, true_at_promise
+    from fleet.core.month import draw_month
+
+    s = scenario(slo={"stream_tps": 30, "ttft_ms": 2000}, demand={"avg_tps": 8000})
+    month = draw_month(s)
+    W, H = month.warmup_hours, month.hours
+    dense = np.asarray(month.true_rate_tps)[:, W:W + H]
+    view = promise_view(s, month.class_names, month.card_class)
+    want_rate, want_slots = card_rates_at_promise(dense, month.card_class, list(view.servings), 30)
+    rate, slots = true_at_promise(s, month)
+    assert hasattr(rate, "dip_mask")  # kept as levels, not a month-sized array
+    assert np.array_equal(np.asarray(rate), want_rate) and np.array_equal(np.asarray(slots), want_slots)
+    assert np.array_equal(np.asarray(view.rates_tps(month.true_rate_tps[:, W:])), view.rates_tps(dense))
+
+
+@pytest.mark.parametrize("hours", [1, 2, 95, 96, 97, 193, 720])
+def test_the_run_sets_sums_are_the_products_summed_to_the_bit(hours):
+    from fleet.core.latency import run_set_sums
+    from fleet.core.month import DippedRates
+
+    rng = np.random.default_rng(hours)
+    cards = 3000
+    warm_hm = rng.random((hours, cards)) < 0.4  # a replay's run sets, hours-major
+    rates = DippedRates(rng.lognormal(7, 0.3, cards).astype(np.float32), rng.random((cards, hours)) < 0.05, 0.7)
+    level = rates.with_levels(rng.random(cards) * 1e3, rng.random(cards) * 1e2)
+    slots = np.floor(rng.random((cards, hours)) * 60)
+    for warm in (warm_hm.T, np.ascontiguousarray(warm_hm.T)):
+        got_rate, got_slots = run_set_sums(warm, level, slots)
+        assert got_rate.tolist() == (np.asarray(level) * warm).sum(axis=0).tolist()
+        assert got_slots.tolist() == (slots * warm).sum(axis=0).tolist()

@@ -40,3 +40,26 @@ def test_rows_and_dip_mask_read_the_same_rates(rates):
     assert np.array_equal(np.asarray(part.rows(cards)), full[cards, 3:20])
     assert np.array_equal(part.rows(cards).dip_mask(2, 11), part.dip_mask(2, 11)[cards])
     assert np.array_equal(part.dip_mask(0, 17), full[:, 3:20] != dipped.ticket_tps[:, None])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_two_levels_a_card_read_as_the_float_array(rates, dtype):
+    dipped, _ = rates
+    in_dip = dipped.in_dip
+    level = (np.arange(7) * 10.5).astype(dtype)
+    low = (np.arange(7) * 0.25).astype(dtype)
+    full = np.where(in_dip, low[:, None], level[:, None])
+    levels = dipped.with_levels(level, low)
+    assert levels.dtype == dtype and np.asarray(levels).dtype == dtype
+    assert np.array_equal(np.asarray(levels), full)
+    for a, b in [(0, 29), (3, 17), (13, 14), (5, 5)]:
+        part = levels[:, a:b]
+        assert np.array_equal(np.asarray(part), full[:, a:b])
+        assert np.array_equal(part.hours_major(0, b - a, np.empty((b - a, 7), dtype)), full[:, a:b].T)
+        assert np.array_equal(part.cards_major(0, b - a, np.empty((7, b - a), dtype)), full[:, a:b])
+        assert np.array_equal(levels[2:5, a:b][1:, 1:], full[2:5, a:b][1:, 1:])
+    assert np.array_equal(levels[[1, 4], 3:20], full[[1, 4], 3:20])
+    assert np.array_equal(levels[4, 9:11], full[4, 9:11])
+    assert np.array_equal(levels[[1, 4], [3, 20]], full[[1, 4], [3, 20]])
+    cards = np.array([6, 0, 3, 3, 1])
+    assert np.array_equal(np.asarray(levels[:, 3:20].rows(cards)), full[cards, 3:20])

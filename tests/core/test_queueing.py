@@ -69,3 +69,17 @@ def test_the_routers_share_at_its_edges():
     assert share[0] == 0.0 and share[1] == 1.0  # the prefill alone misses; no load
     assert share[2] == pytest.approx(1 - erlang_b(8, 4.0))  # no time to queue: Erlang's loss formula
     assert share[3] < 0.11  # ten times the load the slots carry: about a tenth starts in time
+
+
+@pytest.mark.parametrize("hours", [5, 40, 720])
+@pytest.mark.parametrize(("service_s", "wait_s", "percentile"), [(8.0, 1.5, 0.99), (1.0, 0.0, 0.9), (30.0, 10.0, 0.999)])
+def test_the_slots_of_many_hours_are_each_hours_own(hours, service_s, wait_s, percentile):
+    from fleet.core.queueing import erlang_c_many, slots_for_wait_many
+
+    rng = np.random.default_rng(hours)
+    arrival = rng.lognormal(1.0, 1.5, hours)
+    arrival[::7] = 0.0  # hours with no requests need no slots
+    got = slots_for_wait_many(arrival, service_s, wait_s, percentile)
+    assert got.tolist() == [slots_for_wait(float(x), service_s, wait_s, percentile) for x in arrival]
+    c = np.array([3.0, 50.0, 400.0])
+    assert erlang_c_many(c, c * 0.8).tolist() == [erlang_c(int(k), float(k) * 0.8) for k in c]
