@@ -38,6 +38,16 @@ class Slo(Strict):
     percentile: float = Field(default=0.99, gt=0, lt=1)
 
 
+def describe_slo(slo: Slo) -> str:
+    """The promise in words: "30 tok/s a stream, first token within 2000 ms at p99"."""
+    parts = []
+    if slo.stream_tps is not None:
+        parts.append(f"{slo.stream_tps:g} tok/s a stream")
+    if slo.ttft_ms is not None:
+        parts.append(f"first token within {slo.ttft_ms:g} ms at p{slo.percentile * 100:g}")
+    return ", ".join(parts)
+
+
 @dataclass(frozen=True)
 class ClassServing:
     """What the promise needs of one card class: its curve, its rated rate (to read a card's speed from its rate),
@@ -226,9 +236,10 @@ def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, deman
     }
 
 
-def check_promise(slo: Slo, rented_classes, demand) -> None:
+def check_promise(slo: Slo, rented_classes, demand, needs_requests: bool = True) -> None:
     """A promise the pool can be judged by: every rented class has a curve, one stream of each meets the floor, and
-    a first-token promise knows its requests' size. Raises ValueError (the schema's one-line error) otherwise."""
+    (`needs_requests`) a first-token promise knows its requests' size. Raises ValueError (the schema's one-line
+    error) otherwise."""
     for c in rented_classes:
         if c.serving is None:
             raise ValueError(f"slo: class {c.name!r} gives rated_tps alone; a promise needs its [classes.serving] curve")
@@ -236,7 +247,7 @@ def check_promise(slo: Slo, rented_classes, demand) -> None:
             one = float(c.serving.curve.stream_tps(1))
             raise ValueError(f"slo.stream_tps {slo.stream_tps:g}: no card of class {c.name!r} meets it even at batch 1 "
                              f"({one:.1f} tok/s a stream)")
-    if slo.ttft_ms is not None and demand.output_tokens_per_request is None:
+    if needs_requests and slo.ttft_ms is not None and demand.output_tokens_per_request is None:
         raise ValueError("slo.ttft_ms: the first-token wait needs demand.output_tokens_per_request (demand as requests)")
 
 
@@ -292,13 +303,8 @@ class PromiseView:
                                      with_slots=False)[0].astype(np.asarray(rate_tps).dtype, copy=False)
 
     def describe(self) -> str:
-        """The promise in words, for reasons: "30 tok/s a stream, first token within 2000 ms at p99"."""
-        parts = []
-        if self.slo.stream_tps is not None:
-            parts.append(f"{self.slo.stream_tps:g} tok/s a stream")
-        if self.slo.ttft_ms is not None:
-            parts.append(f"first token within {self.slo.ttft_ms:g} ms at p{self.slo.percentile * 100:g}")
-        return ", ".join(parts)
+        """The promise in words, for reasons (`describe_slo`)."""
+        return describe_slo(self.slo)
 
     def target_tps(self, sizing_tps: np.ndarray) -> np.ndarray:
         """Each hour's demand to size for, lifted to the slots its first tokens need."""

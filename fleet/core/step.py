@@ -46,6 +46,7 @@ class CardDecision:
     score_tps: float
     tokens_per_usd: float
     reason: str
+    for_latency: bool = False  # an add under a promise: the tokens were covered without it, the first tokens not
 
 
 class CardLines(Mapping[int, float]):
@@ -331,7 +332,7 @@ class StretchChanges:
         dip = None if inp.in_dip is None else np.asarray(inp.in_dip[:, j], dtype=bool)
         note = lambda c: "; scored on its recent hours: it looks in a dip" if dip is not None and dip[c] else ""  # noqa: E731
         adds.extend(CardDecision(CardAction.ADD, hour, int(c), float(score[c]), float(tpd[c]),
-                                 f"{why_add}; {why}{note(c)}") for c in added)
+                                 f"{why_add}; {why}{note(c)}", for_latency) for c in added)
         releases.extend(CardDecision(CardAction.RELEASE, hour, int(c), float(score[c]), float(tpd[c]),
                                      f"released: not needed to cover the target; {why}{note(c)}") for c in released)
 
