@@ -116,6 +116,29 @@ class SizeRecord(Record):
     demand_measured_tps: float | None = _opt()  # the demand the hour had: noted once it is billed
     # Hours just before this one with no demand measured: the forecast fell back on the last measured level.
     demand_unmeasured_hours: int = _opt(0, _EMPTY)
+    # Under a promise ([slo]) sized to (`fleet.core.latency`): the promise, each run-set card's rate at it (its own
+    # fitted curve's, else its score on its class's), and what the run set is expected to give at the hour's demand:
+    # its slowest stream and the first-token wait at the percentile (none, and `ttft_beyond_slots`, when its slots
+    # cannot carry the requests: JSON has no infinity).
+    slo_stream_tps: float | None = _opt()
+    slo_ttft_ms: float | None = _opt()
+    slo_percentile: float | None = _opt()
+    rate_at_promise_tps: Mapping[str, float] = _opt(omit=_EMPTY, factory=_dict)
+    run_set_rate_at_promise_tps: float | None = _opt()
+    stream_expected_tps: float | None = _opt()
+    ttft_expected_s: float | None = _opt()
+    ttft_beyond_slots: bool = _opt(False, _FALSE)
+    added_for_latency: Sequence[str] = _opt(omit=_EMPTY, factory=list)  # cards added for the first token's slots
+
+    @property
+    def promised(self) -> bool:
+        """The hour was sized to a promise."""
+        return self.slo_stream_tps is not None or self.slo_ttft_ms is not None
+
+    @property
+    def ttft_s(self) -> float | None:
+        """The expected first-token wait as a number (inf: the slots cannot carry the requests; None: not read)."""
+        return float("inf") if self.ttft_beyond_slots else self.ttft_expected_s
 
     @property
     def forecast_tps(self) -> float:
@@ -207,6 +230,10 @@ class AddRecord(Record):
     demand_tps: float | None = _opt()
     scored_capacity_tps: float | None = _opt()
     held_until_ts: int | None = _opt()
+    # Under a promise sized to: the card's rate at it, and whether it was added for the first token's slots (the
+    # tokens were covered without it).
+    rate_at_promise_tps: float | None = _opt()
+    for_latency: bool = _opt(False, _FALSE)
 
 
 # -- records that close an action: written by acting -----------------------------------------------------------------

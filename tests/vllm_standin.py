@@ -170,6 +170,27 @@ class CurveTimeline:
         return "".join(lines).encode()
 
 
+@dataclass
+class GatewayTimeline:
+    """A stand-in gateway in front of the pool: the tokens offered to it (`gateway_offered_tokens_total`, a counter
+    at `offered_tps`), what a demand source of the user's own (`demand_query`) reads as the pool's whole demand."""
+
+    t0: int
+    step_s: int
+    offered_tps: float
+    hours: int
+
+    @property
+    def steps(self) -> int:
+        return self.hours * HOUR_S // self.step_s + 2
+
+    def exposition(self, k: int) -> bytes:
+        k = min(k, self.steps - 1)
+        ms = (self.t0 + k * self.step_s) * 1000
+        return ("# TYPE gateway_offered_tokens_total counter\n"
+                f"gateway_offered_tokens_total {self.offered_tps * self.step_s * k!r} {ms}\n").encode()
+
+
 class StandIn:
     """One stand-in server: the next step of its timeline at each scrape."""
 

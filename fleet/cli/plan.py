@@ -53,7 +53,7 @@ def plan_hour(cfg, store, sim=None, now_ts: float | None = None) -> dict:
     (`store`: the `storage.open_store` store, only read)."""
     import policies
     from fleet.service.pipeline import DeclaredPool, KeptJournal, decide_pipeline, make_frame, policy_windows
-    from fleet.service.readmodel import HourPlan
+    from fleet.service.readmodel import HourPlan, promise_of
     from fleet.service.simulation import SetClock
 
     parts = policies.resolve(cfg.policy)
@@ -86,13 +86,16 @@ def plan_hour(cfg, store, sim=None, now_ts: float | None = None) -> dict:
     return {
         "hour": iso_minute(hour_ts), "hour_ts": hour_ts, "month_hour": planned.size.record.hour, "scored_by": scored_by,
         "database": shown_url(cfg.storage.url), "run_set": run_set, "run_set_cards": len(run_set),
-        **planned.as_json(),
+        **planned.as_json(), "promise": promise_of(planned.size.record),
         "entries": [{"key": e.key, "kind": e.kind, "card": e.card_key, "reason": e.reason} for e in entries],
         "demand_measured_before_tps": before if before is not None and math.isfinite(before) else None,
     }
 
 
 def _render(p: dict) -> list[str]:
+    from fleet.cli.status import promise_lines
+    from storage.records import SizeRecord
+
     if p.get("month_decided_to_its_end"):
         return [f"nothing to plan on {p['database']}: its month from {p['month_start']} is decided to its last hour "
                 f"({p['last_decided']}), and a simulation plays one month"]
@@ -106,6 +109,7 @@ def _render(p: dict) -> list[str]:
     lines.append(f"demand: {forecast_beside_measured(s.get('demand_forecast_tps'), None)}; the hour before measured "
                  f"{'nothing' if p.get('demand_measured_before_tps') is None else format(p['demand_measured_before_tps'], ',.0f') + ' tok/s'}")
     lines.extend([KNEW_LINE] if s.get("knew_demand") else [])
+    lines.extend(promise_lines(SizeRecord.from_detail(s), {}))
     ev = p["eviction_pass"]
     if ev is None:
         lines.append("eviction pass: none this hour (not a decision hour of the rule's cadence, no budget left, or no rule)")

@@ -91,6 +91,7 @@ def _status(cfg, repo, store, real_pool) -> tuple[dict, list]:
     out["decisions"] = view.action_counts()
     shown = _month_lines(view, out) if view.hours else _unbilled_lines(view, out, cfg.schedule.billing_every_s)
     shown.extend(_reactive_lines(view, out))
+    shown.extend(promise_lines(view.size, out))
     if real_pool:
         shown.extend(_demand_source_lines(view, repo, out))
     shown.extend(_set_aside(view, out))
@@ -228,6 +229,29 @@ def _reactive_lines(view, out: dict) -> list[str]:
             f"the latest at {iso_minute(last.ts)}, held until {iso_minute(last.record.held_until_ts)}: {last.reason}"]
 
 
+def promise_lines(size, out: dict) -> list[str]:
+    """The promise's lines (`status`, `plan`): what the hour was sized to, what the run set is expected to give at
+    the hour's demand, and the cards added for latency rather than tokens. Into `out` as `promise`."""
+    from fleet.core.latency import Slo, describe_slo
+    from fleet.service.readmodel import promise_of
+
+    out["promise"] = got = promise_of(size)
+    if got is None:
+        return []
+    words = describe_slo(Slo(stream_tps=got["stream_tps"], ttft_ms=got["ttft_ms"], percentile=got["percentile"] or 0.99))
+    p = f"p{(got['percentile'] or 0.99) * 100:g}"
+    stream, ttft = got["stream_expected_tps"], got["ttft_expected_s"]
+    expected = [f"the slowest stream {stream:,.1f} tok/s" if stream is not None else None,
+                f"a first token within {ttft:,.2f} s at {p}" if ttft is not None else
+                "first tokens beyond what its slots carry" if got["ttft_beyond_slots"] else None]
+    lines = [f"promise: {words}; the run set's rate at it {got['run_set_rate_at_promise_tps'] or 0:,.0f} tok/s, "
+             f"expected at the demand: {', '.join(e for e in expected if e) or 'nothing to read'}"]
+    if got["added_for_latency"]:
+        lines.append(f"added for latency, not tokens: {', '.join(got['added_for_latency'])} (the tokens were covered, "
+                     "the first token's slots were not)")
+    return lines
+
+
 def _decided_line(counts: dict) -> str:
     """`decisions so far: 2 adds, 1 release, 0 evictions; 3 acted` (`fleet journal` lists them)."""
     said = ", ".join(times(counts.get(k, {}).get("decided", 0), k[:-1] if k.endswith("s") else k)
@@ -335,7 +359,7 @@ def explain_cmd(
             "eviction": None if not evicted else {"ts": evicted[-1].ts, "reason": evicted[-1].reason, **evicted[-1].detail},
             "judged": [asdict(j) for j in view.judged],
             "warm_changes": [{"ts": r.ts, "kind": r.kind, "reason": r.reason, "acted_ts": r.acted_ts,
-                              "outcome": view.outcome(r)} for r in view.warm_changes],
+                              "outcome": view.outcome(r), **_promise_of(r)} for r in view.warm_changes],
         }), indent=2))
         return
     typer.echo("\n".join(lines))
@@ -364,9 +388,24 @@ def _explained(view, retired_said: list[str]) -> tuple[list[str], dict | None]:
     for r in view.warm_changes[-5:]:
         outcome = view.outcome(r)
         said = "" if outcome == "acted" else f" ({'not yet acted on' if outcome == 'waiting' else outcome})"
-        lines.append(f"  {iso_minute(r.ts)} {r.kind}{said}: {grouped(r.reason)}")
+        lines.append(f"  {iso_minute(r.ts)} {r.kind}{said}{_at_promise(r)}: {grouped(r.reason)}")
     lines.extend(f"  {line}" for line in _not_carried_out(view.outcomes()))
     return lines, latest
+
+
+def _at_promise(row) -> str:
+    """An add's words under a promise: for latency or tokens, at its rate at the promise (empty: no promise)."""
+    rec = row.record
+    rate = getattr(rec, "rate_at_promise_tps", None)
+    if rate is None:
+        return ""
+    return f" ({'for latency' if rec.for_latency else 'for tokens'}; its rate at the promise {rate:,.0f} tok/s)"
+
+
+def _promise_of(row) -> dict:
+    """An add's figures under a promise, as JSON (empty: none)."""
+    rate = getattr(row.record, "rate_at_promise_tps", None)
+    return {} if rate is None else {"rate_at_promise_tps": rate, "for_latency": row.record.for_latency}
 
 
 NOT_CARRIED_OUT = {  # outcome -> (said of one decision, said of several)
@@ -398,6 +437,14 @@ def _latest(view, lines: list[str]) -> dict | None:
                      f"{size.target_tps:,.0f} tok/s")
     latest.update({"demand_forecast_tps": size.demand_forecast_tps, "demand_measured_tps": size.demand_measured_tps,
                    "knew_demand": size.knew_demand})
+    if size.promised:
+        promise: dict = {}
+        said = promise_lines(size, promise)
+        own = size.rate_at_promise_tps.get(view.card)
+        latest["promise"] = {**promise["promise"], "card_rate_at_promise_tps": own}
+        lines.extend("  " + x for x in said)
+        if own is not None:
+            lines.append(f"  its rate at the promise {own:,.0f} tok/s (in the run set of {at})")
     lines.append(f"  demand of {at}: {forecast_beside_measured(size.demand_forecast_tps, size.demand_measured_tps)}")
     lines.extend("  " + x for x in ([KNEW_LINE] if size.knew_demand else []))
     return latest

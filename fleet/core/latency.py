@@ -26,7 +26,7 @@ from pydantic import Field
 
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
-from fleet.core.serving import StepCurve, prefill_s
+from fleet.core.serving import UNLIMITED_BATCH, StepCurve, prefill_s
 from fleet.core.tables import Strict
 
 
@@ -37,6 +37,16 @@ class Slo(Strict):
     stream_tps: float | None = Field(default=None, gt=0, le=100_000)
     ttft_ms: float | None = Field(default=None, gt=0, le=3_600_000)
     percentile: float = Field(default=0.99, gt=0, lt=1)
+
+
+def describe_slo(slo: Slo) -> str:
+    """The promise in words: "30 tok/s a stream, first token within 2000 ms at p99"."""
+    parts = []
+    if slo.stream_tps is not None:
+        parts.append(f"{slo.stream_tps:g} tok/s a stream")
+    if slo.ttft_ms is not None:
+        parts.append(f"first token within {slo.ttft_ms:g} ms at p{slo.percentile * 100:g}")
+    return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -283,9 +293,10 @@ def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, deman
     }
 
 
-def check_promise(slo: Slo, rented_classes, demand) -> None:
+def check_promise(slo: Slo, rented_classes, demand, needs_requests: bool = True) -> None:
     """A promise the pool can be judged by: every rented class has a curve, one stream of each meets the floor, and
-    a first-token promise knows its requests' size. Raises ValueError (the schema's one-line error) otherwise."""
+    (`needs_requests`) a first-token promise knows its requests' size. Raises ValueError (the schema's one-line
+    error) otherwise."""
     for c in rented_classes:
         if c.serving is None:
             raise ValueError(f"slo: class {c.name!r} gives rated_tps alone; a promise needs its [classes.serving] curve")
@@ -293,7 +304,7 @@ def check_promise(slo: Slo, rented_classes, demand) -> None:
             one = float(c.serving.curve.stream_tps(1))
             raise ValueError(f"slo.stream_tps {slo.stream_tps:g}: no card of class {c.name!r} meets it even at batch 1 "
                              f"({one:.1f} tok/s a stream)")
-    if slo.ttft_ms is not None and demand.output_tokens_per_request is None:
+    if needs_requests and slo.ttft_ms is not None and demand.output_tokens_per_request is None:
         raise ValueError("slo.ttft_ms: the first-token wait needs demand.output_tokens_per_request (demand as requests)")
 
 
@@ -353,13 +364,8 @@ class PromiseView:
                                      with_slots=False, dtype=rate_tps.dtype)[0]
 
     def describe(self) -> str:
-        """The promise in words, for reasons: "30 tok/s a stream, first token within 2000 ms at p99"."""
-        parts = []
-        if self.slo.stream_tps is not None:
-            parts.append(f"{self.slo.stream_tps:g} tok/s a stream")
-        if self.slo.ttft_ms is not None:
-            parts.append(f"first token within {self.slo.ttft_ms:g} ms at p{self.slo.percentile * 100:g}")
-        return ", ".join(parts)
+        """The promise in words, for reasons (`describe_slo`)."""
+        return describe_slo(self.slo)
 
     def target_tps(self, sizing_tps: np.ndarray) -> np.ndarray:
         """Each hour's demand to size for, lifted to the slots its first tokens need."""
@@ -392,3 +398,87 @@ def promise_key(s, class_names) -> tuple | None:
         return None
     return (s.slo.stream_tps, s.slo.ttft_ms, s.slo.percentile, request_shape(s.demand),
             tuple(s.policy.run_classes(class_names)))
+
+
+@dataclass(frozen=True)
+class CardSteps:
+    """Each card's decode step as one `StepCurve` of (cards,) arrays, and the batch each serves at the promise (the
+    largest that keeps the floor; with no floor, its class's rated batch): what a run set's stream speed and its
+    first token's slots are read from."""
+
+    curve: StepCurve
+    batch: np.ndarray  # (cards,) streams at the promise (0: none keeps it, or no curve)
+
+
+def card_steps(view: PromiseView, rate_tps: np.ndarray, own_alpha_s: np.ndarray | None = None,
+               own_beta_s: np.ndarray | None = None) -> CardSteps:
+    """Each card's step: its own fitted one where known (`own_alpha_s`, `own_beta_s`, NaN: none), else its class's
+    curve slowed to its rate (speed = rate over the class's rated rate, as the promise reads a score). A card with
+    neither has no step (its rate and batch at the promise are 0)."""
+    rate = np.asarray(rate_tps, dtype=np.float64).reshape(-1)
+    n = rate.size
+    alpha, beta = np.full(n, np.inf), np.zeros(n)
+    max_batch = np.full(n, UNLIMITED_BATCH, dtype=np.int64)
+    rated_batch = np.zeros(n, dtype=np.int64)
+    for k, sv in enumerate(view.servings):
+        if sv is None:
+            continue
+        rows = np.asarray(view.card_class) == k
+        speed = rate[rows] / sv.rated_tps
+        with np.errstate(divide="ignore"):
+            alpha[rows] = np.where(speed > 0, sv.curve.alpha_s / speed, np.inf)
+            beta[rows] = np.where(speed > 0, sv.curve.beta_s / speed, 0.0)
+        max_batch[rows], rated_batch[rows] = sv.curve.max_batch, sv.rated_batch
+    if own_alpha_s is not None and own_beta_s is not None:
+        own = np.isfinite(own_alpha_s) & np.isfinite(own_beta_s) & (np.asarray(own_alpha_s) > 0)
+        alpha, beta = np.where(own, own_alpha_s, alpha), np.where(own, own_beta_s, beta)
+    curve = StepCurve(alpha, beta, max_batch)
+    has = np.isfinite(alpha)
+    if view.slo.stream_tps is None:
+        batch = np.where(has, rated_batch, 0)
+    else:
+        with np.errstate(invalid="ignore"):
+            batch = np.where(has, curve.batch_at_floor(view.slo.stream_tps), 0)
+    return CardSteps(curve, batch.astype(np.int64))
+
+
+@dataclass(frozen=True)
+class PoolAtPromise:
+    """What a run set is expected to give its users at an hour's demand."""
+
+    rate_at_promise_tps: float  # the run set's rate at the promise
+    stream_tps: float  # the slowest stream: each card at the share of the demand its rate at the promise carries
+    ttft_s: float | None  # the first-token wait at the percentile (inf: the slots cannot carry the requests; None:
+    # no first-token promise or no request size)
+
+
+def pool_at_promise(view: PromiseView, steps: CardSteps, rate_at_promise_tps: np.ndarray, warm: np.ndarray,
+                    demand_tps: float) -> PoolAtPromise:
+    """A run set's expected stream speed and first-token wait at `demand_tps`, each warm card carrying the share of
+    the demand its rate at the promise is of the run set's (a router keeping every card at one share of its promised
+    batch): a card's batch is where its step's aggregate meets its share, its stream one over that step. With the
+    demand within the run set's rate at the promise every stream keeps the floor. The first-token wait is the
+    promise's queue over the run set's slots (`promise_figures`)."""
+    warm = np.asarray(warm, dtype=bool).reshape(-1)
+    rate = np.where(warm, np.asarray(rate_at_promise_tps, dtype=np.float64).reshape(-1), 0.0)
+    total = float(rate.sum())
+    demand = max(float(demand_tps), 0.0)
+    carries = warm & (rate > 0)
+    if not carries.any():
+        stream = float("nan") if demand == 0 else 0.0
+    else:
+        load = demand * rate[carries] / total
+        a, b = steps.curve.alpha_s[carries], steps.curve.beta_s[carries]
+        free = 1.0 - b * load  # the step at a load is alpha / (1 - beta x load): aggregate batch / step meets it
+        cap = np.broadcast_to(np.asarray(steps.curve.max_batch, dtype=np.float64), warm.shape)[carries]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            batch = np.where(free > 0, load * a / free, np.inf)
+        batch = np.minimum(batch, cap)
+        stream = float((1.0 / (a + b * batch)).min())
+    ttft = None
+    if view.slo.ttft_ms is not None and view.shape is not None:
+        slots = np.where(warm, steps.batch, 0).astype(np.float64)
+        got = promise_figures(warm[:, None], rate[:, None], slots[:, None], np.array([min(demand, total)]),
+                              np.array([demand]), view.slo, view.shape, view.prefill_s)
+        ttft = float(got.ttft_s[0])
+    return PoolAtPromise(total, stream, ttft)

@@ -46,6 +46,7 @@ class CardDecision:
     score_tps: float
     tokens_per_usd: float
     reason: str
+    for_latency: bool = False  # an add under a promise: the tokens were covered without it, the first tokens not
 
 
 class CardLines(Mapping[int, float]):
@@ -231,13 +232,22 @@ class StepInput:
     in_dip: np.ndarray | None = None  # (cards, k) bool: the estimator scored the card on its recent level (a dip)
     unavailable: np.ndarray | None = None  # (cards,) bool: may not be chosen in the stretch (silent, retired by hand)
     promise: PromiseView | None = None  # under a promise sized to: scores and targets read at the promise
+    # (cards,) each card's rate at the promise from its own fitted curve (NaN: none; its score is read on its class's
+    # curve): the service's, from the serving stack's telemetry. None: every card's score read on its class's curve.
+    promise_rate_tps: np.ndarray | None = None
 
     def at_promise(self) -> "StepInput":
         """The same stretch with each card's score (and eviction score) read as its rate at the promise: what the
-        greedy sizes, ranks by tokens per dollar and the rule judges, so one step serves both readings."""
+        greedy sizes, ranks by tokens per dollar and the rule judges, so one step serves both readings. A card with
+        a rate of its own at the promise (`promise_rate_tps`) is sized by it: its own curve knows it better than its
+        score on its class's."""
         if self.promise is None:
             return self
-        return replace(self, score_tps=self.promise.rates_tps(self.score_tps),
+        score = self.promise.rates_tps(self.score_tps)
+        if self.promise_rate_tps is not None:
+            own = np.asarray(self.promise_rate_tps, dtype=np.float64).reshape(-1, 1)
+            score = np.where(np.isfinite(own), own, score).astype(score.dtype, copy=False)
+        return replace(self, score_tps=score,
                        evict_score_tps=None if self.evict_score_tps is None else self.promise.rates_tps(self.evict_score_tps))
 
 
@@ -322,7 +332,7 @@ class StretchChanges:
         dip = None if inp.in_dip is None else np.asarray(inp.in_dip[:, j], dtype=bool)
         note = lambda c: "; scored on its recent hours: it looks in a dip" if dip is not None and dip[c] else ""  # noqa: E731
         adds.extend(CardDecision(CardAction.ADD, hour, int(c), float(score[c]), float(tpd[c]),
-                                 f"{why_add}; {why}{note(c)}") for c in added)
+                                 f"{why_add}; {why}{note(c)}", for_latency) for c in added)
         releases.extend(CardDecision(CardAction.RELEASE, hour, int(c), float(score[c]), float(tpd[c]),
                                      f"released: not needed to cover the target; {why}{note(c)}") for c in released)
 

@@ -22,7 +22,7 @@ from pydantic_core import InitErrorDetails
 
 from fleet.core.errors import ConfigError
 from fleet.core.units import HOUR_S
-from fleet.core.latency import Slo
+from fleet.core.latency import Slo, check_promise
 from fleet.core.scenario import Checks, Demand, Policy, Pool, Strict, format_validation
 from fleet.credentials import Credentials
 from fleet.ingest.demand.vllm_queue import DEFAULT_BACKLOG_QUERY, DEFAULT_GENERATED_QUERY
@@ -291,6 +291,23 @@ class ServiceConfig(Strict):
             if self.pool is not None and self.policy.unknown_classes([c.name for c in self.pool.classes]):
                 raise ValueError(f"policy.card_class {self.policy.card_class!r} is not a class of the pool (or 'any')")
         return self
+
+    @model_validator(mode="after")
+    def _promise_judged(self) -> "ServiceConfig":
+        """A promise the decide job can size to: every rented class has its curve (`check_promise`, as a preset's).
+        A first-token promise without the requests' size (`demand.output_tokens_per_request`) is measured (the
+        share of first tokens within it) and sized for by the stream's floor alone."""
+        if self.slo is not None and self.pool is not None and self.policy is not None:
+            names = [c.name for c in self.pool.classes]
+            rented = set(self.policy.run_classes(names))
+            check_promise(self.slo, [c for c in self.pool.classes if c.name in rented], self.demand, needs_requests=False)
+        return self
+
+    @property
+    def classes(self) -> tuple:
+        """The pool's classes, in the config's order: what a promise reads as a scenario's (`fleet.core.latency.
+        sizing_promise`), so the service sizes to it as replay does."""
+        return () if self.pool is None else self.pool.classes
 
     def reactive_source(self) -> tuple[str, Credentials | None] | None:
         """(the Prometheus URL the reactive job reads, its credentials), or None when none is given."""

@@ -40,6 +40,7 @@ from fleet.core.units import NO_END_TS
 from fleet.core.carry import Carry
 from fleet.core.forecast import DemandView
 from fleet.core.greedy import tokens_per_dollar
+from fleet.core.latency import PoolAtPromise, PromiseView, card_steps, pool_at_promise, sizing_promise
 from fleet.core.scenario import budget_left
 from fleet.core.step import Decisions, StepInput, step
 from fleet.service.calendar import HOUR_S
@@ -104,6 +105,31 @@ class DecidedHour:
     decisions: Decisions
     known: KnownRunSet = field(default_factory=lambda: KnownRunSet(frozenset()))
     demand_unmeasured_hours: int = 0  # hours just before it with no demand measured (the forecast's fallback)
+    at_promise: HourAtPromise | None = None  # under a promise sized to: the cards' rates at it and the run set's figures
+
+
+@dataclass(frozen=True)
+class HourAtPromise:
+    """An hour under a promise sized to: each card's rate at it as the step read it, and what the run set the hour
+    leaves is expected to give the users at the hour's demand (`fleet.core.latency.pool_at_promise`)."""
+
+    view: PromiseView
+    rate_tps: np.ndarray  # (cards,)
+    pool: PoolAtPromise
+
+
+def hour_at_promise(inp: StepInput, index: PoolIndex, run_set: AbstractSet[str], curves=None) -> HourAtPromise | None:
+    """The promise's figures of a decided hour (None: not sized to a promise): the run set's cards' steps are their
+    own fitted ones where `curves` (`fleet.service.curves.CardCurves`) has them, else their class's at their score."""
+    view = inp.promise
+    if view is None:
+        return None
+    rate = np.asarray(inp.at_promise().score_tps, dtype=np.float64)[:, 0]
+    fitted = None if curves is None else curves.fitted
+    steps = card_steps(view, np.asarray(inp.score_tps, dtype=np.float64)[:, 0],
+                       None if fitted is None else fitted.alpha_s, None if fitted is None else fitted.beta_s)
+    pool = pool_at_promise(view, steps, rate, index.mask(run_set), float(inp.demand_tps[0]))
+    return HourAtPromise(view, rate, pool)
 
 
 def hour_entries(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> list[JournalEntry]:
@@ -128,6 +154,7 @@ def hour_entries(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> l
         in_dip=None if inp.in_dip is None else [keys[i] for i in np.flatnonzero(inp.in_dip[:, 0])],
         dip_allowance=allowance, not_counted=left_out, counted_running=put_back,
         demand_unmeasured_hours=hour.demand_unmeasured_hours,
+        **_promise_fields(hour, index, change),
     )
     entries = [JournalEntry(f"{hour_ts}:size", hour_ts, Kind.SIZE, d.reason, detail=size.to_detail(), acted=True)]
     if d.eviction is not None:
@@ -145,10 +172,32 @@ def hour_entries(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> l
         c = by_card.get(k)
         why = c.reason if c is not None else f"added; {d.reason}"
         i = pos[k]
+        at = hour.at_promise
         add = AddRecord(hour=d.hour, score_tps=float(score[i]), window=d.window,
-                        tokens_per_usd=float(tokens_per_dollar(score[i:i + 1], index.rent_usd_per_hour[i:i + 1])[0]))
+                        tokens_per_usd=float(tokens_per_dollar(score[i:i + 1], index.rent_usd_per_hour[i:i + 1])[0]),
+                        rate_at_promise_tps=None if at is None else float(at.rate_tps[i]),
+                        for_latency=c is not None and c.for_latency)
         entries.append(JournalEntry(f"{hour_ts}:add:{k}", hour_ts, Kind.ADD, why, k, detail=add.to_detail()))
     return entries
+
+
+def _promise_fields(hour: DecidedHour, index: PoolIndex, change: RunSetChange) -> dict:
+    """The size record's promise: the promise, the run set's cards' rates at it, and the run set's expected slowest
+    stream and first-token wait at the percentile (none without a promise sized to)."""
+    at = hour.at_promise
+    if at is None:
+        return {}
+    slo, pos = at.view.slo, index.pos
+    p = at.pool
+    return dict(
+        slo_stream_tps=slo.stream_tps, slo_ttft_ms=slo.ttft_ms, slo_percentile=slo.percentile,
+        rate_at_promise_tps={k: float(at.rate_tps[pos[k]]) for k in sorted(change.run_set) if k in pos},
+        run_set_rate_at_promise_tps=p.rate_at_promise_tps,
+        stream_expected_tps=p.stream_tps if np.isfinite(p.stream_tps) else None,
+        ttft_expected_s=p.ttft_s if p.ttft_s is not None and np.isfinite(p.ttft_s) else None,
+        ttft_beyond_slots=p.ttft_s is not None and not np.isfinite(p.ttft_s),
+        added_for_latency=sorted(index.keys[c.card] for c in hour.decisions.adds if c.for_latency),
+    )
 
 
 def _eviction_entries(hour: DecidedHour, index: PoolIndex) -> list[JournalEntry]:
@@ -212,8 +261,12 @@ class DecideJob:
     """Act on anything journaled and not acted, then decide, journal and act on every scored hour."""
 
     def __init__(self, journal_store: JournalStore, journal: HourJournal, frame: Frame, scores: ScoreJob, known: Reconciler,
-                 lead: Lead = Lead()):
+                 lead: Lead = Lead(), terms=None):
         self.journal_store, self.journal, self.frame = journal_store, journal, frame
+        # What the pool promises its users, read as a scenario's (`ServiceConfig`: its slo, policy, demand and
+        # classes); None: no promise.
+        self.terms = terms
+        self._promise: tuple[PoolIndex, PromiseView | None] | None = None
         self.scores = scores  # the score job: each hour's scores, kept from its pass or read back from the store
         self.known = known  # what the pool is known to run, and the check against its telemetry
         self.lead = lead
@@ -280,6 +333,21 @@ class DecideJob:
         score, in_dip, allowance = estimated
         return np.where(in_class, score, np.float32(0)), in_dip & in_class, allowance
 
+    def promise(self, index: PoolIndex) -> PromiseView | None:
+        """The promise the policy sizes to in this pool (`sizing_promise`, the replay's), built once a pool."""
+        kept = self._promise
+        if kept is not None and kept[0] is index:
+            return kept[1]
+        view = None
+        t = self.terms
+        if t is not None and getattr(t, "slo", None) is not None:
+            names = [c.name for c in t.classes]
+            at = {n: k for k, n in enumerate(names)}
+            card_class = np.array([at.get(str(c), -1) for c in index.class_names.tolist()], dtype=np.int64)
+            view = sizing_promise(t, names, card_class)
+        self._promise = (index, view)
+        return view
+
     def hour_input(self, hour_ts: int, index: PoolIndex, in_class: np.ndarray, pool_cards: int, known: KnownRunSet
                    ) -> tuple[StepInput, DemandView]:
         """The step's inputs for `hour_ts` (its scores, rent and demand; the cards the pool cannot run this hour),
@@ -303,6 +371,10 @@ class DecideJob:
             in_dip=None if in_dip is None else in_dip[:, None],
             unavailable=index.mask(known.ineligible) if known.ineligible else None,
         )
+        promise = self.promise(index)
+        if promise is not None:
+            own = self.scores.promise_rate_tps(hour_ts, index)  # each card's own curve's, where it has one
+            inp = replace(inp, promise=promise, promise_rate_tps=None if own is None else np.where(in_class, own, np.nan))
         return inp, view
 
     def decide_hour(self, hour_ts: int, index: PoolIndex | None = None) -> DecidedHour:
@@ -323,10 +395,11 @@ class DecideJob:
                              f.parts.hysteresis.release_after_hours)
         inp, view = self.hour_input(hour_ts, index, in_class, pool_cards, known)
         d = step(carry, inp, f.parts)
-        hour = DecidedHour(hour_ts, carry, inp, view, d, known, f.demand.unmeasured_hours_before(m0, h))
         # Actions from what the pool is known to run (and a silent card, which it may still hold, is released);
         # the store's run-set intervals from what the journal had open.
         change = held_by_loop(run_set_change(d, index, known.cards | known.silent), loop.held & known.cards)
+        hour = DecidedHour(hour_ts, carry, inp, view, d, known, f.demand.unmeasured_hours_before(m0, h),
+                           hour_at_promise(inp, index, change.run_set, self.scores.curves_at(hour_ts, index)))
         entries = hour_entries(hour, index, change)
         opened, closed = sorted(change.run_set - journal_open), sorted(journal_open - change.run_set)
         self.journal.write(hour_ts, entries, {k: "warm" for k in opened}, closed, list(change.evicted))

@@ -102,6 +102,9 @@ CARD_STREAM = ("fleet_card_stream_tps", "Tokens a second a stream saw on the car
                "mean time per output token.")
 CARD_ALPHA = ("fleet_card_step_alpha_seconds", "The card's fitted decode step at batch zero.")
 CARD_BETA = ("fleet_card_step_beta_seconds", "What each stream adds to the card's fitted decode step.")
+POOL_TTFT = ("fleet_pool_ttft_seconds", "The run set's expected wait for a first token at the promise's percentile, at "
+             "the demand the last decided hour was sized for (+Inf: its slots cannot carry the requests; NaN: no "
+             "first-token promise sized to).")
 SLO_ATTAINMENT = ("fleet_slo_attainment_ratio", "Share of first tokens within the promise's ttft_ms in the last scored "
                   "hour, from the time-to-first-token buckets.")
 
@@ -234,6 +237,8 @@ class FleetCollector(Collector):
         curves = getattr(s, "curves", None)
         if curves is not None and math.isfinite(curves.slo_attainment_ratio):  # only where the buckets gave a share
             yield gauge(*SLO_ATTAINMENT, curves.slo_attainment_ratio)
+        ttft = getattr(s, "pool_ttft_s", None)
+        yield GaugeMetricFamily(*POOL_TTFT, value=float("nan") if ttft is None else float(ttft))
         yield gauge("fleet_month_start_timestamp_seconds", "Start of the month on view.", s.month_start_ts)
         yield gauge("fleet_month_hours_billed", "Hours of the month decided and billed so far.", s.hours_billed)
         yield gauge("fleet_run_set_cards", "Cards in the run set (kept warm) this hour.", len(s.run_set))

@@ -69,7 +69,8 @@ def decide_pipeline(cfg: ServiceConfig, frame: Frame, store: Store, journal: Hou
                        promise=Promise(cfg.slo, class_curves(cfg.pool)))
     reconciler = Reconciler(store.journal, store.reconcile, frame.clock, cfg.reconcile.silent_after_s,
                             enabled=not frame.calendar.simulated)
-    return DecidePipeline(scoring, reconciler, DecideJob(store.journal, journal, frame, scoring, reconciler, lead))
+    decide = DecideJob(store.journal, journal, frame, scoring, reconciler, lead, terms=cfg)  # cfg: its promise too
+    return DecidePipeline(scoring, reconciler, decide)
 
 
 class KeptJournal:

@@ -52,6 +52,18 @@ def size_at(store: JournalStore, hour_ts: int | None) -> SizeRecord | None:
     return got[0].record if got else None
 
 
+def promise_of(size: SizeRecord | None) -> dict | None:
+    """The promise an hour was sized to and what its run set is expected to give the users at its demand, as
+    `status`, `explain` and `plan` show it (None: no promise, or an hour journaled before promises were)."""
+    if size is None or not size.promised:
+        return None
+    return {"stream_tps": size.slo_stream_tps, "ttft_ms": size.slo_ttft_ms, "percentile": size.slo_percentile,
+            "run_set_rate_at_promise_tps": size.run_set_rate_at_promise_tps,
+            "stream_expected_tps": size.stream_expected_tps, "ttft_expected_s": size.ttft_expected_s,
+            "ttft_beyond_slots": size.ttft_beyond_slots,
+            "rate_at_promise_tps": dict(size.rate_at_promise_tps), "added_for_latency": list(size.added_for_latency)}
+
+
 class MonthView:
     """The month on view, as every reader shows it: its billed hours and their totals, and the last decided hour's
     sizing, run set, evictions and scores. Each figure is read from the store on first use and kept."""

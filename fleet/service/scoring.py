@@ -208,10 +208,13 @@ class ScoreJob:
         """Each card's rate at the promise from its own fitted curve for `hour_ts` (NaN: no curve), or None when the
         pool has no promise on stream speed, its telemetry no batch and time per output token, or the hour was not
         the last scored in this pool: the card's score at the promise, beside its windowed score."""
+        c = self.curves_at(hour_ts, index)
+        return None if c is None else c.rate_at_promise_tps
+
+    def curves_at(self, hour_ts: int, index: PoolIndex) -> CardCurves | None:
+        """The cards' curves fitted for `hour_ts` in this pool (None: the hour was not the last scored in it)."""
         c = self.card_curves
-        if c is None or c.index is not index or c.until_ts != hour_ts:
-            return None
-        return c.rate_at_promise_tps
+        return None if c is None or c.index is not index or c.until_ts != hour_ts else c
 
     def _estimate(self, mat: np.ndarray, history_hours: int, k: int, index: PoolIndex):
         """The policy's estimator over the run classes' cards (others score zero), as the replay scores a month."""

@@ -138,17 +138,24 @@ class Simulation:
 
 
 def simulation_config(cfg: ServiceConfig, scenario: Scenario) -> ServiceConfig:
-    """The config with the preset's pool, policy, demand, checks and month length in place of its own."""
+    """The config with the preset's pool, policy, demand, checks, promise and month length in place of its own (a
+    class keeps its curve: the promise reads it)."""
     from fleet.core.scenario import CardClass, Pool
     from fleet.service.config import MonthSettings
+
+    def card_class(c) -> CardClass:
+        if c.serving is not None:
+            return CardClass.model_validate({"name": c.name, "rent_usd_per_month": c.rent_usd_per_month,
+                                             "serving": c.serving.model_dump(exclude_none=True)})
+        return CardClass(name=c.name, rated_tps=c.rated_tps, rent_usd_per_month=c.rent_usd_per_month)
 
     return cfg.model_copy(
         update={
             "month": MonthSettings(start=cfg.month.start, hours=scenario.hours),
-            "pool": Pool(classes=tuple(CardClass(name=c.name, rated_tps=c.rated_tps, rent_usd_per_month=c.rent_usd_per_month)
-                                       for c in scenario.classes)),
+            "pool": Pool(classes=tuple(card_class(c) for c in scenario.classes)),
             "policy": scenario.policy,
             "demand": scenario.demand,
             "checks": scenario.checks,
+            "slo": scenario.slo,
         }
     )

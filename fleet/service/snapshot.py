@@ -61,6 +61,7 @@ class Snapshot:
     curves: object | None = None  # each card's fitted curve and measured stream speed (`fleet.service.curves.CardCurves`)
     reconcile_mismatches: dict[str, int] = field(default_factory=dict)  # open mismatches by kind (silent, still-serving)
     demand_answered_ts: int | None = None  # a real pool's demand source's newest sample (None: none, or a simulation)
+    pool_ttft_s: float | None = None  # under a promise: the run set's expected first-token wait at the percentile
 
 
 def mismatch_counts(store: JournalStore) -> dict[str, int]:
@@ -129,4 +130,5 @@ def build_snapshot(store: JournalStore, telemetry: TelemetryStore, index: PoolIn
         oldest_unacted_ts=store.oldest_unacted_ts(),
         reconcile_mismatches=mismatch_counts(store),
         demand_answered_ts=telemetry.last_demand_sample_ts() if measured_demand else None,
+        pool_ttft_s=size.ttft_s if size else None,
     )

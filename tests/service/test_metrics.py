@@ -176,8 +176,10 @@ def test_grafana_dashboard_reads_only_metrics_the_service_exports():
     import re
     from pathlib import Path
 
+    from tests.service.test_metrics_curves import curves
+
     dash = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text())
-    fams, text = families()
+    fams, text = families(snap=snapshot(curves=curves(), pool_ttft_s=0.42))  # a pool under a promise: every series
     exported = {s.name for f in fams.values() for s in f.samples}
     exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
     used = {m for e in exprs for m in re.findall(r"fleet_[a-z_]+", e)}

@@ -4,6 +4,7 @@ the module's rule, and no series where nothing was measured."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -13,7 +14,7 @@ from fleet.core.curve_fit import fit_step_curves
 from fleet.service.curves import CardCurves
 from fleet.service.metrics import FleetCollector
 from fleet.service.pool import PoolIndex
-from tests.service.test_metrics import families, parsed, reference_text, same_values, snapshot, stats
+from tests.service.test_metrics import families, parsed, reference_text, same_values, sample, snapshot, stats
 
 ODD = 'gpu-"q"\\x\nz'  # a card id needing every escape of the text format
 
@@ -55,3 +56,25 @@ def test_the_fast_text_is_prometheus_clients():
     ref = reference_text(coll)
     assert fast == ref
     assert same_values(parsed(fast), parsed(ref))
+
+
+def test_the_pool_s_expected_first_token_wait_is_exported_beside_the_curves():
+    fams, text = families(snap=snapshot(curves=curves(), pool_ttft_s=0.42))
+    assert sample(fams, "fleet_pool_ttft_seconds") == 0.42
+    beyond, _ = families(snap=snapshot(pool_ttft_s=float("inf")))
+    assert sample(beyond, "fleet_pool_ttft_seconds") == float("inf")  # the slots cannot carry the requests
+    none, _ = families(snap=snapshot())
+    assert math.isnan(sample(none, "fleet_pool_ttft_seconds"))  # no first-token promise sized to
+
+
+def test_the_dashboard_s_promise_panel_reads_what_a_pool_under_a_promise_exports():
+    import json
+    import re
+    from pathlib import Path
+
+    dash = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json").read_text())
+    fams, _ = families(snap=snapshot(curves=curves(), pool_ttft_s=0.42))
+    exported = {s.name for f in fams.values() for s in f.samples}
+    (panel,) = [p for p in dash["panels"] if "promise" in p["title"]]
+    used = {m for t in panel["targets"] for m in re.findall(r"fleet_[a-z_]+", t["expr"])}
+    assert {"fleet_card_stream_tps", "fleet_pool_ttft_seconds", "fleet_slo_attainment_ratio"} <= used <= exported
