@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Annotated, Optional
 
@@ -169,6 +170,14 @@ def _demand_source_lines(view, repo, out: dict) -> list[str]:
                   f"({stretches(alone)}): no demand source measured them; their demand was at least that"]
 
 
+def _run_set_line(cards: int, demand_tps: float, target_tps: float, scored_tps: float) -> str:
+    """The run set and what it was sized to; a cold start with no demand seen (an infinite target) in words."""
+    if not math.isfinite(target_tps):
+        return f"run set: {cards} cards, every card (no demand seen yet to size for; scored capacity {scored_tps:,.0f})"
+    return (f"run set: {cards} cards for {demand_tps:,.0f} tok/s demand "
+            f"(target {target_tps:,.0f}, scored capacity {scored_tps:,.0f})")
+
+
 def _month_lines(view, out: dict) -> list:
     """The month's lines: hours, run set, demand, evictions, the bill and the checks."""
     from fleet.cli.demand import KNEW_LINE
@@ -177,8 +186,7 @@ def _month_lines(view, out: dict) -> list:
     tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
     shown: list = [
         f"month from {out['month_start']}: {len(view.hours)} hours billed, decided through {out['hour_decided']}",
-        f"run set: {len(view.run_set)} cards for {tps('demand_tps'):,.0f} tok/s demand "
-        f"(target {tps('target_tps'):,.0f}, scored capacity {tps('scored_capacity_tps'):,.0f})",
+        _run_set_line(len(view.run_set), tps('demand_tps'), tps('target_tps'), tps('scored_capacity_tps')),
         f"demand of {out['last_billed']['hour']} (last billed): "
         + forecast_beside_measured(out["last_billed"]["demand_forecast_tps"], out["last_billed"]["demand_measured_tps"]),
         *([KNEW_LINE] if out["knew_demand"] else []),
@@ -205,8 +213,7 @@ def _unbilled_lines(view, out: dict, billing_every_s: float) -> list:
     tps = lambda name: getattr(size, name, None) or 0  # noqa: E731  (an hour without a size record shows 0)
     return [
         f"month from {out['month_start']}: no hour billed yet, decided through {out['hour_decided']}",
-        f"run set: {len(view.run_set)} cards for {tps('demand_tps'):,.0f} tok/s demand "
-        f"(target {tps('target_tps'):,.0f}, scored capacity {tps('scored_capacity_tps'):,.0f})",
+        _run_set_line(len(view.run_set), tps('demand_tps'), tps('target_tps'), tps('scored_capacity_tps')),
         f"demand of {out['hour_decided']} (last decided): "
         + forecast_beside_measured(size and size.demand_forecast_tps, size and size.demand_measured_tps),
         *([KNEW_LINE] if out["knew_demand"] else []),
@@ -433,8 +440,9 @@ def _latest(view, lines: list[str]) -> dict | None:
         latest = {"window_hours": rank.window_hours, "score_tps": rank.score_tps, "rank": rank.rank, "of": rank.of,
                   "run_set_cards": len(view.run_set), "target_tps": size.target_tps}
         lines.append(f"  at {at} it scored {rank.score_tps:,.0f} tok/s through the {rank.window_hours}-hour window, rank "
-                     f"{rank.rank} of {rank.of} scored cards; the run set held {len(view.run_set)} for a target of "
-                     f"{size.target_tps:,.0f} tok/s")
+                     f"{rank.rank} of {rank.of} scored cards; the run set held {len(view.run_set)} for "
+                     + (f"a target of {size.target_tps:,.0f} tok/s" if math.isfinite(size.target_tps) else
+                        "every card (no demand seen yet to size for)"))
     latest.update({"demand_forecast_tps": size.demand_forecast_tps, "demand_measured_tps": size.demand_measured_tps,
                    "knew_demand": size.knew_demand})
     if size.promised:

@@ -463,6 +463,8 @@ def pool_at_promise(view: PromiseView, steps: CardSteps, rate_at_promise_tps: np
     rate = np.where(warm, np.asarray(rate_at_promise_tps, dtype=np.float64).reshape(-1), 0.0)
     total = float(rate.sum())
     demand = max(float(demand_tps), 0.0)
+    if not np.isfinite(demand):  # nothing to forecast from (a cold start sized to the pool): no demand to read at
+        return PoolAtPromise(total, float("nan"), None)
     carries = warm & (rate > 0)
     if not carries.any():
         stream = float("nan") if demand == 0 else 0.0

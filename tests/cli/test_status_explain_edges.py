@@ -215,3 +215,12 @@ def test_status_watch_on_a_terminal_redraws_in_place(served):
     assert b"\x1b[" in out  # cursor moves: the second status is drawn over the first
     assert os.waitstatus_to_exitcode(status) == 130
     assert b"fleet: interrupted" in rest
+
+
+def test_a_cold_start_run_set_line_says_every_card_not_inf():
+    from fleet.cli.status import _run_set_line
+
+    cold = _run_set_line(64, float("inf"), float("inf"), 150_000.0)
+    assert "inf" not in cold and "every card" in cold and "150,000" in cold
+    sized = _run_set_line(12, 40_000.0, 40_800.0, 45_000.0)
+    assert sized == "run set: 12 cards for 40,000 tok/s demand (target 40,800, scored capacity 45,000)"

@@ -86,3 +86,15 @@ def test_at_the_promise_exactly_the_slowest_stream_is_the_floor():
     assert got.ttft_s is None  # no first-token promise
     empty = pool_at_promise(view, steps, at, np.zeros(N, dtype=bool), 100.0)
     assert empty.stream_tps == 0.0 and empty.rate_at_promise_tps == 0.0
+
+
+def test_a_cold_start_with_no_demand_to_read_at_reads_no_stream_and_no_first_token():
+    """A cold start sizes to every card (an infinite target): the run set's rate stands, its users' figures are not
+    read at a demand nobody has seen."""
+    _, view = view_of(stream_tps=30, ttft_ms=2000)
+    steps = card_steps(view, np.full(N, RATED_TPS))
+    at = steps.batch / (steps.curve.alpha_s + steps.curve.beta_s * steps.batch)
+    with np.errstate(all="raise"):
+        got = pool_at_promise(view, steps, at, np.ones(N, dtype=bool), float("inf"))
+    assert got.rate_at_promise_tps == pytest.approx(float(at.sum()))
+    assert np.isnan(got.stream_tps) and got.ttft_s is None
