@@ -54,7 +54,12 @@ def format_validation(err) -> str:
     """A pydantic `ValidationError` as one line: each bad key with what is wrong (a check of several keys, which has
     no one key to name, says it in its own words)."""
     parts = []
-    for e in err.errors():
+    errors = err.errors()
+    inner = [tuple(e["loc"]) for e in errors]
+    for e in errors:
+        here = tuple(e["loc"])
+        if e["type"] == "too_short" and any(len(o) > len(here) and o[:len(here)] == here for o in inner):
+            continue  # a list left empty by its own bad item: the item's error says it
         loc = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":

@@ -37,3 +37,18 @@ def test_the_promise_as_an_axis_prices_each_floor():
 def test_a_promise_that_cannot_be_judged_is_one_line_and_exit_2(args, reason):
     p = fleet("compare", *args, "--months", "2", check=False)
     assert p.returncode == 2 and reason in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+
+def test_a_batch_its_memory_cannot_hold_is_one_line_naming_the_class_and_nothing_else(tmp_path):
+    from fleet.presets import PRESETS_DIR
+
+    text = (PRESETS_DIR / "chat-latency.toml").read_text()
+    text = text.replace("alpha_ms = 20.9", "memory_bandwidth_tb_s = 3.35\nweight_gb = 70\nkv_cache_gb_per_stream = 0.4"
+                        "\nmemory_gb = 80").replace("beta_ms = 0.227", "")
+    pool = tmp_path / "chat-80gb.toml"
+    pool.write_text(text)
+    p = fleet("replay", "-p", str(pool), check=False)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip() == (f"fleet: error: preset file '{pool}': classes.0.serving: batch 128 needs 121.2 GB of "
+                                "weights and cache; the card's memory_gb 80 holds a batch of 24")
