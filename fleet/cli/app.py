@@ -299,10 +299,14 @@ def _tell_moved_keys() -> None:
     from fleet.core.errors import MovedKey
 
     shown = warnings.showwarning
+    told: set[str] = set()  # a config read twice in one command (resolved, then replayed) tells each key once
 
     def show(message, category, filename, lineno, file=None, line=None):
         if not issubclass(category, MovedKey):
             return shown(message, category, filename, lineno, file, line)
+        if str(message) in told:
+            return None
+        told.add(str(message))
         err_console.print(f"fleet: warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
     warnings.showwarning = show

@@ -176,9 +176,11 @@ def test_export_under_a_promise_adds_goodput_hour_by_hour(tmp_path):
     assert summary["checks"]["latency"]["value"] == pytest.approx(summary["goodput_share"])
 
 
-def test_an_old_policy_key_is_told_once_in_one_line():
-    """Keys at their old places still replay, each told once (however many months read it) naming its new table."""
-    p = fleet("compare", "-p", "noise-evictor", "--months", "2", "--share", "0.1,0.2",
+@pytest.mark.parametrize("command", [["compare", "--months", "2", "--share", "0.1,0.2"], ["replay"]])
+def test_an_old_policy_key_is_told_once_in_one_line(command):
+    """Keys at their old places still replay, each told once (however many months or reads of the preset) naming
+    its new table."""
+    p = fleet(command[0], "-p", "noise-evictor", *command[1:],
               "--set", "policy.eviction.fraction=0.7", "--set", "policy.release_after_hours=2")
     told = [line for line in p.stderr.splitlines() if line.strip()]
     assert sorted(told) == [
