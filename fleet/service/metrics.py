@@ -234,11 +234,7 @@ class FleetCollector(Collector):
             return GaugeMetricFamily(name, doc, value=_finite(value))
 
         yield gauge("fleet_clock_timestamp_seconds", "The service's clock (wall time, or the simulated time).", s.clock_ts)
-        curves = getattr(s, "curves", None)
-        if curves is not None and math.isfinite(curves.slo_attainment_ratio):  # only where the buckets gave a share
-            yield gauge(*SLO_ATTAINMENT, curves.slo_attainment_ratio)
-        ttft = getattr(s, "pool_ttft_s", None)
-        yield GaugeMetricFamily(*POOL_TTFT, value=float("nan") if ttft is None else float(ttft))
+        yield from self._promise(s)
         yield gauge("fleet_month_start_timestamp_seconds", "Start of the month on view.", s.month_start_ts)
         yield gauge("fleet_month_hours_billed", "Hours of the month decided and billed so far.", s.hours_billed)
         yield gauge("fleet_run_set_cards", "Cards in the run set (kept warm) this hour.", len(s.run_set))
@@ -308,6 +304,15 @@ class FleetCollector(Collector):
         for r in sorted(set(self.reasons) | set(s.quarantine)):
             q.add_metric([r], s.quarantine.get(r, 0))
         yield q
+
+    @staticmethod
+    def _promise(s) -> Iterable[Metric]:
+        """The promise's pool figures: the measured first-token attainment, the expected first-token wait."""
+        curves = getattr(s, "curves", None)
+        if curves is not None and math.isfinite(curves.slo_attainment_ratio):  # only where the buckets gave a share
+            yield GaugeMetricFamily(*SLO_ATTAINMENT, value=curves.slo_attainment_ratio)
+        ttft = getattr(s, "pool_ttft_s", None)
+        yield GaugeMetricFamily(*POOL_TTFT, value=float("nan") if ttft is None else float(ttft))
 
     def _cards(self, s) -> Iterable[Metric]:
         cls = s.card_classes
