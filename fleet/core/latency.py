@@ -111,6 +111,27 @@ def _chunked(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
     return out
 
 
+def _rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float, src: np.ndarray,
+                    dtype=np.float64) -> np.ndarray:
+    """A class's cards' rates at the floor (`StepCurve.rate_at_floor_tps` of rate / rated rate) as `_chunked` works
+    them, a chunk at a time in float64 and stored as `dtype`, with one set of scratch buffers for every chunk."""
+    if np.ndim(curve.alpha_s) or np.ndim(curve.beta_s):
+        return _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
+    out = np.empty_like(src, dtype=dtype, order="K")
+    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
+                   order="K", casting="same_kind")
+    speed, step, batched = np.empty(_CHUNK), np.empty(_CHUNK), np.empty(_CHUNK, dtype=bool)
+    with it:
+        for chunk, into in it:
+            k = chunk.shape[0]
+            if k > speed.size:
+                speed, step, batched = np.empty(k), np.empty(k), np.empty(k, dtype=bool)
+            np.divide(chunk, rated_tps, out=speed[:k])
+            curve.rate_at_floor_into(stream_floor_tps, speed[:k], into, step[:k], batched[:k])
+    return out
+
+
 def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
                           stream_floor_tps: float | None, with_slots: bool = True, dtype=np.float64
                           ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -123,7 +144,7 @@ def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, ser
     if one and stream_floor_tps is not None:  # one class: no rows to pick, no copies
         sv = servings[one[0]]
         rated = sv.rated_tps
-        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate, dtype)
+        out = _rates_at_floor(sv.curve, stream_floor_tps, rated, rate, dtype)
         return out, _chunked(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
     out_rate = np.zeros(rate.shape, dtype=dtype)
     out_slots = np.zeros(rate.shape) if with_slots else None
@@ -140,7 +161,7 @@ def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, ser
                 out_slots[rows] = sv.rated_batch
             continue
         curve, rated = sv.curve, sv.rated_tps
-        out_rate[rows] = _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate[rows])
+        out_rate[rows] = _rates_at_floor(curve, stream_floor_tps, rated, rate[rows])
         if with_slots:
             out_slots[rows] = _chunked(lambda r: curve.batch_at_floor(stream_floor_tps, r / rated), rate[rows])
     return out_rate, out_slots
@@ -241,7 +262,8 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
     """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
     hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a block at a time),
     a block of hours at a time: no (cards, hours) array of the month is made. Blocks are at least two hours wide, so
-    each is summed with the hours along its rows, as the month's array is."""
+    each is summed with the hours along its rows, as the month's array is: `numpy.einsum` of a block and its run set
+    adds the products in that order, with no block of products made."""
     warm = np.asarray(warm, dtype=bool)
     n, hours = warm.shape
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
@@ -265,10 +287,9 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
             block = buf[:, :k]
             if hasattr(src, "cards_major"):
                 src.cards_major(a, b, block)
-                block *= run_f[:, :k]
             else:
-                np.multiply(np.asarray(src[:, a:b]), run_f[:, :k], out=block)
-            np.sum(block, axis=0, out=into[a:b])
+                np.copyto(block, np.asarray(src[:, a:b]))
+            np.einsum("ch,ch->h", block, run_f[:, :k], out=into[a:b])
     return out_rate, out_slots
 
 

@@ -62,11 +62,22 @@ class StepCurve:
         float64 array: it runs over every card-hour of a month."""
         if np.ndim(self.alpha_s) or np.ndim(self.beta_s):  # each card's fitted curve (`fleet.core.curve_fit`)
             batch = self.batch_at_floor(stream_floor_tps, speed)
-            return np.where(batch > 0, self.aggregate_tps(np.maximum(batch, 1), speed), 0.0)
+            with np.errstate(divide="ignore"):  # a card at no speed: its step is endless, and its rate 0
+                return np.where(batch > 0, self.aggregate_tps(np.maximum(batch, 1), speed), 0.0)
         speed = np.asarray(speed, dtype=np.float64)
         shape = speed.shape
         speed = speed.reshape(-1)
-        b = speed / float(stream_floor_tps)
+        out = np.empty(speed.shape)
+        self.rate_at_floor_into(stream_floor_tps, speed, out, np.empty(speed.shape), np.empty(speed.shape, dtype=bool))
+        return out.reshape(shape)
+
+    def rate_at_floor_into(self, stream_floor_tps: float, speed: np.ndarray, out: np.ndarray, step: np.ndarray,
+                           batched: np.ndarray) -> np.ndarray:
+        """`rate_at_floor_tps` of a class's curve (one alpha and beta) into `out`, from 1-d float64 speeds, with
+        `step` (float64) and `batched` (bool) of the same length as scratch: a caller working a month chunk by
+        chunk keeps one set of buffers, not a few new arrays a chunk."""
+        b = out
+        np.divide(speed, float(stream_floor_tps), out=b)
         b -= self.alpha_s  # the step the floor allows, less the weights
         if self.beta_s > 0:
             b /= self.beta_s
@@ -80,12 +91,13 @@ class StepCurve:
             b[:] = np.inf
             b[~keeps] = 0.0
             np.clip(b, 0.0, float(self.max_batch), out=b)
-        step = b * self.beta_s
+        np.multiply(b, self.beta_s, out=step)
         step += self.alpha_s
         with np.errstate(divide="ignore"):  # a card at no speed: no batch, and no rate
             step /= speed
-        np.divide(b, step, out=b, where=b > 0)  # aggregate = batch / step, as `aggregate_tps`
-        return b.reshape(shape)
+            np.greater(b, 0, out=batched)
+            np.divide(b, step, out=b, where=batched)  # aggregate = batch / step, as `aggregate_tps`
+        return b
 
     def share_at_floor(self, stream_floor_tps: float, rated_batch: int) -> float:
         """The share of the class's rated rate (its aggregate at `rated_batch`) a card of the class can use under
