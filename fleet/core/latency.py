@@ -263,7 +263,11 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
     hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a block at a time),
     a block of hours at a time: no (cards, hours) array of the month is made. Blocks are at least two hours wide, so
     each is summed with the hours along its rows, as the month's array is: `numpy.einsum` of a block and its run set
-    adds the products in that order, with no block of products made."""
+    adds the products in that order, with no block of products made.
+
+    Slots that are whole numbers two levels a card (a drawn month's, `_whole_levels`) are summed as every warm card's
+    level less what its dipped hours lack, with no block of slots made: a sum of whole numbers below 2^53 is exact,
+    so the same number in any order."""
     warm = np.asarray(warm, dtype=bool)
     n, hours = warm.shape
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
@@ -274,6 +278,9 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
         edges.pop(-2)  # a lone last hour joins the block before it
     width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
     run_b, run_f, buf = np.empty((n, width), dtype=bool), np.empty((n, width)), np.empty((n, width))
+    whole = _whole_levels(slots, n)
+    if whole:
+        run_d, lack = np.empty((n, width), dtype=bool), np.asarray(slots.ticket_tps) - np.asarray(slots.dipped_tps)
     for a, b in zip(edges, edges[1:]):
         k = b - a
         if k == 1:  # a month of one hour: a column of its own
@@ -284,6 +291,12 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
         copy_in_tiles(run, warm[:, a:b], axis=0)  # cards-major, whatever the run sets' layout
         np.copyto(run_f[:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
         for src, into in ((rate_tps, out_rate), (slots, out_slots)):
+            if src is slots and whole:
+                # Each warm card's slots outside a dip, less what its dipped hours lack: whole numbers, exact.
+                into[a:b] = np.einsum("ch,c->h", run_f[:, :k], np.asarray(src.ticket_tps))
+                dipped = np.logical_and(src.dip_mask(a, b), run, out=run_d[:, :k])
+                into[a:b] -= np.einsum("ch,c->h", dipped, lack)
+                continue
             block = buf[:, :k]
             if hasattr(src, "cards_major"):
                 src.cards_major(a, b, block)
@@ -291,6 +304,16 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
                 np.copyto(block, np.asarray(src[:, a:b]))
             np.einsum("ch,ch->h", block, run_f[:, :k], out=into[a:b])
     return out_rate, out_slots
+
+
+def _whole_levels(slots, n: int) -> bool:
+    """Whether `slots` are two levels a card (`DippedLevels`) of whole numbers from 0 whose sum over `n` cards stays
+    below 2^52, in float64: then every partial sum is exact."""
+    if not hasattr(slots, "dip_mask") or not hasattr(slots, "dipped_tps") or np.dtype(slots.dtype) != np.float64:
+        return False
+    levels = np.concatenate([np.asarray(slots.ticket_tps), np.asarray(slots.dipped_tps)])
+    return bool(((levels >= 0) & (levels == np.floor(levels))).all() and levels.max(initial=0.0) * max(n, 1) < 2.0**52
+                and (np.asarray(slots.dipped_tps) <= np.asarray(slots.ticket_tps)).all())
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
