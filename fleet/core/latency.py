@@ -117,6 +117,20 @@ def _rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float,
     them, a chunk at a time in float64 and stored as `dtype`, with one set of scratch buffers for every chunk."""
     if np.ndim(curve.alpha_s) or np.ndim(curve.beta_s):
         return _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
+    src = np.asarray(src)
+    order = "C" if src.flags.c_contiguous else "F" if src.flags.f_contiguous else None
+    if order is not None:  # laid out whole (a stretch of scores): read straight from it, cast by the division
+        out = np.empty(src.shape, dtype=dtype, order=order)
+        flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
+        step = min(_CHUNK, max(flat_src.size, 1))
+        speed, rate, slow, batched = np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool)
+        for i in range(0, flat_src.size, step):
+            j = min(flat_src.size, i + step)
+            k = j - i
+            np.divide(flat_src[i:j], rated_tps, out=speed[:k], dtype=np.float64)
+            curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
+            flat_out[i:j] = rate[:k]
+        return out
     out = np.empty_like(src, dtype=dtype, order="K")
     it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
                    op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
