@@ -119,7 +119,7 @@ def _rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float,
         return _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
     src = np.asarray(src)
     order = "C" if src.flags.c_contiguous else "F" if src.flags.f_contiguous else None
-    if order is not None:  # laid out whole (a stretch of scores): read straight from it, cast by the division
+    if order is not None:  # laid out whole (a stretch of scores): read straight from it
         out = np.empty(src.shape, dtype=dtype, order=order)
         flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
         step = min(_CHUNK, max(flat_src.size, 1))
@@ -127,7 +127,8 @@ def _rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float,
         for i in range(0, flat_src.size, step):
             j = min(flat_src.size, i + step)
             k = j - i
-            np.divide(flat_src[i:j], rated_tps, out=speed[:k], dtype=np.float64)
+            np.copyto(speed[:k], flat_src[i:j])  # cast, then divided in float64: cheaper than a casting division
+            speed[:k] /= rated_tps
             curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
             flat_out[i:j] = rate[:k]
         return out
