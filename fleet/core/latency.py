@@ -270,54 +270,66 @@ def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_
 
 
 _SUM_BLOCK_HOURS = 96
-"""Hours of a run set summed at once by `run_set_sums` (a block of cards × hours in cache, not the month's)."""
+"""Hours of a run set summed at once by `run_set_sums`."""
+
+_SUM_TILE_CARDS = 512
+"""Cards of a block summed at once by `run_set_sums` (a tile of its run set and rates in cache)."""
 
 
 def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndarray]:
     """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
-    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a block at a time),
-    a block of hours at a time: no (cards, hours) array of the month is made. Blocks are at least two hours wide, so
-    each is summed with the hours along its rows, as the month's array is: `numpy.einsum` of a block and its run set
-    adds the products in that order, with no block of products made.
+    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a tile at a time).
+
+    The month goes a block of hours at a time, each block a tile of cards at a time, so what is summed stays in cache
+    and no (cards, hours) array of the month is made. Blocks are at least two hours wide, so each is summed with the
+    hours along its rows, as the month's array is: `numpy.einsum` of a tile and its run set adds the products card
+    after card, and a first row holding the sums so far (times 1.0) carries them from one tile to the next, so every
+    hour's sum is the one over all its cards in order.
 
     Slots that are whole numbers two levels a card (a drawn month's, `_whole_levels`) are summed as every warm card's
-    level less what its dipped hours lack, with no block of slots made: a sum of whole numbers below 2^53 is exact,
+    level less what its dipped hours lack, with no tile of slots made: a sum of whole numbers below 2^53 is exact,
     so the same number in any order."""
     warm = np.asarray(warm, dtype=bool)
     n, hours = warm.shape
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
         return ((np.asarray(rate_tps[:, :hours]) * warm).sum(axis=0), (np.asarray(slots[:, :hours]) * warm).sum(axis=0))
-    out_rate, out_slots = np.empty(hours), np.empty(hours)
+    out_rate, out_slots = np.zeros(hours), np.zeros(hours)
     edges = list(range(0, hours, _SUM_BLOCK_HOURS)) + [hours]
     if len(edges) > 2 and edges[-1] - edges[-2] < 2:
         edges.pop(-2)  # a lone last hour joins the block before it
     width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
-    run_b, run_f, buf = np.empty((n, width), dtype=bool), np.empty((n, width)), np.empty((n, width))
+    tile = max(1, min(n, _SUM_TILE_CARDS))
+    run_b, run_d = np.empty((tile, width), dtype=bool), np.empty((tile, width), dtype=bool)
+    run_f, level = np.empty((tile + 1, width)), np.empty((tile + 1, width))
+    run_f[0] = 1.0  # the row that carries the sums so far
     whole = _whole_levels(slots, n)
-    if whole:
-        run_d, lack = np.empty((n, width), dtype=bool), np.asarray(slots.ticket_tps) - np.asarray(slots.dipped_tps)
+    lack = np.asarray(slots.ticket_tps) - np.asarray(slots.dipped_tps) if whole else None
     for a, b in zip(edges, edges[1:]):
         k = b - a
         if k == 1:  # a month of one hour: a column of its own
             out_rate[a:b] = (np.asarray(rate_tps[:, a:b]) * warm[:, a:b]).sum(axis=0)
             out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
             continue
-        run = run_b[:, :k]
-        copy_in_tiles(run, warm[:, a:b], axis=0)  # cards-major, whatever the run sets' layout
-        np.copyto(run_f[:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
-        for src, into in ((rate_tps, out_rate), (slots, out_slots)):
-            if src is slots and whole:
-                # Each warm card's slots outside a dip, less what its dipped hours lack: whole numbers, exact.
-                into[a:b] = np.einsum("ch,c->h", run_f[:, :k], np.asarray(src.ticket_tps))
-                dipped = np.logical_and(src.dip_mask(a, b), run, out=run_d[:, :k])
-                into[a:b] -= np.einsum("ch,c->h", dipped, lack)
-                continue
-            block = buf[:, :k]
-            if hasattr(src, "cards_major"):
-                src.cards_major(a, b, block)
-            else:
-                np.copyto(block, np.asarray(src[:, a:b]))
-            np.einsum("ch,ch->h", block, run_f[:, :k], out=into[a:b])
+        for c0 in range(0, n, tile):
+            c1 = min(n, c0 + tile)
+            t = c1 - c0
+            run, ran = run_b[:t, :k], run_f[: t + 1, :k]
+            copy_in_tiles(run, warm[c0:c1, a:b], axis=0)  # cards-major, whatever the run sets' layout
+            np.copyto(ran[1:], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
+            for src, into in ((rate_tps, out_rate), (slots, out_slots)):
+                if src is slots and whole:
+                    # Each warm card's slots outside a dip, less what its dipped hours lack: whole numbers, exact.
+                    dipped = np.logical_and(src[c0:c1].dip_mask(a, b), run, out=run_d[:t, :k])
+                    into[a:b] += np.einsum("ch,c->h", ran[1:], np.asarray(src.ticket_tps)[c0:c1])
+                    into[a:b] -= np.einsum("ch,c->h", dipped, lack[c0:c1])
+                    continue
+                block = level[: t + 1, :k]
+                block[0] = into[a:b]
+                if hasattr(src, "cards_major"):
+                    src[c0:c1].cards_major(a, b, block[1:])
+                else:
+                    np.copyto(block[1:], np.asarray(src[c0:c1, a:b]))
+                np.einsum("ch,ch->h", block, ran, out=into[a:b])
     return out_rate, out_slots
 
 
