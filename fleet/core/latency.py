@@ -280,15 +280,11 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
     """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
     hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a tile at a time).
 
-    The month goes a block of hours at a time, each block a tile of cards at a time, so what is summed stays in cache
-    and no (cards, hours) array of the month is made. Blocks are at least two hours wide, so each is summed with the
-    hours along its rows, as the month's array is: `numpy.einsum` of a tile and its run set adds the products card
-    after card, and a first row holding the sums so far (times 1.0) carries them from one tile to the next, so every
-    hour's sum is the one over all its cards in order.
-
-    Slots that are whole numbers two levels a card (a drawn month's, `_whole_levels`) are summed as every warm card's
-    level less what its dipped hours lack, with no tile of slots made: a sum of whole numbers below 2^53 is exact,
-    so the same number in any order."""
+    The month goes a block of hours at a time, each block a tile of cards at a time, the rates and the slots side by
+    side, so what is summed stays in cache and no (cards, hours) array of the month is made. Blocks are at least two
+    hours wide, so each is summed with the hours along its rows, as the month's array is: `numpy.einsum` of a tile
+    and its run set adds the products card after card, and a first row holding the sums so far (times 1.0) carries
+    them from one tile to the next, so every hour's sum is the one over all its cards in order."""
     warm = np.asarray(warm, dtype=bool)
     n, hours = warm.shape
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
@@ -299,48 +295,37 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
         edges.pop(-2)  # a lone last hour joins the block before it
     width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
     tile = max(1, min(n, _SUM_TILE_CARDS))
-    run_b, run_d = np.empty((tile, width), dtype=bool), np.empty((tile, width), dtype=bool)
-    run_f, level = np.empty((tile + 1, width)), np.empty((tile + 1, width))
-    run_f[0] = 1.0  # the row that carries the sums so far
-    whole = _whole_levels(slots, n)
-    lack = np.asarray(slots.ticket_tps) - np.asarray(slots.dipped_tps) if whole else None
+    run_b = np.empty((tile, width), dtype=bool)
+    # Rates in the first half of a row, slots in the second; the first row carries the sums so far.
+    run_f, level, sums = np.empty((tile + 1, 2 * width)), np.empty((tile + 1, 2 * width)), np.empty(2 * width)
+    run_f[0] = 1.0
     for a, b in zip(edges, edges[1:]):
         k = b - a
         if k == 1:  # a month of one hour: a column of its own
             out_rate[a:b] = (np.asarray(rate_tps[:, a:b]) * warm[:, a:b]).sum(axis=0)
             out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
             continue
+        # Each source's dips in the block, unpacked once (a byte a card-hour) and read a tile at a time.
+        dips = [src.dip_mask(a, b) if hasattr(src, "dip_mask") else None for src in (rate_tps, slots)]
+        got = sums[: 2 * k]
+        got[:] = 0.0
         for c0 in range(0, n, tile):
             c1 = min(n, c0 + tile)
             t = c1 - c0
-            run, ran = run_b[:t, :k], run_f[: t + 1, :k]
-            copy_in_tiles(run, warm[c0:c1, a:b], axis=0)  # cards-major, whatever the run sets' layout
-            np.copyto(ran[1:], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
-            for src, into in ((rate_tps, out_rate), (slots, out_slots)):
-                if src is slots and whole:
-                    # Each warm card's slots outside a dip, less what its dipped hours lack: whole numbers, exact.
-                    dipped = np.logical_and(src[c0:c1].dip_mask(a, b), run, out=run_d[:t, :k])
-                    into[a:b] += np.einsum("ch,c->h", ran[1:], np.asarray(src.ticket_tps)[c0:c1])
-                    into[a:b] -= np.einsum("ch,c->h", dipped, lack[c0:c1])
-                    continue
-                block = level[: t + 1, :k]
-                block[0] = into[a:b]
-                if hasattr(src, "cards_major"):
-                    src[c0:c1].cards_major(a, b, block[1:])
+            run, ran, block = run_b[:t, :k], run_f[: t + 1, : 2 * k], level[: t + 1, : 2 * k]
+            np.copyto(run, warm[c0:c1, a:b])  # cards-major, whatever the run sets' layout (a tile: in cache)
+            np.copyto(ran[1:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
+            np.copyto(ran[1:, k:], ran[1:, :k])
+            block[0] = got
+            for src, dip, into in ((rate_tps, dips[0], block[1:, :k]), (slots, dips[1], block[1:, k:])):
+                if dip is not None:  # two levels a card: the level, and in its dips the other
+                    np.copyto(into, np.asarray(src.ticket_tps)[c0:c1, None])
+                    np.copyto(into, np.asarray(src.dipped_tps)[c0:c1, None], where=dip[c0:c1])
                 else:
-                    np.copyto(block[1:], np.asarray(src[c0:c1, a:b]))
-                np.einsum("ch,ch->h", block, ran, out=into[a:b])
+                    np.copyto(into, np.asarray(src[c0:c1, a:b]))
+            np.einsum("ch,ch->h", block, ran, out=got)
+        out_rate[a:b], out_slots[a:b] = got[:k], got[k:]
     return out_rate, out_slots
-
-
-def _whole_levels(slots, n: int) -> bool:
-    """Whether `slots` are two levels a card (`DippedLevels`) of whole numbers from 0 whose sum over `n` cards stays
-    below 2^52, in float64: then every partial sum is exact."""
-    if not hasattr(slots, "dip_mask") or not hasattr(slots, "dipped_tps") or np.dtype(slots.dtype) != np.float64:
-        return False
-    levels = np.concatenate([np.asarray(slots.ticket_tps), np.asarray(slots.dipped_tps)])
-    return bool(((levels >= 0) & (levels == np.floor(levels))).all() and levels.max(initial=0.0) * max(n, 1) < 2.0**52
-                and (np.asarray(slots.dipped_tps) <= np.asarray(slots.ticket_tps)).all())
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
