@@ -75,8 +75,14 @@ class StepCurve:
                            batched: np.ndarray) -> np.ndarray:
         """`rate_at_floor_tps` of a class's curve (one alpha and beta) into `out`, from 1-d float64 speeds, with
         `step` (float64) and `batched` (bool) of the same length as scratch: a caller working a month chunk by
-        chunk keeps one set of buffers, not a few new arrays a chunk."""
+        chunk keeps one set of buffers, not a few new arrays a chunk.
+
+        Speeds that are all finite and at least 0 (a month's scores) skip what only the others need: the memory's
+        cap when the fastest of them is within it (the batch rises with the speed), and the guard on the last
+        division (a card with no batch gets 0 / its step, which is 0 at any such speed)."""
         b = out
+        top = float(speed.max(initial=0.0)) if speed.size else 0.0
+        plain = bool(speed.size) and np.isfinite(top) and float(speed.min()) >= 0.0 and self.beta_s > 0
         np.divide(speed, float(stream_floor_tps), out=b)
         b -= self.alpha_s  # the step the floor allows, less the weights
         if self.beta_s > 0:
@@ -85,7 +91,8 @@ class StepCurve:
             np.floor(b, out=b)
             # A budget below zero floors below one, so at zero (as `batch_at_floor`), as does an unknown speed.
             np.fmax(b, 0.0, out=b)
-            np.fmin(b, float(self.max_batch), out=b)
+            if not plain or self._batch_at(stream_floor_tps, top) > self.max_batch:
+                np.fmin(b, float(self.max_batch), out=b)
         else:
             keeps = b >= -1e-15
             b[:] = np.inf
@@ -95,9 +102,20 @@ class StepCurve:
         step += self.alpha_s
         with np.errstate(divide="ignore"):  # a card at no speed: no batch, and no rate
             step /= speed
-            np.greater(b, 0, out=batched)
-            np.divide(b, step, out=b, where=batched)  # aggregate = batch / step, as `aggregate_tps`
+            if plain:
+                np.divide(b, step, out=b)  # aggregate = batch / step, as `aggregate_tps`
+            else:
+                np.greater(b, 0, out=batched)
+                np.divide(b, step, out=b, where=batched)
         return b
+
+    def _batch_at(self, stream_floor_tps: float, speed: float) -> float:
+        """The uncapped batch `rate_at_floor_into` works out at one speed, by the same operations."""
+        b = np.array([speed]) / float(stream_floor_tps)
+        b -= self.alpha_s
+        b /= self.beta_s
+        b += 1e-9
+        return float(np.floor(b)[0])
 
     def share_at_floor(self, stream_floor_tps: float, rated_batch: int) -> float:
         """The share of the class's rated rate (its aggregate at `rated_batch`) a card of the class can use under
