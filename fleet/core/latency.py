@@ -299,6 +299,7 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
     # Rates in the first half of a row, slots in the second; the first row carries the sums so far.
     run_f, level, sums = np.empty((tile + 1, 2 * width)), np.empty((tile + 1, 2 * width)), np.empty(2 * width)
     run_f[0] = 1.0
+    same = hasattr(rate_tps, "same_dips") and rate_tps.same_dips(slots)  # one unpacking of the dips serves both
     for a, b in zip(edges, edges[1:]):
         k = b - a
         if k == 1:  # a month of one hour: a column of its own
@@ -306,7 +307,8 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
             out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
             continue
         # Each source's dips in the block, unpacked once (a byte a card-hour) and read a tile at a time.
-        dips = [src.dip_mask(a, b) if hasattr(src, "dip_mask") else None for src in (rate_tps, slots)]
+        dips = [src.dip_mask(a, b) if hasattr(src, "dip_mask") else None for src in (rate_tps, slots)[:1 + (not same)]]
+        dips = dips * 2 if same else dips
         got = sums[: 2 * k]
         got[:] = 0.0
         for c0 in range(0, n, tile):

@@ -14,6 +14,7 @@ batch. Everything here is vectorised over cards (`speed` an array).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,12 +111,9 @@ class StepCurve:
         return b
 
     def _batch_at(self, stream_floor_tps: float, speed: float) -> float:
-        """The uncapped batch `rate_at_floor_into` works out at one speed, by the same operations."""
-        b = np.array([speed]) / float(stream_floor_tps)
-        b -= self.alpha_s
-        b /= self.beta_s
-        b += 1e-9
-        return float(np.floor(b)[0])
+        """The uncapped batch `rate_at_floor_into` works out at one speed, by the same float64 operations."""
+        b = (speed / float(stream_floor_tps) - float(self.alpha_s)) / float(self.beta_s) + 1e-9
+        return float(math.floor(b)) if math.isfinite(b) else b
 
     def share_at_floor(self, stream_floor_tps: float, rated_batch: int) -> float:
         """The share of the class's rated rate (its aggregate at `rated_batch`) a card of the class can use under
