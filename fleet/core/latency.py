@@ -26,7 +26,7 @@ from pydantic import Field
 
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
-from fleet.core.serving import UNLIMITED_BATCH, StepCurve, prefill_s
+from fleet.core.serving import UNLIMITED_BATCH, StepCurve, over_chunks, prefill_s, rates_at_floor_tps
 from fleet.core.tables import Strict
 
 
@@ -93,60 +93,6 @@ def class_servings(classes, shape: RequestShape | None) -> list[ClassServing | N
     return out
 
 
-_CHUNK = 1 << 15
-"""Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
-
-
-def _chunked(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """`fn` over `src` a chunk at a time in its memory order (`src`'s shape and layout; `fn` works in float64 and its
-    numbers are stored as `dtype`, rounded as `astype` rounds): the same numbers as `fn` over the whole array, without
-    its month-sized temporaries."""
-    out = np.empty_like(src, dtype=dtype, order="K")
-    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
-                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
-                   order="K", casting="same_kind")
-    with it:
-        for chunk, into in it:
-            into[...] = fn(chunk)
-    return out
-
-
-def _rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float, src: np.ndarray,
-                    dtype=np.float64) -> np.ndarray:
-    """A class's cards' rates at the floor (`StepCurve.rate_at_floor_tps` of rate / rated rate) as `_chunked` works
-    them, a chunk at a time in float64 and stored as `dtype`, with one set of scratch buffers for every chunk."""
-    if np.ndim(curve.alpha_s) or np.ndim(curve.beta_s):
-        return _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
-    src = np.asarray(src)
-    order = "C" if src.flags.c_contiguous else "F" if src.flags.f_contiguous else None
-    if order is not None:  # laid out whole (a stretch of scores): read straight from it
-        out = np.empty(src.shape, dtype=dtype, order=order)
-        flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
-        step = min(_CHUNK, max(flat_src.size, 1))
-        speed, rate, slow, batched = np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool)
-        for i in range(0, flat_src.size, step):
-            j = min(flat_src.size, i + step)
-            k = j - i
-            np.copyto(speed[:k], flat_src[i:j])  # cast, then divided in float64: cheaper than a casting division
-            speed[:k] /= rated_tps
-            curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
-            flat_out[i:j] = rate[:k]
-        return out
-    out = np.empty_like(src, dtype=dtype, order="K")
-    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
-                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
-                   order="K", casting="same_kind")
-    speed, step, batched = np.empty(_CHUNK), np.empty(_CHUNK), np.empty(_CHUNK, dtype=bool)
-    with it:
-        for chunk, into in it:
-            k = chunk.shape[0]
-            if k > speed.size:
-                speed, step, batched = np.empty(k), np.empty(k), np.empty(k, dtype=bool)
-            np.divide(chunk, rated_tps, out=speed[:k])
-            curve.rate_at_floor_into(stream_floor_tps, speed[:k], into, step[:k], batched[:k])
-    return out
-
-
 def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
                           stream_floor_tps: float | None, with_slots: bool = True, dtype=np.float64
                           ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -159,8 +105,8 @@ def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, ser
     if one and stream_floor_tps is not None:  # one class: no rows to pick, no copies
         sv = servings[one[0]]
         rated = sv.rated_tps
-        out = _rates_at_floor(sv.curve, stream_floor_tps, rated, rate, dtype)
-        return out, _chunked(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
+        out = rates_at_floor_tps(sv.curve, stream_floor_tps, rated, rate, dtype)
+        return out, over_chunks(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
     out_rate = np.zeros(rate.shape, dtype=dtype)
     out_slots = np.zeros(rate.shape) if with_slots else None
     for k, sv in enumerate(servings):
@@ -176,9 +122,9 @@ def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, ser
                 out_slots[rows] = sv.rated_batch
             continue
         curve, rated = sv.curve, sv.rated_tps
-        out_rate[rows] = _rates_at_floor(curve, stream_floor_tps, rated, rate[rows])
+        out_rate[rows] = rates_at_floor_tps(curve, stream_floor_tps, rated, rate[rows])
         if with_slots:
-            out_slots[rows] = _chunked(lambda r: curve.batch_at_floor(stream_floor_tps, r / rated), rate[rows])
+            out_slots[rows] = over_chunks(lambda r: curve.batch_at_floor(stream_floor_tps, r / rated), rate[rows])
     return out_rate, out_slots
 
 

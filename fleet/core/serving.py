@@ -128,6 +128,47 @@ class StepCurve:
 
 
 
+CHUNK_CELLS = 1 << 15
+"""Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
+
+
+def over_chunks(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """`fn` over `src` a chunk at a time in its memory order (`src`'s shape and layout; `fn` works in float64 and its
+    numbers are stored as `dtype`, rounded as `astype` rounds): the same numbers as `fn` over the whole array, without
+    its month-sized temporaries."""
+    out = np.empty_like(src, dtype=dtype, order="K")
+    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=CHUNK_CELLS,
+                   order="K", casting="same_kind")
+    with it:
+        for chunk, into in it:
+            into[...] = fn(chunk)
+    return out
+
+
+def rates_at_floor_tps(curve: StepCurve, stream_floor_tps: float, rated_tps: float, rate_tps: np.ndarray,
+                       dtype=np.float64) -> np.ndarray:
+    """Cards' rates at the floor from their rates (their speed: rate over the class's `rated_tps`), as `over_chunks`
+    works `curve.rate_at_floor_tps` out and stores it as `dtype`; an array laid out whole (a stretch of scores) is
+    read straight, a chunk at a time through one set of buffers."""
+    src = np.asarray(rate_tps)
+    order = "C" if src.flags.c_contiguous else "F" if src.flags.f_contiguous else None
+    if np.ndim(curve.alpha_s) or np.ndim(curve.beta_s) or order is None:
+        return over_chunks(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
+    out = np.empty(src.shape, dtype=dtype, order=order)
+    flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
+    step = min(CHUNK_CELLS, max(flat_src.size, 1))
+    speed, rate, slow, batched = np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool)
+    for i in range(0, flat_src.size, step):
+        j = min(flat_src.size, i + step)
+        k = j - i
+        np.copyto(speed[:k], flat_src[i:j])  # cast, then divided in float64: cheaper than a casting division
+        speed[:k] /= rated_tps
+        curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
+        flat_out[i:j] = rate[:k]
+    return out
+
+
 class Serving(Strict):
     """A card's decode step and the batch it is rated at, for a class that gives `[classes.serving]` instead of
     `rated_tps` (`fleet.core.serving` turns it into the class's throughput–latency curve).
