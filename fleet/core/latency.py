@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
-from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import UNLIMITED_BATCH, StepCurve, over_chunks, prefill_s, rates_at_floor_tps
 from fleet.core.tables import Strict
