@@ -225,54 +225,67 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
     """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
     hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a tile at a time).
 
-    The month goes a block of hours at a time, each block a tile of cards at a time, the rates and the slots side by
-    side, so what is summed stays in cache and no (cards, hours) array of the month is made. Blocks are at least two
-    hours wide, so each is summed with the hours along its rows, as the month's array is: `numpy.einsum` of a tile
-    and its run set adds the products card after card, and a first row holding the sums so far (times 1.0) carries
-    them from one tile to the next, so every hour's sum is the one over all its cards in order."""
+    A block of hours at a time, a tile of cards at a time: what is summed stays in cache. Blocks are at least two hours
+    wide, summed with the hours along their rows as the month's array is: `numpy.einsum` of a tile and its run set
+    adds the products card after card, and a first row of the sums so far (times 1.0) carries them to the next tile.
+    Whole-number slots two levels a card (a drawn month's) are summed beside, exactly, in any order."""
     warm = np.asarray(warm, dtype=bool)
-    n, hours = warm.shape
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
-        return ((np.asarray(rate_tps[:, :hours]) * warm).sum(axis=0), (np.asarray(slots[:, :hours]) * warm).sum(axis=0))
-    out_rate, out_slots = np.zeros(hours), np.zeros(hours)
+        return tuple((np.asarray(x[:, :warm.shape[1]]) * warm).sum(axis=0) for x in (rate_tps, slots))
+    whole = _whole_levels(slots, warm.shape[0])
+    rate_h, slots_h = _summed_in_order(warm, rate_tps, slots if whole else None)
+    return rate_h, slots_h if whole else _summed_in_order(warm, slots)[0]
+
+
+def _summed_in_order(warm: np.ndarray, src, whole=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """`run_set_sums`' sums of `src` over the warm cards, and of the `whole` slots beside them (None: none)."""
+    n, hours = warm.shape
+    out, out_whole = np.zeros(hours), None if whole is None else np.zeros(hours)
     edges = list(range(0, hours, _SUM_BLOCK_HOURS)) + [hours]
     if len(edges) > 2 and edges[-1] - edges[-2] < 2:
         edges.pop(-2)  # a lone last hour joins the block before it
-    width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
-    tile = max(1, min(n, _SUM_TILE_CARDS))
-    run_b = np.empty((tile, width), dtype=bool)
-    # Rates in the first half of a row, slots in the second; the first row carries the sums so far.
-    run_f, level, sums = np.empty((tile + 1, 2 * width)), np.empty((tile + 1, 2 * width)), np.empty(2 * width)
-    run_f[0] = 1.0
-    same = hasattr(rate_tps, "same_dips") and rate_tps.same_dips(slots)  # one unpacking of the dips serves both
+    width, tile = max((b - a for a, b in zip(edges, edges[1:])), default=0), max(1, min(n, _SUM_TILE_CARDS))
+    run_b, run_d = np.empty((tile, width), dtype=bool), np.empty((tile, width), dtype=bool)
+    run_f, level = np.empty((tile + 1, width)), np.empty((tile + 1, width))
+    run_f[0] = 1.0  # the first row carries the sums so far
+    levels = hasattr(src, "dip_mask")
+    if whole is not None:
+        full, lack = np.asarray(whole.ticket_tps), np.asarray(whole.ticket_tps) - np.asarray(whole.dipped_tps)
+        own = not (levels and src.same_dips(whole))  # levels made from the same dips unpack them once
     for a, b in zip(edges, edges[1:]):
         k = b - a
         if k == 1:  # a month of one hour: a column of its own
-            out_rate[a:b] = (np.asarray(rate_tps[:, a:b]) * warm[:, a:b]).sum(axis=0)
-            out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
+            for x, into in ((src, out), (whole, out_whole))[: 1 + (whole is not None)]:
+                into[a:b] = (np.asarray(x[:, a:b]) * warm[:, a:b]).sum(axis=0)
             continue
-        # Each source's dips in the block, unpacked once (a byte a card-hour) and read a tile at a time.
-        dips = [src.dip_mask(a, b) if hasattr(src, "dip_mask") else None for src in (rate_tps, slots)[:1 + (not same)]]
-        dips = dips * 2 if same else dips
-        got = sums[: 2 * k]
-        got[:] = 0.0
+        dips = src.dip_mask(a, b) if levels else None  # unpacked once a block (a byte a card-hour)
+        dips_whole = None if whole is None else whole.dip_mask(a, b) if own else dips
         for c0 in range(0, n, tile):
             c1 = min(n, c0 + tile)
             t = c1 - c0
-            run, ran, block = run_b[:t, :k], run_f[: t + 1, : 2 * k], level[: t + 1, : 2 * k]
+            run, ran, block = run_b[:t, :k], run_f[: t + 1, :k], level[: t + 1, :k]
             np.copyto(run, warm[c0:c1, a:b])  # cards-major, whatever the run sets' layout (a tile: in cache)
-            np.copyto(ran[1:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
-            np.copyto(ran[1:, k:], ran[1:, :k])
-            block[0] = got
-            for src, dip, into in ((rate_tps, dips[0], block[1:, :k]), (slots, dips[1], block[1:, k:])):
-                if dip is not None:  # two levels a card: the level, and in its dips the other
-                    np.copyto(into, np.asarray(src.ticket_tps)[c0:c1, None])
-                    np.copyto(into, np.asarray(src.dipped_tps)[c0:c1, None], where=dip[c0:c1])
-                else:
-                    np.copyto(into, np.asarray(src[c0:c1, a:b]))
-            np.einsum("ch,ch->h", block, ran, out=got)
-        out_rate[a:b], out_slots[a:b] = got[:k], got[k:]
-    return out_rate, out_slots
+            np.copyto(ran[1:], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
+            block[0] = out[a:b]
+            if levels:  # two levels a card: the level, and in its dips the other
+                np.copyto(block[1:], np.asarray(src.ticket_tps)[c0:c1, None])
+                np.copyto(block[1:], np.asarray(src.dipped_tps)[c0:c1, None], where=dips[c0:c1])
+            else:
+                np.copyto(block[1:], np.asarray(src[c0:c1, a:b]))
+            np.einsum("ch,ch->h", block, ran, out=out[a:b])
+            if whole is not None:
+                out_whole[a:b] += np.einsum("ch,c->h", ran[1:], full[c0:c1])  # less what dipped warm cards lack
+                out_whole[a:b] -= np.einsum("ch,c->h", np.logical_and(dips_whole[c0:c1], run, out=run_d[:t, :k]), lack[c0:c1])
+    return out, out_whole
+
+
+def _whole_levels(slots, n: int) -> bool:
+    """Whether `slots` are two levels a card (`DippedLevels`) of whole numbers from 0 whose sum over `n` cards stays
+    below 2^52 in float64: then every partial sum is exact, in any order."""
+    if not hasattr(slots, "dip_mask") or not hasattr(slots, "dipped_tps"):
+        return False
+    levels = np.concatenate([np.asarray(slots.ticket_tps), np.asarray(slots.dipped_tps)])
+    return bool(((levels >= 0) & (levels == np.floor(levels))).all() and levels.max(initial=0.0) * max(n, 1) < 2.0**52)
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
