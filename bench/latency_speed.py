@@ -17,7 +17,9 @@ recommend  `fleet compare --recommend --months N` on a 100-card copy of presets/
 
 With --baseline DIR each section runs in child processes on DIR's code and on this tree's, in turns (--rounds of
 them), each measured by this file, and prints both trees' medians side by side: load that comes and goes falls on
-both alike.
+both alike. Replay prints CPU seconds beside the wall's (on shared cores the fairer figure). With --as-fleet the
+process is set up as the `fleet` command sets it (BLAS on one thread, freed memory kept for reuse, `fleet.memory`):
+the replay with no promise gains more from it than the one with a promise, so its ratio is the larger.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ def _pool(cards: int, promise: bool):
     return type(bench_scenario(cards)).model_validate(d)
 
 
-def _median_s(fn, repeats: int) -> float:
-    walls = []
+def _median_s(fn, repeats: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of `repeats` calls (the CPU time is the fairer figure on shared cores)."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
         walls.append(time.perf_counter() - t0)
-    return statistics.median(walls)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def section_replay(repeats: int) -> dict:
@@ -78,13 +82,15 @@ def section_replay(repeats: int) -> dict:
         month = draw_month(plain)
         parts_p, parts_s = resolve(plain.policy), resolve(promised.policy)
         replay(plain, parts_p, month), replay(promised, parts_s, month)  # first runs: imports, caches
-        p_s = _median_s(lambda: replay(plain, parts_p, month), repeats)
-        s_s = _median_s(lambda: replay(promised, parts_s, month), repeats)
+        (p_s, p_cpu), (s_s, s_cpu) = (_median_s(lambda: replay(plain, parts_p, month), repeats),
+                                      _median_s(lambda: replay(promised, parts_s, month), repeats))
         f = replay(promised, parts_s, month).figures
         target = f"target within 1.5x: {'met' if s_s <= 1.5 * p_s else 'NOT met'}" if cards == 10_000 else ""
         print(f"  {cards:>6,} cards  no promise {p_s:7.3f} s  promise {s_s:7.3f} s  ratio {s_s / p_s:4.2f}x  "
               f"{target}  (within the promise {f['goodput_share']:.2%}, convergence {f['convergence']:.1%})")
+        print(f"  {'':>6}        CPU: no promise {p_cpu:7.3f} s  promise {s_cpu:7.3f} s  ratio {s_cpu / p_cpu:4.2f}x")
         got[f"replay {cards:,} cards"] = {"no promise": p_s, "promise": s_s}
+        got[f"replay {cards:,} cards, CPU"] = {"no promise": p_cpu, "promise": s_cpu}
     return got
 
 
@@ -154,6 +160,17 @@ def side_by_side(baseline: Path, rounds: int, child_args: list[str]) -> None:
               f"{b['promise'] / b['no promise']:.2f}x -> {a['promise'] / a['no promise']:.2f}x")
 
 
+def _as_fleet() -> None:
+    """BLAS on one thread and freed memory kept, as `fleet.cli.app.main` sets the process up (before numpy loads)."""
+    try:
+        from fleet.memory import keep_freed_memory, one_blas_thread
+    except ImportError:  # a tree from before the command set these
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        return
+    keep_freed_memory()
+    one_blas_thread()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=("replay", "recommend"))
@@ -162,13 +179,18 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--baseline", type=Path, help="another checkout: measure its code beside this tree's, in turns")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--as-fleet", action="store_true",
+                    help="the process set up as the fleet command sets it (BLAS on one thread, freed memory kept)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.as_fleet:
+        _as_fleet()
     if args.baseline is not None:
         if not (args.baseline / "fleet" / "__init__.py").is_file():
             print(f"--baseline {args.baseline}: not a checkout of fleet (no fleet/__init__.py)", file=sys.stderr)
             return 2
         child = ["--repeats", str(args.repeats), "--months", str(args.months), "--jobs", str(args.jobs)]
+        child += ["--as-fleet"] if args.as_fleet else []
         side_by_side(args.baseline, args.rounds, child + (["--only", args.only] if args.only else []))
         return 0
     got = {}

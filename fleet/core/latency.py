@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
-from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
-from fleet.core.serving import UNLIMITED_BATCH, StepCurve, prefill_s
+from fleet.core.serving import UNLIMITED_BATCH, StepCurve, over_chunks, prefill_s, rates_at_floor_tps
 from fleet.core.tables import Strict
 
 
@@ -93,24 +92,6 @@ def class_servings(classes, shape: RequestShape | None) -> list[ClassServing | N
     return out
 
 
-_CHUNK = 1 << 15
-"""Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
-
-
-def _chunked(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
-    """`fn` over `src` a chunk at a time in its memory order (`src`'s shape and layout; `fn` works in float64 and its
-    numbers are stored as `dtype`, rounded as `astype` rounds): the same numbers as `fn` over the whole array, without
-    its month-sized temporaries."""
-    out = np.empty_like(src, dtype=dtype, order="K")
-    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
-                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=_CHUNK,
-                   order="K", casting="same_kind")
-    with it:
-        for chunk, into in it:
-            into[...] = fn(chunk)
-    return out
-
-
 def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, servings: list[ClassServing | None],
                           stream_floor_tps: float | None, with_slots: bool = True, dtype=np.float64
                           ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -123,8 +104,8 @@ def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, ser
     if one and stream_floor_tps is not None:  # one class: no rows to pick, no copies
         sv = servings[one[0]]
         rated = sv.rated_tps
-        out = _chunked(lambda r: sv.curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate, dtype)
-        return out, _chunked(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
+        out = rates_at_floor_tps(sv.curve, stream_floor_tps, rated, rate, dtype)
+        return out, over_chunks(lambda r: sv.curve.batch_at_floor(stream_floor_tps, r / rated), rate) if with_slots else None
     out_rate = np.zeros(rate.shape, dtype=dtype)
     out_slots = np.zeros(rate.shape) if with_slots else None
     for k, sv in enumerate(servings):
@@ -140,9 +121,9 @@ def card_rates_at_promise(true_rate_tps: np.ndarray, card_class: np.ndarray, ser
                 out_slots[rows] = sv.rated_batch
             continue
         curve, rated = sv.curve, sv.rated_tps
-        out_rate[rows] = _chunked(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated), rate[rows])
+        out_rate[rows] = rates_at_floor_tps(curve, stream_floor_tps, rated, rate[rows])
         if with_slots:
-            out_slots[rows] = _chunked(lambda r: curve.batch_at_floor(stream_floor_tps, r / rated), rate[rows])
+            out_slots[rows] = over_chunks(lambda r: curve.batch_at_floor(stream_floor_tps, r / rated), rate[rows])
     return out_rate, out_slots
 
 
@@ -234,42 +215,77 @@ def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_
 
 
 _SUM_BLOCK_HOURS = 96
-"""Hours of a run set summed at once by `run_set_sums` (a block of cards × hours in cache, not the month's)."""
+"""Hours of a run set summed at once by `run_set_sums`."""
+
+_SUM_TILE_CARDS = 512
+"""Cards of a block summed at once by `run_set_sums` (a tile of its run set and rates in cache)."""
 
 
 def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndarray]:
     """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
-    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a block at a time),
-    a block of hours at a time: no (cards, hours) array of the month is made. Blocks are at least two hours wide, so
-    each is summed with the hours along its rows, as the month's array is."""
+    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a tile at a time).
+
+    A block of hours at a time, a tile of cards at a time: what is summed stays in cache. Blocks are at least two hours
+    wide, summed with the hours along their rows as the month's array is: `numpy.einsum` of a tile and its run set
+    adds the products card after card, and a first row of the sums so far (times 1.0) carries them to the next tile.
+    Whole-number slots two levels a card (a drawn month's) are summed beside, exactly, in any order."""
     warm = np.asarray(warm, dtype=bool)
-    n, hours = warm.shape
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
-        return ((np.asarray(rate_tps[:, :hours]) * warm).sum(axis=0), (np.asarray(slots[:, :hours]) * warm).sum(axis=0))
-    out_rate, out_slots = np.empty(hours), np.empty(hours)
+        return tuple((np.asarray(x[:, :warm.shape[1]]) * warm).sum(axis=0) for x in (rate_tps, slots))
+    whole = _whole_levels(slots, warm.shape[0])
+    rate_h, slots_h = _summed_in_order(warm, rate_tps, slots if whole else None)
+    return rate_h, slots_h if whole else _summed_in_order(warm, slots)[0]
+
+
+def _summed_in_order(warm: np.ndarray, src, whole=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """`run_set_sums`' sums of `src` over the warm cards, and of the `whole` slots beside them (None: none)."""
+    n, hours = warm.shape
+    out, out_whole = np.zeros(hours), None if whole is None else np.zeros(hours)
     edges = list(range(0, hours, _SUM_BLOCK_HOURS)) + [hours]
     if len(edges) > 2 and edges[-1] - edges[-2] < 2:
         edges.pop(-2)  # a lone last hour joins the block before it
-    width = max((b - a for a, b in zip(edges, edges[1:])), default=0)
-    run_b, run_f, buf = np.empty((n, width), dtype=bool), np.empty((n, width)), np.empty((n, width))
+    width, tile = max((b - a for a, b in zip(edges, edges[1:])), default=0), max(1, min(n, _SUM_TILE_CARDS))
+    run_b, run_d = np.empty((tile, width), dtype=bool), np.empty((tile, width), dtype=bool)
+    run_f, level = np.empty((tile + 1, width)), np.empty((tile + 1, width))
+    run_f[0] = 1.0  # the first row carries the sums so far
+    levels = hasattr(src, "dip_mask")
+    if whole is not None:
+        full, lack = np.asarray(whole.ticket_tps), np.asarray(whole.ticket_tps) - np.asarray(whole.dipped_tps)
+        own = not (levels and src.same_dips(whole))  # levels made from the same dips unpack them once
     for a, b in zip(edges, edges[1:]):
         k = b - a
         if k == 1:  # a month of one hour: a column of its own
-            out_rate[a:b] = (np.asarray(rate_tps[:, a:b]) * warm[:, a:b]).sum(axis=0)
-            out_slots[a:b] = (np.asarray(slots[:, a:b]) * warm[:, a:b]).sum(axis=0)
+            for x, into in ((src, out), (whole, out_whole))[: 1 + (whole is not None)]:
+                into[a:b] = (np.asarray(x[:, a:b]) * warm[:, a:b]).sum(axis=0)
             continue
-        run = run_b[:, :k]
-        copy_in_tiles(run, warm[:, a:b], axis=0)  # cards-major, whatever the run sets' layout
-        np.copyto(run_f[:, :k], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
-        for src, into in ((rate_tps, out_rate), (slots, out_slots)):
-            block = buf[:, :k]
-            if hasattr(src, "cards_major"):
-                src.cards_major(a, b, block)
-                block *= run_f[:, :k]
+        dips = src.dip_mask(a, b) if levels else None  # unpacked once a block (a byte a card-hour)
+        dips_whole = None if whole is None else whole.dip_mask(a, b) if own else dips
+        for c0 in range(0, n, tile):
+            c1 = min(n, c0 + tile)
+            t = c1 - c0
+            run, ran, block = run_b[:t, :k], run_f[: t + 1, :k], level[: t + 1, :k]
+            np.copyto(run, warm[c0:c1, a:b])  # cards-major, whatever the run sets' layout (a tile: in cache)
+            np.copyto(ran[1:], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
+            block[0] = out[a:b]
+            if levels:  # two levels a card: the level, and in its dips the other
+                np.copyto(block[1:], np.asarray(src.ticket_tps)[c0:c1, None])
+                np.copyto(block[1:], np.asarray(src.dipped_tps)[c0:c1, None], where=dips[c0:c1])
             else:
-                np.multiply(np.asarray(src[:, a:b]), run_f[:, :k], out=block)
-            np.sum(block, axis=0, out=into[a:b])
-    return out_rate, out_slots
+                np.copyto(block[1:], np.asarray(src[c0:c1, a:b]))
+            np.einsum("ch,ch->h", block, ran, out=out[a:b])
+            if whole is not None:
+                out_whole[a:b] += np.einsum("ch,c->h", ran[1:], full[c0:c1])  # less what dipped warm cards lack
+                out_whole[a:b] -= np.einsum("ch,c->h", np.logical_and(dips_whole[c0:c1], run, out=run_d[:t, :k]), lack[c0:c1])
+    return out, out_whole
+
+
+def _whole_levels(slots, n: int) -> bool:
+    """Whether `slots` are two levels a card (`DippedLevels`) of whole numbers from 0 whose sum over `n` cards stays
+    below 2^52 in float64: then every partial sum is exact, in any order."""
+    if not hasattr(slots, "dip_mask") or not hasattr(slots, "dipped_tps"):
+        return False
+    levels = np.concatenate([np.asarray(slots.ticket_tps), np.asarray(slots.dipped_tps)])
+    return bool(((levels >= 0) & (levels == np.floor(levels))).all() and levels.max(initial=0.0) * max(n, 1) < 2.0**52)
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:

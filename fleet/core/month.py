@@ -114,6 +114,11 @@ class DippedRates:
         """These rates of the given cards, in that order (their dip bits copied, packed: no rates made)."""
         return DippedRates.of_bits(self.ticket_tps[cards], self._bits[cards], self._first, self._hours, self.dip_factor)
 
+    def same_dips(self, other) -> bool:
+        """Whether `other` reads the very dip bits these rates read, over the same hours (levels made from them)."""
+        return (isinstance(other, DippedRates) and other._bits is self._bits and other._first == self._first
+                and other._hours == self._hours)
+
     def dip_mask(self, a: int, b: int) -> np.ndarray:
         """Whether each card dips in hours a..b, (cards, b − a) bool."""
         return self._dips(self._bits, a, b)

@@ -278,8 +278,14 @@ def serving_rate_tps(month: Month, at_promise: tuple[np.ndarray, np.ndarray] | N
     W = month.warmup_hours
     if at_promise is None:
         return month.true_rate_tps[:, W:]
-    true = np.asarray(month.true_rate_tps)[:, W:W + month.hours]
-    return np.maximum(true, at_promise[0][:, :true.shape[1]].astype(true.dtype, copy=False))
+    true, at = month.true_rate_tps[:, W:W + month.hours], at_promise[0]
+    if hasattr(true, "with_levels") and hasattr(at, "dipped_tps") and at.shape == true.shape:
+        # A drawn month's: two levels a card, each the larger of its true rate and its rate at the promise (the
+        # float32 numbers the month's array would hold), billed a block of hours at a time as the true rates are.
+        return true.with_levels(np.maximum(true.ticket_tps, np.asarray(at.ticket_tps).astype(true.dtype)),
+                                np.maximum(true.dipped_tps, np.asarray(at.dipped_tps).astype(true.dtype)))
+    true = np.asarray(true)
+    return np.maximum(true, at[:, :true.shape[1]].astype(true.dtype, copy=False))
 
 
 def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.ndarray | None = None) -> np.ndarray:

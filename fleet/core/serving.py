@@ -14,6 +14,7 @@ batch. Everything here is vectorised over cards (`speed` an array).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,11 +63,28 @@ class StepCurve:
         float64 array: it runs over every card-hour of a month."""
         if np.ndim(self.alpha_s) or np.ndim(self.beta_s):  # each card's fitted curve (`fleet.core.curve_fit`)
             batch = self.batch_at_floor(stream_floor_tps, speed)
-            return np.where(batch > 0, self.aggregate_tps(np.maximum(batch, 1), speed), 0.0)
+            with np.errstate(divide="ignore"):  # a card at no speed: its step is endless, and its rate 0
+                return np.where(batch > 0, self.aggregate_tps(np.maximum(batch, 1), speed), 0.0)
         speed = np.asarray(speed, dtype=np.float64)
         shape = speed.shape
         speed = speed.reshape(-1)
-        b = speed / float(stream_floor_tps)
+        out = np.empty(speed.shape)
+        self.rate_at_floor_into(stream_floor_tps, speed, out, np.empty(speed.shape), np.empty(speed.shape, dtype=bool))
+        return out.reshape(shape)
+
+    def rate_at_floor_into(self, stream_floor_tps: float, speed: np.ndarray, out: np.ndarray, step: np.ndarray,
+                           batched: np.ndarray) -> np.ndarray:
+        """`rate_at_floor_tps` of a class's curve (one alpha and beta) into `out`, from 1-d float64 speeds, with
+        `step` (float64) and `batched` (bool) of the same length as scratch: a caller working a month chunk by
+        chunk keeps one set of buffers, not a few new arrays a chunk.
+
+        Speeds that are all finite and at least 0 (a month's scores) skip what only the others need: the memory's
+        cap when the fastest of them is within it (the batch rises with the speed), and the guard on the last
+        division (a card with no batch gets 0 / its step, which is 0 at any such speed)."""
+        b = out
+        top = float(speed.max(initial=0.0)) if speed.size else 0.0
+        plain = bool(speed.size) and np.isfinite(top) and float(speed.min()) >= 0.0 and self.beta_s > 0
+        np.divide(speed, float(stream_floor_tps), out=b)
         b -= self.alpha_s  # the step the floor allows, less the weights
         if self.beta_s > 0:
             b /= self.beta_s
@@ -74,18 +92,28 @@ class StepCurve:
             np.floor(b, out=b)
             # A budget below zero floors below one, so at zero (as `batch_at_floor`), as does an unknown speed.
             np.fmax(b, 0.0, out=b)
-            np.fmin(b, float(self.max_batch), out=b)
+            if not plain or self._batch_at(stream_floor_tps, top) > self.max_batch:
+                np.fmin(b, float(self.max_batch), out=b)
         else:
             keeps = b >= -1e-15
             b[:] = np.inf
             b[~keeps] = 0.0
             np.clip(b, 0.0, float(self.max_batch), out=b)
-        step = b * self.beta_s
+        np.multiply(b, self.beta_s, out=step)
         step += self.alpha_s
         with np.errstate(divide="ignore"):  # a card at no speed: no batch, and no rate
             step /= speed
-        np.divide(b, step, out=b, where=b > 0)  # aggregate = batch / step, as `aggregate_tps`
-        return b.reshape(shape)
+            if plain:
+                np.divide(b, step, out=b)  # aggregate = batch / step, as `aggregate_tps`
+            else:
+                np.greater(b, 0, out=batched)
+                np.divide(b, step, out=b, where=batched)
+        return b
+
+    def _batch_at(self, stream_floor_tps: float, speed: float) -> float:
+        """The uncapped batch `rate_at_floor_into` works out at one speed, by the same float64 operations."""
+        b = (speed / float(stream_floor_tps) - float(self.alpha_s)) / float(self.beta_s) + 1e-9
+        return float(math.floor(b)) if math.isfinite(b) else b
 
     def share_at_floor(self, stream_floor_tps: float, rated_batch: int) -> float:
         """The share of the class's rated rate (its aggregate at `rated_batch`) a card of the class can use under
@@ -98,6 +126,47 @@ class StepCurve:
         return int(min(self.max_batch, max(1, round(self.alpha_s / self.beta_s)))) if self.beta_s > 0 else int(self.max_batch)
 
 
+
+
+CHUNK_CELLS = 1 << 15
+"""Card-hours worked at once: the curve's arithmetic over a month runs chunk by chunk, in cache."""
+
+
+def over_chunks(fn, src: np.ndarray, dtype=np.float64) -> np.ndarray:
+    """`fn` over `src` a chunk at a time in its memory order (`src`'s shape and layout; `fn` works in float64 and its
+    numbers are stored as `dtype`, rounded as `astype` rounds): the same numbers as `fn` over the whole array, without
+    its month-sized temporaries."""
+    out = np.empty_like(src, dtype=dtype, order="K")
+    it = np.nditer([src, out], flags=["external_loop", "buffered", "zerosize_ok"],
+                   op_flags=[["readonly"], ["writeonly"]], op_dtypes=[np.float64, np.float64], buffersize=CHUNK_CELLS,
+                   order="K", casting="same_kind")
+    with it:
+        for chunk, into in it:
+            into[...] = fn(chunk)
+    return out
+
+
+def rates_at_floor_tps(curve: StepCurve, stream_floor_tps: float, rated_tps: float, rate_tps: np.ndarray,
+                       dtype=np.float64) -> np.ndarray:
+    """Cards' rates at the floor from their rates (their speed: rate over the class's `rated_tps`), as `over_chunks`
+    works `curve.rate_at_floor_tps` out and stores it as `dtype`; an array laid out whole (a stretch of scores) is
+    read straight, a chunk at a time through one set of buffers."""
+    src = np.asarray(rate_tps)
+    order = "C" if src.flags.c_contiguous else "F" if src.flags.f_contiguous else None
+    if np.ndim(curve.alpha_s) or np.ndim(curve.beta_s) or order is None:
+        return over_chunks(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
+    out = np.empty(src.shape, dtype=dtype, order=order)
+    flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
+    step = min(CHUNK_CELLS, max(flat_src.size, 1))
+    speed, rate, slow, batched = np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool)
+    for i in range(0, flat_src.size, step):
+        j = min(flat_src.size, i + step)
+        k = j - i
+        np.copyto(speed[:k], flat_src[i:j])  # cast, then divided in float64: cheaper than a casting division
+        speed[:k] /= rated_tps
+        curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
+        flat_out[i:j] = rate[:k]
+    return out
 
 
 class Serving(Strict):

@@ -201,8 +201,11 @@ def test_the_run_sets_sums_are_the_products_summed_to_the_bit(hours):
     warm_hm = rng.random((hours, cards)) < 0.4  # a replay's run sets, hours-major
     rates = DippedRates(rng.lognormal(7, 0.3, cards).astype(np.float32), rng.random((cards, hours)) < 0.05, 0.7)
     level = rates.with_levels(rng.random(cards) * 1e3, rng.random(cards) * 1e2)
-    slots = np.floor(rng.random((cards, hours)) * 60)
-    for warm in (warm_hm.T, np.ascontiguousarray(warm_hm.T)):
-        got_rate, got_slots = run_set_sums(warm, level, slots)
-        assert got_rate.tolist() == (np.asarray(level) * warm).sum(axis=0).tolist()
-        assert got_slots.tolist() == (slots * warm).sum(axis=0).tolist()
+    top = np.floor(rng.random(cards) * 120)
+    # Slots as a month's array, as two levels a card of whole numbers (a drawn month's), and as levels that are not.
+    for slots in (np.floor(rng.random((cards, hours)) * 60), rates.with_levels(top, np.floor(top * rng.random(cards))),
+                  rates.with_levels(top + 0.5, top * 0.3)):
+        for warm in (warm_hm.T, np.ascontiguousarray(warm_hm.T)):
+            got_rate, got_slots = run_set_sums(warm, level, slots)
+            assert got_rate.tolist() == (np.asarray(level) * warm).sum(axis=0).tolist()
+            assert got_slots.tolist() == (np.asarray(slots) * warm).sum(axis=0).tolist()

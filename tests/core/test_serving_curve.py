@@ -42,6 +42,21 @@ def test_a_slow_card_is_slow_at_every_batch_and_keeps_a_smaller_batch():
     assert curve.rate_at_floor_tps(30, speed)[2] == 0
 
 
+def test_a_card_at_no_speed_has_no_rate_and_no_warning():
+    import warnings
+
+    from fleet.core.serving import StepCurve
+
+    curve = Serving(**BATCH_128).curve
+    per_card = StepCurve(np.full(3, curve.alpha_s), np.full(3, curve.beta_s), curve.max_batch)
+    speed = np.array([0.0, 1.0, np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one, each = curve.rate_at_floor_tps(30, speed), per_card.rate_at_floor_tps(30, speed)
+    assert one[0] == each[0] == 0 and one[1] == each[1] == curve.rate_at_floor_tps(30)
+    assert one[2] == each[2] == np.inf  # endless speed: the memory's batch, each step instant
+
+
 def test_memory_bounds_the_batch():
     s = Serving(**H100_70B, kv_cache_gb_per_stream=0.5, memory_gb=80, batch=16)
     assert s.max_batch == 20
