@@ -17,9 +17,10 @@ recommend  `fleet compare --recommend --months N` on a 100-card copy of presets/
 
 With --baseline DIR each section runs in child processes on DIR's code and on this tree's, in turns (--rounds of
 them), each measured by this file, and prints both trees' medians side by side: load that comes and goes falls on
-both alike. Replay prints CPU seconds beside the wall's (on shared cores the fairer figure). With --as-fleet the
-process is set up as the `fleet` command sets it (BLAS on one thread, freed memory kept for reuse, `fleet.memory`):
-the replay with no promise gains more from it than the one with a promise, so its ratio is the larger.
+both alike. Replay prints CPU seconds beside the wall's (on shared cores the fairer figure). The process is set up
+as the `fleet` command sets it (BLAS on one thread, freed memory kept for reuse, `fleet.memory`); --no-as-fleet
+leaves it as Python starts it, where on busy cores the bill's two BLAS threads slow the replay with no promise more
+than the one with a promise, and the ratio reads smaller than `fleet replay` would see.
 """
 
 from __future__ import annotations
@@ -179,8 +180,9 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--baseline", type=Path, help="another checkout: measure its code beside this tree's, in turns")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--as-fleet", action="store_true",
-                    help="the process set up as the fleet command sets it (BLAS on one thread, freed memory kept)")
+    ap.add_argument("--as-fleet", action=argparse.BooleanOptionalAction, default=True,
+                    help="the process set up as the fleet command sets it (BLAS on one thread, freed memory kept); "
+                         "--no-as-fleet: as Python starts it")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.as_fleet:
@@ -190,7 +192,7 @@ def main() -> int:
             print(f"--baseline {args.baseline}: not a checkout of fleet (no fleet/__init__.py)", file=sys.stderr)
             return 2
         child = ["--repeats", str(args.repeats), "--months", str(args.months), "--jobs", str(args.jobs)]
-        child += ["--as-fleet"] if args.as_fleet else []
+        child += ["--as-fleet"] if args.as_fleet else ["--no-as-fleet"]
         side_by_side(args.baseline, args.rounds, child + (["--only", args.only] if args.only else []))
         return 0
     got = {}
