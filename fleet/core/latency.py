@@ -13,8 +13,8 @@ tokens are within the promise when
   prefill) and sends the rest to a larger batch (`fleet.core.queueing.admitted_in_time_share_many`).
 
 So an hour's goodput is `min(delivered, rate at the promise)` in an hour whose first tokens keep the promise at its
-percentile (the tail the percentile allows is part of the promise), and otherwise the demand of the requests that
-started on a promised slot in time: an hour a little short of slots loses about what it is short. With no `[slo]` nothing here runs and every figure is the fluid model's.
+percentile (the tail it allows is part of the promise), else the demand of the requests that started on a promised
+slot in time. With no `[slo]` nothing here runs and every figure is the fluid model's.
 """
 
 from __future__ import annotations
@@ -464,8 +464,7 @@ class PoolAtPromise:
 
     rate_at_promise_tps: float  # the run set's rate at the promise
     stream_tps: float  # the slowest stream: each card at the share of the demand its rate at the promise carries
-    ttft_s: float | None  # the first-token wait at the percentile (inf: the slots cannot carry the requests; None:
-    # no first-token promise or no request size)
+    ttft_s: float | None  # the wait at the percentile (inf: beyond the slots; None: no such promise or no demand)
 
 
 def pool_at_promise(view: PromiseView, steps: CardSteps, rate_at_promise_tps: np.ndarray, warm: np.ndarray,
@@ -479,7 +478,7 @@ def pool_at_promise(view: PromiseView, steps: CardSteps, rate_at_promise_tps: np
     rate = np.where(warm, np.asarray(rate_at_promise_tps, dtype=np.float64).reshape(-1), 0.0)
     total = float(rate.sum())
     demand = max(float(demand_tps), 0.0)
-    if not np.isfinite(demand):  # nothing to forecast from (a cold start sized to the pool): no demand to read at
+    if not np.isfinite(demand):  # a cold start sized to the pool: no demand seen to read the figures at
         return PoolAtPromise(total, float("nan"), None)
     carries = warm & (rate > 0)
     if not carries.any():
