@@ -12,9 +12,8 @@ tokens are within the promise when
   behind the same router, which queues a request only where it is expected to start within `ttft_ms` (less the
   prefill) and sends the rest to a larger batch (`fleet.core.queueing.admitted_in_time_share_many`).
 
-So an hour's goodput is `min(delivered, rate at the promise)` in an hour whose first tokens keep the promise at its
-percentile (the tail it allows is part of the promise), else the demand of the requests that started on a promised
-slot in time. With no `[slo]` nothing here runs and every figure is the fluid model's.
+So an hour's goodput is `min(delivered, rate at the promise)` where its first tokens keep the promise at its
+percentile, else the demand of the requests that started on a promised slot in time. No `[slo]`: the fluid's figures.
 """
 
 from __future__ import annotations
