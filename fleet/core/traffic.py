@@ -232,7 +232,7 @@ def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first
     """The hour's true capacity at its first step, and what each of its steps gains as warm cards finish booting.
     `ready_by`: a step by which every warm card is known to serve (the caller's shortcut past the masks)."""
     if ready_by is not None and ready_by <= first:  # no card can still be booting: all warm cards serve
-        return float(rates[warm].sum()), [0.0] * per_hour
+        return float(np.add.reduce(rates[warm])), [0.0] * per_hour
     serving = warm & (ready <= first)
     cap = float(rates[serving].sum())
     gain = np.zeros(per_hour)
@@ -259,36 +259,50 @@ def ranked_spares_by_hour(tokens_per_usd: np.ndarray, eligible: np.ndarray | Non
 
 
 class _Cards:
-    """Which cards are warm within the hour, from when each serves, and which the loop holds until when."""
+    """Which cards are warm within the hour, from when each serves, and which the loop holds until when (the loop
+    holds a few cards at a time: a set of them)."""
 
     def __init__(self, n: int, boot_steps: np.ndarray | None, cooldown_steps: int):
         self.boot = boot_steps if boot_steps is not None else np.zeros(n, dtype=np.int64)
         self.cooldown_steps = cooldown_steps
-        self.held = np.zeros(n, dtype=bool)  # warm because the loop added them
-        self.held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
+        self.held: dict[int, int] = {}  # the cards warm because the loop added them: the step the plan may release each from
         self.ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
         self.warm = np.zeros(n, dtype=bool)
         self.ready_by = 0  # every warm card serves from this step on
-        self.holding = False  # whether the loop holds any card
+        self.boots = bool(self.boot.any())  # with no boot, every warm card serves from the step it is warm in
+        self._outside: tuple = ((), 0.0)  # the cards last warm only because the loop holds them, and their rent
 
     def start_hour(self, plan: np.ndarray, eligible: np.ndarray | None, first: int) -> None:
-        """The plan's hour begins: it releases what the loop's cool-down no longer holds; joining cards boot."""
-        if self.holding:
-            self.held &= ~((self.held_until <= first) & ~plan)
-            if eligible is not None:
-                self.held &= eligible  # an evicted card leaves, whoever added it
-            self.holding = bool(self.held.any())
-        now = plan | self.held if self.holding else plan.copy()
+        """The plan's hour begins: it releases what the loop's cool-down no longer holds (an evicted card leaves,
+        whoever added it); joining cards boot."""
+        now = plan.copy()
+        if self.held:
+            gone = [c for c, until in self.held.items()
+                    if (until <= first and not plan[c]) or (eligible is not None and not eligible[c])]
+            for c in gone:
+                del self.held[c]
+            now[list(self.held)] = True
+        if not self.boots:
+            self.warm = now
+            return
         joined = now > self.warm  # warm now, not before
         if joined.any():
             self.ready[joined] = first + self.boot[joined]
             self.ready_by = max(self.ready_by, first + int(self.boot[joined].max()))
         self.warm = now
 
+    def outside_plan_usd(self, plan: np.ndarray, rent: np.ndarray) -> float:
+        """The hourly rent of the cards warm only because the loop holds them (summed in card order; the hour
+        before's sum when they are the same cards)."""
+        cards = tuple(sorted(c for c in self.held if not plan[c]))
+        if cards != self._outside[0]:
+            self._outside = cards, float(np.add.reduce(rent[list(cards)]))
+        return self._outside[1]
+
     def add(self, c: int, t: int) -> int:
         """The loop adds card `c` after step `t`; the step it serves from."""
-        self.warm[c] = self.held[c] = self.holding = True
-        self.held_until[c] = t + 1 + self.cooldown_steps
+        self.warm[c] = True
+        self.held[c] = t + 1 + self.cooldown_steps
         ready = t + 1 + int(self.boot[c])
         self.ready[c] = ready
         self.ready_by = max(self.ready_by, ready)
@@ -308,17 +322,18 @@ class _PromiseSums:
         return _NoPromise() if inp.promise_rate_tps is None else cls(inp, steps)
 
     def start_hour(self, h: int, warm: np.ndarray, cards: "_Cards", first: int, per_hour: int) -> None:
+        self.first = first
         self.rate_h = np.asarray(self.rate_tps[:, h], dtype=np.float64)
         self.slots_h = np.asarray(self.slots[:, h], dtype=np.float64)
         self.rate, self.rate_gain = _hour_capacity(self.rate_h, warm, cards.ready, first, per_hour, cards.ready_by)
         self.slot, self.slot_gain = _hour_capacity(self.slots_h, warm, cards.ready, first, per_hour, cards.ready_by)
 
-    def serve(self, j: int, t: int, queue, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
+    def serve(self, queue, t: int, arrive_tokens: float, capacity_tokens: float, late: list) -> float:
         """`_serve`, keeping the step's sums at the promise and the tokens it served of its own arrivals."""
         own_before = late[0]
         lost = _serve(queue, t, arrive_tokens, capacity_tokens, late)
-        self.rate += self.rate_gain[j]
-        self.slot += self.slot_gain[j]
+        self.rate += self.rate_gain[t - self.first]
+        self.slot += self.slot_gain[t - self.first]
         self.fresh[t], self.rate_step[t], self.slots_step[t] = float(late[0] - own_before), self.rate, self.slot
         return lost
 
@@ -337,8 +352,7 @@ class _NoPromise:
     def start_hour(self, *_) -> None:
         pass
 
-    def serve(self, j: int, t: int, queue, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
-        return _serve(queue, t, arrive_tokens, capacity_tokens, late)
+    serve = staticmethod(_serve)
 
     def add(self, *_) -> None:
         pass
@@ -366,10 +380,11 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     capacity, lost = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour)
     adds: list[tuple] = []
     reactive_usd = 0.0
-    run, drain_max = 0, 0
+    run, drain_max, backlog = 0, 0, 0.0  # with no queue nothing waits
     rates_block = scores_block = None
     lost_so_far, stopped = 0.0, False
     promise = _PromiseSums.of(inp, hours * per_hour)
+    serve = promise.serve
     stop_tokens = math.inf if inp.stop_lost_share is None else (inp.stop_lost_share + 1e-12) * float(demand.sum()) * step_s
     for h in range(hours):
         if h % _BLOCK_HOURS == 0:
@@ -387,17 +402,18 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         promise.start_hour(h, warm, cards, first, per_hour)
         if settings is not None:
             score = scores_block[:, h % _BLOCK_HOURS]
-            scored = float(score[warm].sum())
+            scored = float(np.add.reduce(score[warm]))
             free = None  # the spares not warm, best first: ranked when the loop first needs them this hour
             adds_left = settings.max_adds_per_hour
         for j in range(per_hour):
             t = first + j
             cap += gain_tps[j]
             capacity[t] = cap
-            lost[t] = promise.serve(j, t, queue, steps_tps[t] * step_s, cap * step_s, late)
-            backlog = queue.tokens if queue is not None else 0.0
-            run = run + 1 if backlog > 1e-6 else 0
-            drain_max = max(drain_max, run)
+            lost[t] = serve(queue, t, steps_tps[t] * step_s, cap * step_s, late)
+            if queue is not None:
+                backlog = queue.tokens
+                run = run + 1 if backlog > 1e-6 else 0
+                drain_max = max(drain_max, run)
             if settings is None or adds_left <= 0:
                 continue
             need = reactive_need_tps(steps_tps[t], backlog / step_s, settings)
@@ -427,8 +443,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         if lost_so_far > stop_tokens:
             stopped = True
             break
-        if cards.holding:  # only the loop's cards are warm outside the plan: every period of the hour, whole
-            reactive_usd += (float(rent[warm > warm_plan[:, h]].sum()) * full_periods - short_usd) * period_usd
+        if cards.held:  # only the loop's cards are warm outside the plan: every period of the hour, whole
+            reactive_usd += (cards.outside_plan_usd(warm_plan[:, h], rent) * full_periods - short_usd) * period_usd
     capacity, lost, late = np.asarray(capacity), np.asarray(lost), np.asarray(late)
     if queue is not None and not stopped:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
