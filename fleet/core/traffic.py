@@ -53,10 +53,11 @@ class ReactiveAdd:
                 + f" = {need:.0f} tok/s, above the scored capacity {self.scored_tps:.0f} tok/s")
 
 
-def reactive_need_tps(observed_tps: float, backlog_tps: float, settings: Reactive) -> float:
+def reactive_need_tps(observed_tps, backlog_tps: float, settings: Reactive):
     """What the loop asks the warm cards to cover: the step's demand × its headroom, plus the backlog to clear
-    within one step (its tokens over the step's seconds)."""
-    return float(observed_tps) * settings.headroom + float(backlog_tps)
+    within one step (its tokens over the step's seconds). Given every step's demand at once, every step's need."""
+    need = np.asarray(observed_tps, dtype=np.float64) * settings.headroom + float(backlog_tps)
+    return need if need.ndim else float(need)
 
 
 def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
@@ -112,7 +113,8 @@ class TrafficInput:
     reactive: Reactive | None = None
     score_tps: np.ndarray | None = None  # (cards, hours) the plan's scores: the loop's view of each card
     eligible: np.ndarray | None = None  # (cards, hours) bool: the cards the loop may add (run classes, not evicted)
-    stop_lost_share: float | None = None  # stop walking once more than this share of demand is lost (pass or fail)
+    stop_lost_share: float | None = None  # stop walking once more than this share of demand is lost (pass or fail);
+    # such a walk is read for its loss alone: the loop's rent (`reactive_usd`) is left at 0
     promise_rate_tps: np.ndarray | None = None  # (cards, hours) under a promise: each card's true rate at it
     promise_slots: np.ndarray | None = None  # (cards, hours) and the streams it decodes at it
 
@@ -259,29 +261,27 @@ def ranked_spares_by_hour(tokens_per_usd: np.ndarray, eligible: np.ndarray | Non
 
 
 class _Cards:
-    """Which cards are warm within the hour, from when each serves, and which the loop holds until when (the loop
-    holds a few cards at a time: a set of them)."""
+    """Which cards are warm within the hour, from when each serves, and which the loop holds until when."""
 
     def __init__(self, n: int, boot_steps: np.ndarray | None, cooldown_steps: int):
         self.boot = boot_steps if boot_steps is not None else np.zeros(n, dtype=np.int64)
         self.cooldown_steps = cooldown_steps
-        self.held: dict[int, int] = {}  # the cards warm because the loop added them: the step the plan may release each from
+        self.held = np.zeros(n, dtype=bool)  # warm because the loop added them
+        self.held_until = np.zeros(n, dtype=np.int64)  # the step the plan may release each from
         self.ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
         self.warm = np.zeros(n, dtype=bool)
         self.ready_by = 0  # every warm card serves from this step on
+        self.holding = False  # whether the loop holds any card
         self.boots = bool(self.boot.any())  # with no boot, every warm card serves from the step it is warm in
-        self._outside: tuple = ((), 0.0)  # the cards last warm only because the loop holds them, and their rent
 
     def start_hour(self, plan: np.ndarray, eligible: np.ndarray | None, first: int) -> None:
-        """The plan's hour begins: it releases what the loop's cool-down no longer holds (an evicted card leaves,
-        whoever added it); joining cards boot."""
-        now = plan.copy()
-        if self.held:
-            gone = [c for c, until in self.held.items()
-                    if (until <= first and not plan[c]) or (eligible is not None and not eligible[c])]
-            for c in gone:
-                del self.held[c]
-            now[list(self.held)] = True
+        """The plan's hour begins: it releases what the loop's cool-down no longer holds; joining cards boot."""
+        if self.holding:
+            self.held &= (self.held_until > first) | plan  # released: cooled down and not in the plan
+            if eligible is not None:
+                self.held &= eligible  # an evicted card leaves, whoever added it
+            self.holding = bool(self.held.any())
+        now = plan | self.held if self.holding else plan.copy()
         if not self.boots:
             self.warm = now
             return
@@ -291,18 +291,10 @@ class _Cards:
             self.ready_by = max(self.ready_by, first + int(self.boot[joined].max()))
         self.warm = now
 
-    def outside_plan_usd(self, plan: np.ndarray, rent: np.ndarray) -> float:
-        """The hourly rent of the cards warm only because the loop holds them (summed in card order; the hour
-        before's sum when they are the same cards)."""
-        cards = tuple(sorted(c for c in self.held if not plan[c]))
-        if cards != self._outside[0]:
-            self._outside = cards, float(np.add.reduce(rent[list(cards)]))
-        return self._outside[1]
-
     def add(self, c: int, t: int) -> int:
         """The loop adds card `c` after step `t`; the step it serves from."""
-        self.warm[c] = True
-        self.held[c] = t + 1 + self.cooldown_steps
+        self.warm[c] = self.held[c] = self.holding = True
+        self.held_until[c] = t + 1 + self.cooldown_steps
         ready = t + 1 + int(self.boot[c])
         self.ready[c] = ready
         self.ready_by = max(self.ready_by, ready)
@@ -377,6 +369,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     period_usd = period * inp.step_minutes / 60.0  # a period's rent over an hour's
     cards = _Cards(n, inp.boot_steps, 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes))
     steps_tps = demand.tolist()  # read one step at a time: plain floats
+    if settings is not None:  # with no queue nothing waits: what the loop asks of each step is known before the walk
+        need_tps = reactive_need_tps(demand, 0.0, settings).tolist()
     capacity, lost = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour)
     adds: list[tuple] = []
     reactive_usd = 0.0
@@ -385,6 +379,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     lost_so_far, stopped = 0.0, False
     promise = _PromiseSums.of(inp, hours * per_hour)
     serve = promise.serve
+    bills = inp.stop_lost_share is None  # a walk told to stop reads the loss alone: the loop's rent is not summed
     stop_tokens = math.inf if inp.stop_lost_share is None else (inp.stop_lost_share + 1e-12) * float(demand.sum()) * step_s
     for h in range(hours):
         if h % _BLOCK_HOURS == 0:
@@ -416,7 +411,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                 drain_max = max(drain_max, run)
             if settings is None or adds_left <= 0:
                 continue
-            need = reactive_need_tps(steps_tps[t], backlog / step_s, settings)
+            need = need_tps[t] if queue is None else reactive_need_tps(steps_tps[t], backlog / step_s, settings)
             if need <= scored + 1e-6:
                 continue
             if free is None:  # the loop's picks (`reactive_picks`), the hour's ranking kept: it adds the best free first
@@ -443,8 +438,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         if lost_so_far > stop_tokens:
             stopped = True
             break
-        if cards.held:  # only the loop's cards are warm outside the plan: every period of the hour, whole
-            reactive_usd += (cards.outside_plan_usd(warm_plan[:, h], rent) * full_periods - short_usd) * period_usd
+        if cards.holding and bills:  # only the loop's cards are warm outside the plan: every period of the hour, whole
+            reactive_usd += (float(np.add.reduce(rent[warm > warm_plan[:, h]])) * full_periods - short_usd) * period_usd
     capacity, lost, late = np.asarray(capacity), np.asarray(lost), np.asarray(late)
     if queue is not None and not stopped:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
