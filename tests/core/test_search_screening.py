@@ -48,3 +48,19 @@ def test_a_round_given_its_first_months_headrooms_gives_the_same_figures(known_m
                        fresh.month_headrooms[:known_months] if known_months else None)
     np.testing.assert_array_equal(given.month_headrooms, fresh.month_headrooms)
     assert [s.combo for s in given.summaries] == [s.combo for s in fresh.summaries]
+
+
+def test_a_batch_started_from_the_combination_before_finds_what_each_search_alone_finds():
+    from fleet.core.compare import HEADROOM_SEARCH, HeadroomBatch, MonthCache, min_headroom, run_headroom_batch
+    from fleet.core.month import draw_month
+    from fleet.presets import resolve_policy
+
+    grid = GridBase(load_preset(str(SMALL)))
+    scenarios = grid.scenarios(expand_grid(grid.scenario(), card_class=["flagship", "bargain"], mode=["steady", "held"]))
+    parts = tuple(resolve_policy(s) for s in scenarios)
+    got = run_headroom_batch(HeadroomBatch(tuple(scenarios), parts, (3, 4), HEADROOM_SEARCH))
+    for seed, found in got:
+        seeded = [s.model_copy(update={"seed": seed}) for s in scenarios]
+        cache = MonthCache(draw_month(seeded[0]), exact=False, scenario=seeded[0])
+        alone = [min_headroom(cache, s, p, HEADROOM_SEARCH, None) for s, p in zip(seeded, parts)]
+        assert found.tolist() == alone
