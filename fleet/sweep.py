@@ -184,9 +184,13 @@ class Sweep:
         work = self._batches(lambda sc, parts, seeds, demand: MonthBatch(sc, parts, seeds, exact, demand), scenarios, list(seeds))
         return sorted((m for got in self._map(run_batch, work) for m in got), key=lambda m: m.seed)
 
-    def headrooms(self, scenarios: Sequence[Scenario], seeds: Sequence[int], search: tuple = HEADROOM_SEARCH) -> np.ndarray:
-        """(months, combinations): each month's smallest headroom passing capacity under each combination."""
-        work = self._batches(lambda sc, parts, seeds, demand: HeadroomBatch(sc, parts, seeds, search, demand), scenarios, list(seeds))
+    def headrooms(self, scenarios: Sequence[Scenario], seeds: Sequence[int], search: tuple = HEADROOM_SEARCH,
+                  guesses: Sequence[float] | None = None) -> np.ndarray:
+        """(months, combinations): each month's smallest headroom passing capacity under each combination (`guesses`:
+        where each combination's searches start, another set of months' answer)."""
+        start = None if guesses is None else tuple(float(g) for g in guesses)
+        work = self._batches(lambda sc, parts, seeds, demand: HeadroomBatch(sc, parts, seeds, search, demand, start),
+                             scenarios, list(seeds))
         rows = sorted((r for got in self._map(run_headroom_batch, work) for r in got), key=lambda r: r[0])
         return np.stack([h for _, h in rows])
 
@@ -283,7 +287,8 @@ def _round(sweep, grid: GridBase, combos, seeds, min_pass_rate, exact, on_stage,
     if on_stage:
         on_stage(f"{label}: headroom", len(seeds) - done)
     search = headroom_search(scenarios[0])  # the pool's, the same for every combination
-    h = sweep.headrooms(scenarios, seeds[done:], search) if done < len(seeds) else np.empty((0, len(combos)))
+    guesses = None if known is None else np.median(known, axis=0)  # the months searched: where a search starts
+    h = sweep.headrooms(scenarios, seeds[done:], search, guesses) if done < len(seeds) else np.empty((0, len(combos)))
     if known is not None:
         h = np.concatenate([known, h])
     found = [passing_headroom(h[:, i], min_pass_rate, SEARCH_CONFIDENCE) for i in range(len(combos))]

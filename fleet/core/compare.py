@@ -177,6 +177,7 @@ class HeadroomBatch:
     seeds: tuple[int, ...]
     search: tuple = HEADROOM_SEARCH
     demand_file_tps: np.ndarray | None = None
+    guesses: tuple | None = None  # where each combination's first search starts (None: from the combination before)
 
 
 def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
@@ -184,7 +185,7 @@ def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
     the month before's answer, and the batch's first month's from the combination before's (most need about the
     same; wherever a search starts, it finds the same step)."""
     out = []
-    guesses: list[float | None] = [None] * len(batch.scenarios)
+    guesses: list[float | None] = list(batch.guesses) if batch.guesses is not None else [None] * len(batch.scenarios)
     for seed in batch.seeds:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
         cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False, scenario=scenarios[0])

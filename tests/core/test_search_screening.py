@@ -50,7 +50,7 @@ def test_a_round_given_its_first_months_headrooms_gives_the_same_figures(known_m
     assert [s.combo for s in given.summaries] == [s.combo for s in fresh.summaries]
 
 
-def test_a_batch_started_from_the_combination_before_finds_what_each_search_alone_finds():
+def test_a_batch_started_anywhere_finds_what_each_search_alone_finds():
     from fleet.core.compare import HEADROOM_SEARCH, HeadroomBatch, MonthCache, min_headroom, run_headroom_batch
     from fleet.core.month import draw_month
     from fleet.presets import resolve_policy
@@ -59,6 +59,9 @@ def test_a_batch_started_from_the_combination_before_finds_what_each_search_alon
     scenarios = grid.scenarios(expand_grid(grid.scenario(), card_class=["flagship", "bargain"], mode=["steady", "held"]))
     parts = tuple(resolve_policy(s) for s in scenarios)
     got = run_headroom_batch(HeadroomBatch(tuple(scenarios), parts, (3, 4), HEADROOM_SEARCH))
+    guessed = run_headroom_batch(HeadroomBatch(tuple(scenarios), parts, (3, 4), HEADROOM_SEARCH,
+                                               guesses=(1.0, 1.5, float("inf"), 1.1)))
+    assert [f.tolist() for _, f in guessed] == [f.tolist() for _, f in got]
     for seed, found in got:
         seeded = [s.model_copy(update={"seed": seed}) for s in scenarios]
         cache = MonthCache(draw_month(seeded[0]), exact=False, scenario=seeded[0])
