@@ -108,7 +108,7 @@ def section_jump(seed: int) -> None:
               f"the longest backlog {tr['drain_minutes_max']} min, {tr['reactive_adds']} reactive adds")
 
 
-def section_recommend(months: int, jobs: int) -> None:
+def section_recommend(months: int, jobs: int, save: str | None = None) -> None:
     from fleet.cli.app import main
 
     pool = ROOT / "bench" / "pools" / "servegen-m-mid.toml"
@@ -130,6 +130,8 @@ def section_recommend(months: int, jobs: int) -> None:
             status = e.code
     took = time.perf_counter() - t0
     rows = json.loads(out.getvalue())
+    if save:
+        Path(save).write_text(out.getvalue())
     best = next((r for r in rows if r.get("recommendation") == "best"), None)
     print(f"  {months} months on {jobs} workers: {took:.0f} s, exit {status or 0}; target < 120 s for 200 months: "
           f"{'met' if months >= 200 and took < 120 else 'NOT met' if months >= 200 else 'n/a'}")
@@ -148,13 +150,14 @@ def main() -> int:
     ap.add_argument("--months", type=int, default=200)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--save", help="write the recommendation's JSON rows to this file, to compare runs")
     args = ap.parse_args()
     if args.only in (None, "replay"):
         section_replay(args.repeats)
     if args.only in (None, "jump"):
         section_jump(args.seed)
     if args.only in (None, "recommend"):
-        section_recommend(args.months, args.jobs)
+        section_recommend(args.months, args.jobs, args.save)
     return 0
 
 

@@ -184,9 +184,13 @@ class Sweep:
         work = self._batches(lambda sc, parts, seeds, demand: MonthBatch(sc, parts, seeds, exact, demand), scenarios, list(seeds))
         return sorted((m for got in self._map(run_batch, work) for m in got), key=lambda m: m.seed)
 
-    def headrooms(self, scenarios: Sequence[Scenario], seeds: Sequence[int], search: tuple = HEADROOM_SEARCH) -> np.ndarray:
-        """(months, combinations): each month's smallest headroom passing capacity under each combination."""
-        work = self._batches(lambda sc, parts, seeds, demand: HeadroomBatch(sc, parts, seeds, search, demand), scenarios, list(seeds))
+    def headrooms(self, scenarios: Sequence[Scenario], seeds: Sequence[int], search: tuple = HEADROOM_SEARCH,
+                  guesses: Sequence[float] | None = None) -> np.ndarray:
+        """(months, combinations): each month's smallest headroom passing capacity under each combination (`guesses`:
+        where each combination's searches start, another set of months' answer)."""
+        start = None if guesses is None else tuple(float(g) for g in guesses)
+        work = self._batches(lambda sc, parts, seeds, demand: HeadroomBatch(sc, parts, seeds, search, demand, start),
+                             scenarios, list(seeds))
         rows = sorted((r for got in self._map(run_headroom_batch, work) for r in got), key=lambda r: r[0])
         return np.stack([h for _, h in rows])
 
@@ -229,6 +233,7 @@ class Searched:
     unreachable: list[Combo]  # no headroom up to the search's top passes capacity in --min-pass of months
     screened: int  # combinations searched on the first months only, then dropped
     months: list[MonthFigures]  # the final round's months, every combination kept
+    month_headrooms: np.ndarray | None = None  # (months, combinations): each month's least passing headroom
 
 
 SCREEN_MONTHS = 30
@@ -257,6 +262,7 @@ def search(
     combos = list(combos)
     screened = 0
     unreachable: list[Combo] = []
+    known = None
     if len(combos) > SCREEN_KEEP and len(seeds) > SCREEN_MONTHS:
         first = _round(sweep, grid, combos, seeds[:SCREEN_MONTHS], min_pass_rate, exact, on_stage, "screening")
         rec = recommend(first.summaries, min_pass_rate)
@@ -265,17 +271,26 @@ def search(
         keep = [replace(s.combo, headroom=0.0) for s in order[:SCREEN_KEEP]]
         screened = len(combos) - len(keep)
         unreachable = [c for c in first.unreachable]
-        combos = [c for c in combos if replace(c, headroom=0.0) in keep]
-    final = _round(sweep, grid, combos, seeds, min_pass_rate, exact, on_stage, "search")
+        kept = [i for i, c in enumerate(combos) if replace(c, headroom=0.0) in keep]
+        combos = [combos[i] for i in kept]
+        known = first.month_headrooms[:, kept]  # a month's least passing headroom is its own: not searched again
+    final = _round(sweep, grid, combos, seeds, min_pass_rate, exact, on_stage, "search", known)
     return Searched(final.summaries, unreachable + final.unreachable, screened, final.months)
 
 
-def _round(sweep, grid: GridBase, combos, seeds, min_pass_rate, exact, on_stage, label) -> Searched:
+def _round(sweep, grid: GridBase, combos, seeds, min_pass_rate, exact, on_stage, label,
+           known: np.ndarray | None = None) -> Searched:
+    """One round of the search: each month's least passing headroom under each combination (`known`: those of the
+    first months, already searched), the headroom that passes in `min_pass_rate` of them, and the figures there."""
     scenarios = grid.scenarios(combos)
+    done = 0 if known is None else known.shape[0]
     if on_stage:
-        on_stage(f"{label}: headroom", len(seeds))
+        on_stage(f"{label}: headroom", len(seeds) - done)
     search = headroom_search(scenarios[0])  # the pool's, the same for every combination
-    h = sweep.headrooms(scenarios, seeds, search)
+    guesses = None if known is None else np.median(known, axis=0)  # the months searched: where a search starts
+    h = sweep.headrooms(scenarios, seeds[done:], search, guesses) if done < len(seeds) else np.empty((0, len(combos)))
+    if known is not None:
+        h = np.concatenate([known, h])
     found = [passing_headroom(h[:, i], min_pass_rate, SEARCH_CONFIDENCE) for i in range(len(combos))]
     # A combination no headroom can pass is replayed at the search's top, so the table shows what it fails.
     chosen = [replace(c, headroom=round(x if x is not None else search[1], 6)) for c, x in zip(combos, found)]
@@ -283,7 +298,7 @@ def _round(sweep, grid: GridBase, combos, seeds, min_pass_rate, exact, on_stage,
     if on_stage:
         on_stage(f"{label}: figures", len(seeds))
     months = sweep.months(grid.scenarios(chosen), seeds, exact)
-    return Searched(summarise(chosen, months), unreachable, 0, months)
+    return Searched(summarise(chosen, months), unreachable, 0, months, h)
 
 
 DEMAND_SEARCH_MONTHS = 60

@@ -177,19 +177,23 @@ class HeadroomBatch:
     seeds: tuple[int, ...]
     search: tuple = HEADROOM_SEARCH
     demand_file_tps: np.ndarray | None = None
+    guesses: tuple | None = None  # where each combination's first search starts (None: from the combination before)
 
 
 def run_headroom_batch(batch: HeadroomBatch) -> list[tuple[int, np.ndarray]]:
     """(seed, each combination's smallest passing headroom) for each seed's month; each month's search starts from
-    the month before's answer."""
+    the month before's answer, and the batch's first month's from the combination before's (most need about the
+    same; wherever a search starts, it finds the same step)."""
     out = []
-    guesses: list[float | None] = [None] * len(batch.scenarios)
+    guesses: list[float | None] = list(batch.guesses) if batch.guesses is not None else [None] * len(batch.scenarios)
     for seed in batch.seeds:
         scenarios = [s.model_copy(update={"seed": seed}) for s in batch.scenarios]
         cache = MonthCache(draw_month(scenarios[0], batch.demand_file_tps), exact=False, scenario=scenarios[0])
-        found = np.array([min_headroom(cache, s, p, batch.search, g) for s, p, g in zip(scenarios, batch.parts, guesses)])
-        guesses = list(found)
-        out.append((seed, found))
+        found: list[float] = []
+        for s, p, g in zip(scenarios, batch.parts, guesses):
+            found.append(min_headroom(cache, s, p, batch.search, g if g is not None or not found else found[-1]))
+        guesses = found
+        out.append((seed, np.array(found)))
     return out
 
 

@@ -53,10 +53,11 @@ class ReactiveAdd:
                 + f" = {need:.0f} tok/s, above the scored capacity {self.scored_tps:.0f} tok/s")
 
 
-def reactive_need_tps(observed_tps: float, backlog_tps: float, settings: Reactive) -> float:
+def reactive_need_tps(observed_tps, backlog_tps: float, settings: Reactive):
     """What the loop asks the warm cards to cover: the step's demand × its headroom, plus the backlog to clear
-    within one step (its tokens over the step's seconds)."""
-    return float(observed_tps) * settings.headroom + float(backlog_tps)
+    within one step (its tokens over the step's seconds). Given every step's demand at once, every step's need."""
+    need = np.asarray(observed_tps, dtype=np.float64) * settings.headroom + float(backlog_tps)
+    return need if need.ndim else float(need)
 
 
 def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
@@ -80,11 +81,20 @@ def reactive_picks(observed_tps: float, backlog_tps: float, scored_tps: float, w
     if adds_left <= 0 or need <= scored_tps + 1e-6:
         return spares[:0]
     free = spares[~warm[spares]]
-    if free.size == 0:
-        return free
-    cum = np.cumsum(np.asarray(score_tps, dtype=np.float64)[free])
-    k = min(int(np.searchsorted(cum, need - scored_tps - 1e-6)) + 1, free.size, adds_left)
-    return free[:k]
+    return free[:cards_to_cover(free, np.asarray(score_tps, dtype=np.float64), need - scored_tps, adds_left)]
+
+
+def cards_to_cover(free: np.ndarray, score_tps: np.ndarray, short_tps: float, adds_left: int) -> int:
+    """How many of the free spares (best first) the loop adds: the fewest whose scores, summed in that order, cover
+    `short_tps` (all of them when none do), at most `adds_left`. The loop adds a few cards at a time: the running sum
+    stops at the last one it takes."""
+    last = min(free.size, adds_left)
+    total = 0.0
+    for i, c in enumerate(free[:last].tolist()):
+        total += float(score_tps[c])
+        if total >= short_tps - 1e-6:
+            return i + 1
+    return last
 
 
 @dataclass(frozen=True)
@@ -103,7 +113,8 @@ class TrafficInput:
     reactive: Reactive | None = None
     score_tps: np.ndarray | None = None  # (cards, hours) the plan's scores: the loop's view of each card
     eligible: np.ndarray | None = None  # (cards, hours) bool: the cards the loop may add (run classes, not evicted)
-    stop_lost_share: float | None = None  # stop walking once more than this share of demand is lost (pass or fail)
+    stop_lost_share: float | None = None  # stop walking once more than this share of demand is lost (pass or fail);
+    # such a walk is read for its loss alone: the loop's rent (`reactive_usd`) is left at 0
     promise_rate_tps: np.ndarray | None = None  # (cards, hours) under a promise: each card's true rate at it
     promise_slots: np.ndarray | None = None  # (cards, hours) and the streams it decodes at it
 
@@ -223,7 +234,7 @@ def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first
     """The hour's true capacity at its first step, and what each of its steps gains as warm cards finish booting.
     `ready_by`: a step by which every warm card is known to serve (the caller's shortcut past the masks)."""
     if ready_by is not None and ready_by <= first:  # no card can still be booting: all warm cards serve
-        return float(rates[warm].sum()), [0.0] * per_hour
+        return float(np.add.reduce(rates[warm])), [0.0] * per_hour
     serving = warm & (ready <= first)
     cap = float(rates[serving].sum())
     gain = np.zeros(per_hour)
@@ -235,8 +246,18 @@ def _hour_capacity(rates: np.ndarray, warm: np.ndarray, ready: np.ndarray, first
 
 def ranked_spares(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> np.ndarray:
     """The cards the loop may add this hour, best tokens per dollar first."""
-    may = np.flatnonzero(eligible) if eligible is not None else np.arange(tokens_per_usd.size)
-    return may[np.argsort(-tokens_per_usd[may], kind="stable")]
+    order, count = ranked_spares_by_hour(np.asarray(tokens_per_usd)[:, None], None if eligible is None else
+                                         np.asarray(eligible, dtype=bool)[:, None])
+    return order[: count[0], 0]
+
+
+def ranked_spares_by_hour(tokens_per_usd: np.ndarray, eligible: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """`ranked_spares` of each hour of (cards, hours) at once: each column's cards, the eligible best tokens per
+    dollar first (ties to the lower index), and how many of them are eligible."""
+    if eligible is None:
+        order = np.argsort(-tokens_per_usd, axis=0, kind="stable")
+        return order, np.full(tokens_per_usd.shape[1], tokens_per_usd.shape[0])
+    return np.lexsort((-tokens_per_usd, ~eligible), axis=0), eligible.sum(axis=0)
 
 
 class _Cards:
@@ -250,14 +271,21 @@ class _Cards:
         self.ready = np.zeros(n, dtype=np.int64)  # the step each warm card serves from
         self.warm = np.zeros(n, dtype=bool)
         self.ready_by = 0  # every warm card serves from this step on
+        self.holding = False  # whether the loop holds any card
+        self.boots = bool(self.boot.any())  # with no boot, every warm card serves from the step it is warm in
 
     def start_hour(self, plan: np.ndarray, eligible: np.ndarray | None, first: int) -> None:
         """The plan's hour begins: it releases what the loop's cool-down no longer holds; joining cards boot."""
-        self.held &= ~((self.held_until <= first) & ~plan)
-        if eligible is not None:
-            self.held &= eligible  # an evicted card leaves, whoever added it
-        now = plan | self.held
-        joined = now & ~self.warm
+        if self.holding:
+            self.held &= (self.held_until > first) | plan  # released: cooled down and not in the plan
+            if eligible is not None:
+                self.held &= eligible  # an evicted card leaves, whoever added it
+            self.holding = bool(self.held.any())
+        now = plan | self.held if self.holding else plan.copy()
+        if not self.boots:
+            self.warm = now
+            return
+        joined = now > self.warm  # warm now, not before
         if joined.any():
             self.ready[joined] = first + self.boot[joined]
             self.ready_by = max(self.ready_by, first + int(self.boot[joined].max()))
@@ -265,11 +293,12 @@ class _Cards:
 
     def add(self, c: int, t: int) -> int:
         """The loop adds card `c` after step `t`; the step it serves from."""
-        self.warm[c] = self.held[c] = True
+        self.warm[c] = self.held[c] = self.holding = True
         self.held_until[c] = t + 1 + self.cooldown_steps
-        self.ready[c] = t + 1 + self.boot[c]
-        self.ready_by = max(self.ready_by, int(self.ready[c]))
-        return int(self.ready[c])
+        ready = t + 1 + int(self.boot[c])
+        self.ready[c] = ready
+        self.ready_by = max(self.ready_by, ready)
+        return ready
 
 
 class _PromiseSums:
@@ -285,17 +314,18 @@ class _PromiseSums:
         return _NoPromise() if inp.promise_rate_tps is None else cls(inp, steps)
 
     def start_hour(self, h: int, warm: np.ndarray, cards: "_Cards", first: int, per_hour: int) -> None:
+        self.first = first
         self.rate_h = np.asarray(self.rate_tps[:, h], dtype=np.float64)
         self.slots_h = np.asarray(self.slots[:, h], dtype=np.float64)
         self.rate, self.rate_gain = _hour_capacity(self.rate_h, warm, cards.ready, first, per_hour, cards.ready_by)
         self.slot, self.slot_gain = _hour_capacity(self.slots_h, warm, cards.ready, first, per_hour, cards.ready_by)
 
-    def serve(self, j: int, t: int, queue, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
+    def serve(self, queue, t: int, arrive_tokens: float, capacity_tokens: float, late: list) -> float:
         """`_serve`, keeping the step's sums at the promise and the tokens it served of its own arrivals."""
         own_before = late[0]
         lost = _serve(queue, t, arrive_tokens, capacity_tokens, late)
-        self.rate += self.rate_gain[j]
-        self.slot += self.slot_gain[j]
+        self.rate += self.rate_gain[t - self.first]
+        self.slot += self.slot_gain[t - self.first]
         self.fresh[t], self.rate_step[t], self.slots_step[t] = float(late[0] - own_before), self.rate, self.slot
         return lost
 
@@ -314,8 +344,7 @@ class _NoPromise:
     def start_hour(self, *_) -> None:
         pass
 
-    def serve(self, j: int, t: int, queue, arrive_tokens: float, capacity_tokens: float, late: np.ndarray) -> float:
-        return _serve(queue, t, arrive_tokens, capacity_tokens, late)
+    serve = staticmethod(_serve)
 
     def add(self, *_) -> None:
         pass
@@ -331,7 +360,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     per_hour = 60 // inp.step_minutes
     step_s = inp.step_minutes * 60.0
     demand = np.asarray(inp.step_demand_tps, dtype=np.float64)[: hours * per_hour]
-    queue, late = _Queue.of(inp.max_wait_s, step_s)
+    queue, late_steps = _Queue.of(inp.max_wait_s, step_s)
+    late = late_steps.tolist()  # plain floats while walking, an array once walked
     rent = np.asarray(inp.rent_usd_per_hour, dtype=np.float64)
     settings = inp.reactive
     period = inp.billing_minutes // inp.step_minutes  # steps a billing period
@@ -339,18 +369,25 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     period_usd = period * inp.step_minutes / 60.0  # a period's rent over an hour's
     cards = _Cards(n, inp.boot_steps, 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes))
     steps_tps = demand.tolist()  # read one step at a time: plain floats
+    if settings is not None:  # with no queue nothing waits: what the loop asks of each step is known before the walk
+        need_tps = reactive_need_tps(demand, 0.0, settings).tolist()
     capacity, lost = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour)
     adds: list[tuple] = []
     reactive_usd = 0.0
-    run, drain_max = 0, 0
-    rates_block = None
+    run, drain_max, backlog = 0, 0, 0.0  # with no queue nothing waits
+    rates_block = scores_block = None
     lost_so_far, stopped = 0.0, False
     promise = _PromiseSums.of(inp, hours * per_hour)
+    serve = promise.serve
+    bills = inp.stop_lost_share is None  # a walk told to stop reads the loss alone: the loop's rent is not summed
     stop_tokens = math.inf if inp.stop_lost_share is None else (inp.stop_lost_share + 1e-12) * float(demand.sum()) * step_s
     for h in range(hours):
         if h % _BLOCK_HOURS == 0:
             b = min(hours, h + _BLOCK_HOURS)
             rates_block = np.asarray(inp.true_rate_tps[:, inp.warmup_hours + h: inp.warmup_hours + b], dtype=np.float64)
+            if settings is not None:
+                scores_block = np.asarray(inp.score_tps[:, h:b], dtype=np.float64)
+                ranked = None  # each hour's spares, ranked when the loop first needs them in the block
         rates = rates_block[:, h % _BLOCK_HOURS]
         first = h * per_hour
         cards.start_hour(warm_plan[:, h], None if inp.eligible is None else inp.eligible[:, h], first)
@@ -359,25 +396,34 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         cap, gain_tps = _hour_capacity(rates, warm, cards.ready, first, per_hour, cards.ready_by)
         promise.start_hour(h, warm, cards, first, per_hour)
         if settings is not None:
-            score = np.asarray(inp.score_tps[:, h], dtype=np.float64)
-            scored = float(score[warm].sum())
-            spares = None  # ranked when the loop first needs them this hour
-        added_this_hour = 0
+            score = scores_block[:, h % _BLOCK_HOURS]
+            scored = float(np.add.reduce(score[warm]))
+            free = None  # the spares not warm, best first: ranked when the loop first needs them this hour
+            adds_left = settings.max_adds_per_hour
         for j in range(per_hour):
             t = first + j
             cap += gain_tps[j]
             capacity[t] = cap
-            lost[t] = promise.serve(j, t, queue, steps_tps[t] * step_s, cap * step_s, late)
-            backlog = queue.tokens if queue is not None else 0.0
-            run = run + 1 if backlog > 1e-6 else 0
-            drain_max = max(drain_max, run)
-            if settings is None or reactive_need_tps(steps_tps[t], backlog / step_s, settings) <= scored + 1e-6:
+            lost[t] = serve(queue, t, steps_tps[t] * step_s, cap * step_s, late)
+            if queue is not None:
+                backlog = queue.tokens
+                run = run + 1 if backlog > 1e-6 else 0
+                drain_max = max(drain_max, run)
+            if settings is None or adds_left <= 0:
                 continue
-            if spares is None:
-                tpd = tokens_per_dollar(score, rent)
-                spares = ranked_spares(tpd, None if inp.eligible is None else inp.eligible[:, h])
-            got = reactive_picks(steps_tps[t], backlog / step_s, scored, warm, spares, score, settings,
-                                 settings.max_adds_per_hour - added_this_hour)
+            need = need_tps[t] if queue is None else reactive_need_tps(steps_tps[t], backlog / step_s, settings)
+            if need <= scored + 1e-6:
+                continue
+            if free is None:  # the loop's picks (`reactive_picks`), the hour's ranking kept: it adds the best free first
+                if ranked is None:
+                    tpd_block = tokens_per_dollar(scores_block, rent)
+                    ranked = ranked_spares_by_hour(tpd_block, None if inp.eligible is None else
+                                                   np.asarray(inp.eligible[:, h - h % _BLOCK_HOURS: b], dtype=bool))
+                tpd = tpd_block[:, h % _BLOCK_HOURS]
+                spares = ranked[0][: ranked[1][h % _BLOCK_HOURS], h % _BLOCK_HOURS]
+                free = spares[~warm[spares]]
+            got = free[:cards_to_cover(free, score, need - scored, adds_left)]
+            free = free[got.size:]
             if got.size:
                 adds.append((t, got, steps_tps[t], backlog / step_s, scored, score, tpd))
             for c in got.tolist():
@@ -387,14 +433,14 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                 if serves_from < per_hour:
                     gain_tps[serves_from] += float(rates[c])
                     promise.add(c, serves_from)
-            added_this_hour += got.size
+            adds_left -= got.size
         lost_so_far += sum(lost[first: first + per_hour])
         if lost_so_far > stop_tokens:
             stopped = True
             break
-        if cards.held.any():  # only the loop's cards are warm outside the plan: every period of the hour, whole
-            reactive_usd += (float(rent[warm & ~warm_plan[:, h]].sum()) * full_periods - short_usd) * period_usd
-    capacity, lost = np.asarray(capacity), np.asarray(lost)
+        if cards.holding and bills:  # only the loop's cards are warm outside the plan: every period of the hour, whole
+            reactive_usd += (float(np.add.reduce(rent[warm > warm_plan[:, h]])) * full_periods - short_usd) * period_usd
+    capacity, lost, late = np.asarray(capacity), np.asarray(lost), np.asarray(late)
     if queue is not None and not stopped:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
     total = float(demand.sum() * step_s)
