@@ -279,7 +279,13 @@ def serving_rate_tps(month: Month, at_promise: tuple[np.ndarray, np.ndarray] | N
     if at_promise is None:
         return month.true_rate_tps[:, W:]
     true = np.asarray(month.true_rate_tps)[:, W:W + month.hours]
-    return np.maximum(true, at_promise[0][:, :true.shape[1]].astype(true.dtype, copy=False))
+    return served_rate_tps(true, at_promise[0][:, :true.shape[1]])
+
+
+def served_rate_tps(true_rate_tps: np.ndarray, rate_at_promise_tps: np.ndarray) -> np.ndarray:
+    """What each card serves an hour under a promise, from its true rate and its rate at the promise ((cards, hours)
+    each): the larger, in the true rates' type (`serving_rate_tps` of a month; the service's bill of a stretch)."""
+    return np.maximum(true_rate_tps, np.asarray(rate_at_promise_tps).astype(true_rate_tps.dtype, copy=False))
 
 
 def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.ndarray | None = None) -> np.ndarray:
