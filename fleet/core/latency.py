@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
+from fleet.core.goodput import goodput_totals
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import UNLIMITED_BATCH, StepCurve, prefill_s
@@ -287,27 +288,6 @@ def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, deman
         "ttft_missed_hours": int((p.ttft_ok_share < s.slo.percentile - 1e-12).sum()) if s.slo.ttft_ms is not None else 0,
         "slow_hours": int((p.goodput_tps < np.asarray(delivered_tps) * (1 - 1e-9) - 1e-6).sum()),
     }
-
-
-def goodput_totals(goodput_tps: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
-    """Goodput over a run of hours beside what was delivered and demanded: its mean, its share of the delivered
-    tokens (the latency check's figure) and the demand not served within the promise (the capacity check's under
-    a promise). A replayed month and the service's billed hours read them through this one rule."""
-    hours = max(1, np.size(goodput_tps))
-    good, delivered, demand = float(np.sum(goodput_tps)), float(np.sum(delivered_tps)), float(np.sum(demand_tps))
-    return {
-        "goodput_avg_tps": good / hours,
-        "goodput_share": good / delivered if delivered > 0 else 1.0,
-        "unmet_goodput_share": (demand - good) / demand if demand > 0 else 0.0,
-    }
-
-
-def stretch_at_promise(view: "PromiseView", true_rate_tps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each card's true rate at the promise and its slots over a stretch of hours, (cards, hours) each, from the
-    stretch's true rates as an array: `true_at_promise` for a caller that holds a stretch, not a month (the
-    service's bill, a day at a time)."""
-    return card_rates_at_promise(np.asarray(true_rate_tps, dtype=np.float64), view.card_class, list(view.servings),
-                                 view.slo.stream_tps)
 
 
 def check_promise(slo: Slo, rented_classes, demand, needs_requests: bool = True) -> None:

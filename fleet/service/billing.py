@@ -27,7 +27,7 @@ import pandas as pd
 from fleet.core.billing import bill_hours, churn_fee_usd
 from fleet.core.hindsight import hindsight_tps
 from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_terms
-from fleet.core.latency import PromiseFigures, promise_figures, promise_view, stretch_at_promise
+from fleet.core.latency import PromiseFigures, card_rates_at_promise, promise_figures, promise_view
 from fleet.core.replay import served_rate_tps
 from fleet.core.verdict import wrong_evictions
 from fleet.service.calendar import HOUR_S, Calendar
@@ -195,7 +195,8 @@ class BillJob:
         view = self.promise(index)
         ideal, at_promise = None, None
         if view is not None:
-            at_promise = stretch_at_promise(view, rate)
+            # Each card's true rate at the promise and its slots, as `true_at_promise` reads a replayed month's.
+            at_promise = card_rates_at_promise(rate, view.card_class, list(view.servings), view.slo.stream_tps)
             ideal_rate, ideal_demand = ideal_terms(rate, demand, view, at_promise[0])
             ideal = ideal_exact_usd_by_hour(ideal_rate, index.rent_usd_per_hour, ideal_demand)
             rate = served_rate_tps(rate, at_promise[0])

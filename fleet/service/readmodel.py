@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from fleet.core.latency import goodput_totals
+from fleet.core.goodput import goodput_totals
 from fleet.core.units import HOUR_S, NO_END_TS
 from fleet.core.verdict import checks as judge_checks
 from fleet.core.verdict import month_totals
