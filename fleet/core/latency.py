@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import Field
 
-from fleet.core.goodput import goodput_totals
 from fleet.core.greedy import copy_in_tiles
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
 from fleet.core.serving import UNLIMITED_BATCH, StepCurve, prefill_s
@@ -276,6 +275,7 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
     """The verdict's figures of the promise: goodput beside delivered, the share within the promise, and the
     first-token wait at the percentile."""
+    from fleet.core.goodput import goodput_totals  # the rule the service's billed hours read too
     finite = p.ttft_s[np.isfinite(p.ttft_s)]
     return {
         "slo_stream_tps": s.slo.stream_tps,
