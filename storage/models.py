@@ -246,6 +246,7 @@ class ServiceHour(Base):
     evictions: Mapped[int] = mapped_column(Integer)
     wrong_evictions: Mapped[int] = mapped_column(Integer)
     demand_measured_tps: Mapped[float | None] = mapped_column(Float)  # NULL: no demand was measured (revision 0006)
+    goodput_tps: Mapped[float | None] = mapped_column(Float)  # under a promise, tokens/s within it; NULL: none (revision 0011)
 
 
 class DemandSample(Base):

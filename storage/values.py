@@ -220,6 +220,7 @@ class HourFigures:
     evictions: int
     wrong_evictions: int
     demand_measured_tps: float | None = None  # the demand the hour had, once it is over (None: none measured)
+    goodput_tps: float | None = None  # under a promise: tokens/s served within it (None: no promise)
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,7 +33,8 @@ def status_cmd(
     watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C: in place on a terminal, once an interval when piped.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="With --watch: seconds between refreshes.", min=0.1)] = 5.0,
 ) -> None:
-    """The run set, scores, budget left, the month-to-date bill by part and the three checks so far."""
+    """The run set, scores, budget left, the month-to-date bill by part and the checks so far (under a promise, its
+    goodput and the fourth check, latency)."""
     import time
 
     from rich.console import Group
@@ -76,7 +77,10 @@ def _print(con, shown: list) -> None:
 
 
 CHECK_UNITS = {"capacity": lambda v: f"unmet {v:.2%} of demand", "convergence": lambda v: f"convergence {percent(v)}",
-               "eviction": lambda v: times(int(v), "wrong eviction")}
+               "eviction": lambda v: times(int(v), "wrong eviction"),
+               "latency": lambda v: f"{v:.1%} of delivered within the promise"}
+PROMISED_UNITS = {"capacity": lambda v: f"{v:.2%} of demand not served within the promise"}
+"""Under a promise the capacity check reads the demand not served within it (`fleet.core.verdict.checks`)."""
 
 
 def _status(cfg, repo, store, real_pool) -> tuple[dict, list]:
@@ -121,6 +125,7 @@ def _month_json(view, marks) -> dict:
         "bill_by_part_usd": view.bill_by_part(),
         **{k: v for k, v in totals.items() if k.endswith("_usd") or k in ("convergence", "unmet_share")},
         **{k: judged[k] for k in JUDGED},
+        **{k: judged[k] for k in PROMISED if k in judged},
         "scores": {score_key_label(w): s for w, s in view.scores_by_window.items()}, "checks": view.checks(marks),
         "demand_forecast_tps": size and size.demand_forecast_tps, "knew_demand": bool(size and size.knew_demand),
         "last_billed": None if not view.hours else {
@@ -133,6 +138,9 @@ def _month_json(view, marks) -> dict:
 JUDGED = ("idle_usd", "ideal_bill_usd", "convergence", "unmet_share")
 """The figures judged against demand: read over the billed hours whose demand was measured. The bill's own figures
 count every billed hour: its rent was paid whatever the demand."""
+
+PROMISED = ("goodput_avg_tps", "goodput_share", "unmet_goodput_share")
+"""Under a promise (hours billed with their goodput), what was served within it, judged as `JUDGED` is."""
 
 
 def _unmeasured_line(view) -> list[str]:
@@ -198,9 +206,12 @@ def _month_lines(view, out: dict) -> list:
         + (f" (over the {len(view.hours) - len(view.unmeasured_hours)} hours with demand measured)"
            if view.unmeasured_hours else ""),
         *_unmeasured_line(view),
+        *([f"goodput {out['goodput_avg_tps']:,.0f} tok/s, {out['goodput_share']:.1%} of delivered within the promise"]
+          if "goodput_share" in out else []),
     ]
+    units = {**CHECK_UNITS, **(PROMISED_UNITS if "goodput_share" in out else {})}
     for name, c in out["checks"].items():
-        shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {CHECK_UNITS[name](c['value'])})")
+        shown.append(f"check {name}: {'pass' if c['pass'] else 'FAIL'} ({c['mark']}; now {units[name](c['value'])})")
     return shown
 
 

@@ -315,10 +315,20 @@ def month_ideals(month, exact: bool = True, promise=None, true_at_promise_tps: n
     without `exact`, the greedy stands for both). Under a promise the ideal operator keeps it: each card at its true
     rate at the promise (`true_at_promise_tps` when the caller has it), each hour's demand lifted to the slots its first
     tokens need."""
-    true_month = month.true_rate_tps[:, month.warmup_hours :]
-    demand = month.demand_tps.astype(np.float64)
-    if promise is not None:
-        true_month = promise.rates_tps(true_month) if true_at_promise_tps is None else true_at_promise_tps
-        demand = promise.target_tps(demand)
+    true_month, demand = ideal_terms(month.true_rate_tps[:, month.warmup_hours :], month.demand_tps, promise,
+                                     true_at_promise_tps)
     greedy = ideal_greedy_usd_by_hour(true_month, month.rent_usd_per_hour, demand)
     return greedy, ideal_exact_usd_by_hour(true_month, month.rent_usd_per_hour, demand, greedy_usd=greedy) if exact else greedy
+
+
+def ideal_terms(true_rate_tps: np.ndarray, demand_tps: np.ndarray, promise=None,
+                true_at_promise_tps: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(each card's rate, each hour's demand) the ideal operator covers: the true rates and the demand, or under a
+    promise (a `PromiseView`) each card at its true rate at the promise (`true_at_promise_tps` when the caller has it)
+    and each hour's demand lifted to the slots its first tokens need. A replayed month and the service's billed
+    hours take their ideal under the promise through this one rule."""
+    demand = np.asarray(demand_tps).astype(np.float64)
+    if promise is None:
+        return true_rate_tps, demand
+    rate = promise.rates_tps(true_rate_tps) if true_at_promise_tps is None else true_at_promise_tps
+    return rate, promise.target_tps(demand)

@@ -290,16 +290,13 @@ def _whole_levels(slots, n: int) -> bool:
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:
     """The verdict's figures of the promise: goodput beside delivered, the share within the promise, and the
     first-token wait at the percentile."""
-    hours = max(1, p.goodput_tps.size)
-    good, delivered, demand = float(p.goodput_tps.sum()), float(np.sum(delivered_tps)), float(np.sum(demand_tps))
+    from fleet.core.goodput import goodput_totals  # the rule the service's billed hours read too
     finite = p.ttft_s[np.isfinite(p.ttft_s)]
     return {
         "slo_stream_tps": s.slo.stream_tps,
         "slo_ttft_ms": s.slo.ttft_ms,
         "slo_percentile": s.slo.percentile,
-        "goodput_avg_tps": good / hours,
-        "goodput_share": good / delivered if delivered > 0 else 1.0,
-        "unmet_goodput_share": (demand - good) / demand if demand > 0 else 0.0,
+        **goodput_totals(p.goodput_tps, delivered_tps, demand_tps),
         "rate_at_promise_avg_tps": float(p.rate_at_promise_tps.mean()) if p.rate_at_promise_tps.size else 0.0,
         "ttft_worst_s": float(p.ttft_s.max()) if p.ttft_s.size else 0.0,
         "ttft_median_s": float(np.median(finite)) if finite.size else float("inf"),

@@ -272,6 +272,13 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     return result
 
 
+def served_rate_tps(true_rate_tps: np.ndarray, rate_at_promise_tps: np.ndarray) -> np.ndarray:
+    """What each card serves an hour under a promise, from its true rate and its rate at the promise ((cards, hours)
+    arrays each): the larger, in the true rates' type. `serving_rate_tps` reads a month by this rule; the service's
+    bill a stretch of hours."""
+    return np.maximum(true_rate_tps, np.asarray(rate_at_promise_tps).astype(true_rate_tps.dtype, copy=False))
+
+
 def serving_rate_tps(month: Month, at_promise: tuple[np.ndarray, np.ndarray] | None):
     """What each card serves an hour: its true rate at the rated batch, or under a promise whose floor lets it run a
     larger batch than that (its memory allowing), its rate at the promise: the router keeps it at its promised batch."""

@@ -9,12 +9,16 @@ or a real pool's measured demand (`MeasuredDemand`; an hour with none measured i
 billed at demand 0 and its `demand_measured_tps` left NULL: the read model's checks skip it); the billed hour's
 `size` record gains `demand_measured_tps` with it. Hours are billed in stretches of
 up to a day, each stretch in one transaction, so a rerun bills nothing twice.
+
+Under a promise (`[slo]`) each hour is read as replay's verdict reads it, from the same truth: its goodput (the
+tokens/s within the promise, `fleet.core.latency`), its ideal under the promise (the ideal operator keeps it,
+whatever the policy sizes to) and each card serving at the larger of its true rate and its rate at the promise.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
@@ -22,9 +26,12 @@ import pandas as pd
 
 from fleet.core.billing import bill_hours, churn_fee_usd
 from fleet.core.hindsight import hindsight_tps
+from fleet.core.ideal import ideal_exact_usd_by_hour, ideal_terms
+from fleet.core.latency import PromiseFigures, card_rates_at_promise, promise_figures, promise_view
+from fleet.core.replay import served_rate_tps
 from fleet.core.verdict import wrong_evictions
 from fleet.service.calendar import HOUR_S, Calendar
-from fleet.service.pool import PoolIndex, PoolWatch
+from fleet.service.pool import PoolIndex, PoolWatch, pool_promise
 from storage.busy import measured_tps
 from storage.values import HourFigures, Kind
 
@@ -140,6 +147,14 @@ class BillJob:
     demand: object
     truth: Truth
     stopping: Callable[[], bool] = lambda: False
+    terms: object = None  # the pool's promise read as a scenario's (`ServiceConfig`: slo, policy, demand, classes)
+    _promise: tuple | None = field(default=None, init=False, repr=False)  # (index, its `PromiseView` or None)
+
+    def promise(self, index: PoolIndex):
+        """The promise the month is judged by in this pool (`promise_view`, the verdict's): None without `[slo]`."""
+        if self._promise is None or self._promise[0] is not index:
+            self._promise = (index, pool_promise(self.terms, index, promise_view))
+        return self._promise[1]
 
     def run(self) -> int:
         """Returns the hours billed."""
@@ -164,7 +179,8 @@ class BillJob:
         return done
 
     def bill(self, first_ts: int, k: int, index: PoolIndex | None = None) -> list[HourFigures]:
-        """Bill k decided hours from `first_ts` (one month): warm rent, churn fees, idle cost, ideal bill, wrong evictions."""
+        """Bill k decided hours from `first_ts` (one month): warm rent, churn fees, idle cost, ideal bill, wrong evictions,
+        and under a promise each hour's goodput."""
         index = self.pool.current() if index is None else index
         m0, h0 = self.calendar.month_of(first_ts)
         hi = first_ts + k * HOUR_S
@@ -176,9 +192,21 @@ class BillJob:
         demand, measured = self.demand.billed(m0, h0, k)
         for line in self.demand.unsaid(first_ts, k):
             log.warning("%s", line)
+        view = self.promise(index)
+        ideal, at_promise = None, None
+        if view is not None:
+            # Each card's true rate at the promise and its slots, as `true_at_promise` reads a replayed month's.
+            at_promise = card_rates_at_promise(rate, view.card_class, list(view.servings), view.slo.stream_tps)
+            ideal_rate, ideal_demand = ideal_terms(rate, demand, view, at_promise[0])
+            ideal = ideal_exact_usd_by_hour(ideal_rate, index.rent_usd_per_hour, ideal_demand)
+            rate = served_rate_tps(rate, at_promise[0])
         # A card added serves once booted (a card warm the hour before the stretch has: exact for boots up to an hour).
-        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted,
+        b = bill_hours(warm[:, 1:], index.rent_usd_per_hour, index.rent_usd_per_month, rate, demand, evicted, ideal,
                        boot_hours=self.truth.boot_hours(index), warm_before=warm[:, 0])
+        good: PromiseFigures | None = None
+        if view is not None:
+            good = promise_figures(warm[:, 1:], at_promise[0], at_promise[1], b.delivered_tps, b.demand_tps, view.slo,
+                                   view.shape, view.prefill_s)
         sizes = {r.ts: r.detail for r in self.store.decisions(kinds=[Kind.SIZE], since_ts=first_ts, until_ts=hi)}
         fees = churn_fee_usd(index.rent_usd_per_month)
         figs, lines = [], []
@@ -193,6 +221,7 @@ class BillJob:
                 cards_warm=int(b.cards_warm[j]), warm_usd=float(b.warm_usd[j]), churn_usd=float(b.churn_usd[j]),
                 idle_usd=float(b.idle_usd[j]), ideal_usd=float(b.ideal_usd[j]), evictions=len(evicted[j]), wrong_evictions=wrong,
                 demand_measured_tps=float(measured[j]) if np.isfinite(measured[j]) else None,
+                goodput_tps=None if good is None else float(good.goodput_tps[j]),
             ))
             lines.append([("rent", float(b.warm_usd[j]), None)] + [("churn", float(fees[c]), index.keys[c]) for c in evicted[j]])
         self.store.record_hours(figs, lines)

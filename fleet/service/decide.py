@@ -45,7 +45,7 @@ from fleet.core.scenario import budget_left
 from fleet.core.step import Decisions, StepInput, step
 from fleet.service.calendar import HOUR_S
 from fleet.service.frame import Frame, Lead
-from fleet.service.pool import PoolIndex
+from fleet.service.pool import PoolIndex, pool_promise
 from fleet.service.reactive import loop_cards
 from fleet.service.reconcile import KnownRunSet, Reconciler
 from storage.records import AddRecord, EvictionPassRecord, EvictRecord, ReleaseRecord, SizeRecord
@@ -338,13 +338,7 @@ class DecideJob:
         kept = self._promise
         if kept is not None and kept[0] is index:
             return kept[1]
-        view = None
-        t = self.terms
-        if t is not None and getattr(t, "slo", None) is not None:
-            names = [c.name for c in t.classes]
-            at = {n: k for k, n in enumerate(names)}
-            card_class = np.array([at.get(str(c), -1) for c in index.class_names.tolist()], dtype=np.int64)
-            view = sizing_promise(t, names, card_class)
+        view = pool_promise(self.terms, index, sizing_promise)
         self._promise = (index, view)
         return view
 

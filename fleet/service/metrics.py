@@ -105,6 +105,10 @@ CARD_BETA = ("fleet_card_step_beta_seconds", "What each stream adds to the card'
 POOL_TTFT = ("fleet_pool_ttft_seconds", "The run set's expected wait for a first token at the promise's percentile, at "
              "the demand the last decided hour was sized for (+Inf: its slots cannot carry the requests; NaN: no "
              "first-token promise sized to).")
+GOODPUT_TPS = ("fleet_goodput_tokens_per_second", "Under a promise: tokens a second served within it, the month-to-date "
+               "mean of the billed hours (NaN before the first).")
+GOODPUT_RATIO = ("fleet_goodput_ratio", "Under a promise: tokens served within it over tokens delivered, month to date "
+                 "(the latency check's figure; NaN before the first billed hour).")
 SLO_ATTAINMENT = ("fleet_slo_attainment_ratio", "Share of first tokens within the promise's ttft_ms in the last scored "
                   "hour, from the time-to-first-token buckets.")
 
@@ -270,6 +274,9 @@ class FleetCollector(Collector):
         ):
             yield CounterMetricFamily(name, doc, value=t.get(key, 0.0))
         yield gauge("fleet_unmet_demand_ratio", "Unmet over demanded tokens, month to date.", t.get("unmet_share", 0.0))
+        if s.promised:
+            yield gauge(*GOODPUT_TPS, t.get("goodput_avg_tps"))
+            yield gauge(*GOODPUT_RATIO, t.get("goodput_share"))
 
         yield CounterMetricFamily("fleet_evictions", "Month-to-date evictions.", value=s.evictions)
         yield CounterMetricFamily("fleet_wrong_evictions",
@@ -281,7 +288,7 @@ class FleetCollector(Collector):
                     1.0 if s.breaker_open else 0.0)
 
         check = GaugeMetricFamily("fleet_check_pass", "1 if the check passes month to date, 0 if it fails.", labels=["check"])
-        for name in ("capacity", "convergence", "eviction"):
+        for name in ("capacity", "convergence", "eviction", *(("latency",) if s.promised else ())):
             c = s.checks.get(name)
             check.add_metric([name], float("nan") if c is None else (1.0 if c["pass"] else 0.0))
         yield check

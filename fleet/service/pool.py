@@ -98,6 +98,18 @@ class PoolIndex:
         return np.where(self.ids_sorted[at] == card_ids, self.ids_order[at], -1)
 
 
+def pool_promise(terms, index: PoolIndex, build):
+    """The pool's promise read as a scenario's (`terms`: a `ServiceConfig`, its slo, policy, demand and classes) over
+    the index's cards, through `build`: `sizing_promise` (what the policy sizes to) or `promise_view` (what the month
+    is judged by, whatever the policy sizes to). None: no promise."""
+    if terms is None or getattr(terms, "slo", None) is None:
+        return None
+    names = [c.name for c in terms.classes]
+    at = {n: k for k, n in enumerate(names)}
+    card_class = np.array([at.get(str(c), -1) for c in index.class_names.tolist()], dtype=np.int64)
+    return build(terms, names, card_class)
+
+
 class PoolWatch:
     """The store's pool as a `PoolIndex`, rebuilt when a card is registered or a class's rent changes."""
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from fleet.core.goodput import goodput_totals
 from fleet.core.units import HOUR_S, NO_END_TS
 from fleet.core.verdict import checks as judge_checks
 from fleet.core.verdict import month_totals
@@ -30,11 +31,18 @@ FORECAST_ERROR_HOURS = 24
 
 
 def stored_month_totals(hours: Sequence[HourFigures]) -> dict[str, float]:
-    """The month-to-date totals of the billed hours the store holds: the core's `month_totals` over them."""
-    col = lambda name: np.array([getattr(h, name) for h in hours], dtype=np.float64)  # noqa: E731
-    return month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
-                             col("delivered_tps"), int(sum(h.evictions for h in hours)),
-                             int(sum(h.wrong_evictions for h in hours)))
+    """The month-to-date totals of the billed hours the store holds: the core's `month_totals` over them, and under a
+    promise (hours billed with their goodput) the core's `goodput_totals` over those hours, which the checks then
+    read as a replayed month's verdict does (capacity on goodput, and latency)."""
+    col = lambda name, of=hours: np.array([getattr(h, name) for h in of], dtype=np.float64)  # noqa: E731
+    totals = month_totals(col("warm_usd"), col("churn_usd"), col("idle_usd"), col("ideal_usd"), col("demand_tps"),
+                          col("delivered_tps"), int(sum(h.evictions for h in hours)),
+                          int(sum(h.wrong_evictions for h in hours)))
+    promised = [h for h in hours if h.goodput_tps is not None]
+    if promised:
+        totals.update(goodput_totals(col("goodput_tps", promised), col("delivered_tps", promised),
+                                     col("demand_tps", promised)))
+    return totals
 
 
 def forecast_error_tps(forecast_tps: Sequence[float], measured_tps: Sequence[float]) -> float:

@@ -166,7 +166,8 @@ class Service:
         self.reactive = ReactiveJob(frame, self.journal_store, self.journal, self.decide.hour_scores, lead, queue,
                                     cfg.schedule.reactive_interval_s)
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(telemetry, self.calendar)
-        self.billing = BillJob(self.journal_store, self.pool, self.calendar, clock, frame.demand, truth, self.stopping)
+        self.billing = BillJob(self.journal_store, self.pool, self.calendar, clock, frame.demand, truth, self.stopping,
+                               terms=cfg)  # cfg: its promise, which the month is judged by
 
     # -- leading -------------------------------------------------------------------------------
     def leading(self) -> bool:
@@ -239,7 +240,8 @@ class Service:
 
     def metrics_job(self) -> Snapshot:
         self.snapshot = build_snapshot(self.journal_store, self.telemetry, self.pool.current(), self.calendar, self.policy,
-                                       self.scoring.windows, self.cfg.checks, self.clock.now(), self.sim is None)
+                                       self.scoring.windows, self.cfg.checks, self.clock.now(), self.sim is None,
+                                       promised=self.cfg.slo is not None)
         self.snapshot.curves = self.scoring.card_curves
         return self.snapshot
 

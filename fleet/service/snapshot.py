@@ -62,6 +62,7 @@ class Snapshot:
     reconcile_mismatches: dict[str, int] = field(default_factory=dict)  # open mismatches by kind (silent, still-serving)
     demand_answered_ts: int | None = None  # a real pool's demand source's newest sample (None: none, or a simulation)
     pool_ttft_s: float | None = None  # under a promise: the run set's expected first-token wait at the percentile
+    promised: bool = False  # the pool has a promise (`[slo]`): its goodput and latency check are shown from the start
 
 
 def mismatch_counts(store: JournalStore) -> dict[str, int]:
@@ -75,12 +76,14 @@ def mismatch_counts(store: JournalStore) -> dict[str, int]:
 
 
 def build_snapshot(store: JournalStore, telemetry: TelemetryStore, index: PoolIndex, calendar: Calendar, policy,
-                   windows: Mapping[str, int], marks, now_ts: float, measured_demand: bool = False) -> Snapshot:
+                   windows: Mapping[str, int], marks, now_ts: float, measured_demand: bool = False,
+                   promised: bool = False) -> Snapshot:
     """The snapshot of the month on view: the one last billed (at a month's end it stays on view until the next bills).
 
     `policy` gives the class the pool is counted in and the eviction budget's share,
     `windows` (name → hours) the scores shown, `marks` the checks' pass marks; `measured_demand` for a real pool
-    (its checks skip the hours with no demand measured, as `fleet status`'s do).
+    (its checks skip the hours with no demand measured, as `fleet status`'s do); `promised` for a pool under a promise
+    (its goodput and latency check, from the billed hours' goodput).
     """
     view = MonthView.on_view(store, calendar, now_ts, measured_demand)
     m0, last_dec = view.month_start_ts, view.last_decided_ts
@@ -131,4 +134,5 @@ def build_snapshot(store: JournalStore, telemetry: TelemetryStore, index: PoolIn
         reconcile_mismatches=mismatch_counts(store),
         demand_answered_ts=telemetry.last_demand_sample_ts() if measured_demand else None,
         pool_ttft_s=size.ttft_s if size else None,
+        promised=promised,
     )

@@ -139,6 +139,21 @@ def test_before_the_first_refresh_only_job_series_show():
     assert fams == {"fleet_job_duration_seconds", "fleet_job_runs", "fleet_job_last_success_timestamp_seconds"}
 
 
+def test_a_promise_adds_goodput_and_the_latency_check_from_the_first_scrape():
+    """Under a promise the latency check and goodput are there before the first bill (NaN) and then read the month's
+    figures; without one neither family nor label shows."""
+    unbilled, _ = families(snap=snapshot(promised=True))
+    assert math.isnan(sample(unbilled, "fleet_check_pass", check="latency"))
+    assert math.isnan(sample(unbilled, "fleet_goodput_ratio")) and math.isnan(sample(unbilled, "fleet_goodput_tokens_per_second"))
+    checks = {**snapshot().checks, "latency": {"pass": False}}
+    totals = {**snapshot().totals, "goodput_avg_tps": 6_000.0, "goodput_share": 0.6}
+    billed, _ = families(snap=snapshot(promised=True, checks=checks, totals=totals))
+    assert sample(billed, "fleet_check_pass", check="latency") == 0
+    assert sample(billed, "fleet_goodput_tokens_per_second") == 6_000.0 and sample(billed, "fleet_goodput_ratio") == 0.6
+    plain, text = families()
+    assert not {"fleet_goodput_ratio", "fleet_goodput_tokens_per_second"} & set(plain) and 'check="latency"' not in text
+
+
 def test_nan_convergence_is_exported_as_nan():
     fams, _ = families(snap=snapshot(totals={**snapshot().totals, "convergence": float("nan")}))
     assert math.isnan(sample(fams, "fleet_convergence_ratio"))

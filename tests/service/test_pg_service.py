@@ -77,3 +77,12 @@ def test_served_journal_has_replays_evictions(noise_month):
 
 def test_served_store_has_replays_bill_and_run_sets(noise_month):
     on_sqlite.test_store_has_replays_bill_and_run_sets(noise_month)
+
+
+def test_the_month_under_a_promise_is_replays(on_postgres, tmp_path, monkeypatch):
+    """chat-latency served into PostgreSQL: its goodput, ideal under the promise and four checks are replay's."""
+    from tests.service import test_promise_month as promise
+
+    monkeypatch.setattr(promise, "open_repository", lambda _sqlite_url: open_repository(on_postgres))
+    svc, _db, figures = promise.serve_month(tmp_path, fix=False)
+    promise.test_the_served_month_is_replays_under_the_promise({"replay": figures, "snapshot": svc.metrics_job()})

@@ -238,3 +238,35 @@ def test_revision_0009_indexes_the_journal_by_kind_and_keeps_each_cards_last_ser
     assert "reconcile_open" not in insp.get_table_names()
     upgrade(store_url, engine=engine)
     assert [last(c)[1] for c in (1, 2, 3)] == [1700000240, None, None]
+
+
+def test_revision_0011_keeps_billed_hours_with_no_goodput_and_downgrades(store_url):
+    """An hour billed before revision 0011 has no goodput (NULL: billed with no promise) and reads back as such; a
+    billed hour then writes its goodput. Down to 0010 the column is gone with the rows kept; up again it is back."""
+    from alembic import command
+
+    from storage.db import alembic_config
+    from storage.service_store import ServiceStore
+    from storage.values import HourFigures
+
+    engine = make_engine(store_url)
+    upgrade(store_url, "0010", engine=engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO service_hours (hour_ts, month_start_ts, demand_tps, capacity_tps, delivered_tps, "
+            "scored_capacity_tps, cards_warm, warm_usd, churn_usd, idle_usd, ideal_usd, evictions, wrong_evictions, "
+            "demand_measured_tps) VALUES (1767225600, 1767225600, 100.0, 120.0, 100.0, 110.0, 2, 7.5, 0.0, 1.25, 3.75, 0, 0, NULL)")
+    upgrade(store_url, engine=engine)
+    store = ServiceStore(engine)
+    (old,) = store.hours(1767225600)
+    assert old.goodput_tps is None and old.delivered_tps == 100.0
+    new = HourFigures(1767229200, 1767225600, 100.0, 120.0, 100.0, 110.0, 2, 7.5, 0.0, 1.25, 3.75, 0, 0, None, 62.5)
+    assert store.record_hours([new], [[("rent", 7.5, None)]])
+    assert [h.goodput_tps for h in store.hours(1767225600)] == [None, 62.5]
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(store_url, conn), "0010")
+    assert "goodput_tps" not in {c["name"] for c in inspect(engine).get_columns("service_hours")}
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM service_hours").scalar() == 2
+    upgrade(store_url, engine=engine)
+    assert [h.goodput_tps for h in store.hours(1767225600)] == [None, None]
