@@ -25,7 +25,8 @@ from fleet.core.plugins import PolicyParts, Scored
 from fleet.core.scenario import Scenario, budget_cards
 from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean, window_scores_many
 from fleet.core.step import CardDecision, EvictionPass, StepInput, is_decision_hour, step
-from fleet.core.traffic import Traffic, TrafficInput, boot_steps_of, ideal_usd_by_period, run_traffic, traffic_figures
+from fleet.core.traffic import Traffic, TrafficInput, boot_steps_of, run_traffic
+from fleet.core.traffic_figures import ideal_usd_by_period, traffic_figures
 from fleet.core.verdict import checks, figures, median_ticket_tps, wrong_evictions
 
 

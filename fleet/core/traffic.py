@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleet.core.greedy import tokens_per_dollar
-from fleet.core.ideal import ideal_exact_usd_by_hour
 from fleet.core.scenario import Reactive
 
 _BLOCK_HOURS = 24
@@ -353,17 +352,32 @@ class _NoPromise:
         return {}
 
 
+class _BlockSpares:
+    """A block of hours' scores, and each hour's spares ranked by tokens per dollar once the loop first needs them."""
+
+    def __init__(self, inp: TrafficInput, rent: np.ndarray, h: int, b: int):
+        self.scores = np.asarray(inp.score_tps[:, h:b], dtype=np.float64)
+        self.eligible = None if inp.eligible is None else np.asarray(inp.eligible[:, h:b], dtype=bool)
+        self.rent, self.ranked = rent, None
+
+    def free(self, k: int, warm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The block's hour `k`: its spares not warm, best first, and every card's tokens per dollar."""
+        if self.ranked is None:
+            self.tpd = tokens_per_dollar(self.scores, self.rent)
+            self.ranked = ranked_spares_by_hour(self.tpd, self.eligible)
+        spares = self.ranked[0][: self.ranked[1][k], k]
+        return spares[~warm[spares]], self.tpd[:, k]
+
+
 def run_traffic(inp: TrafficInput) -> Traffic:
     """Walk the month step by step: serve, queue, abandon, react, and bill the loop's cards."""
     warm_plan = np.asarray(inp.plan_warm, dtype=bool)
     n, hours = warm_plan.shape
-    per_hour = 60 // inp.step_minutes
-    step_s = inp.step_minutes * 60.0
+    per_hour, step_s = 60 // inp.step_minutes, inp.step_minutes * 60.0
     demand = np.asarray(inp.step_demand_tps, dtype=np.float64)[: hours * per_hour]
     queue, late_steps = _Queue.of(inp.max_wait_s, step_s)
     late = late_steps.tolist()  # plain floats while walking, an array once walked
-    rent = np.asarray(inp.rent_usd_per_hour, dtype=np.float64)
-    settings = inp.reactive
+    rent, settings = np.asarray(inp.rent_usd_per_hour, dtype=np.float64), inp.reactive
     period = inp.billing_minutes // inp.step_minutes  # steps a billing period
     full_periods = (per_hour - 1) // period + 1  # billing periods an hour
     period_usd = period * inp.step_minutes / 60.0  # a period's rent over an hour's
@@ -371,40 +385,32 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     steps_tps = demand.tolist()  # read one step at a time: plain floats
     if settings is not None:  # with no queue nothing waits: what the loop asks of each step is known before the walk
         need_tps = reactive_need_tps(demand, 0.0, settings).tolist()
-    capacity, lost = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour)
-    adds: list[tuple] = []
-    reactive_usd = 0.0
-    run, drain_max, backlog = 0, 0, 0.0  # with no queue nothing waits
-    rates_block = scores_block = None
-    lost_so_far, stopped = 0.0, False
+    capacity, lost, adds = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour), []
+    run, drain_max, backlog, reactive_usd = 0, 0, 0.0, 0.0  # with no queue nothing waits
+    rates_block, lost_so_far, stopped = None, 0.0, False
     promise = _PromiseSums.of(inp, hours * per_hour)
-    serve = promise.serve
     bills = inp.stop_lost_share is None  # a walk told to stop reads the loss alone: the loop's rent is not summed
     stop_tokens = math.inf if inp.stop_lost_share is None else (inp.stop_lost_share + 1e-12) * float(demand.sum()) * step_s
     for h in range(hours):
         if h % _BLOCK_HOURS == 0:
             b = min(hours, h + _BLOCK_HOURS)
             rates_block = np.asarray(inp.true_rate_tps[:, inp.warmup_hours + h: inp.warmup_hours + b], dtype=np.float64)
-            if settings is not None:
-                scores_block = np.asarray(inp.score_tps[:, h:b], dtype=np.float64)
-                ranked = None  # each hour's spares, ranked when the loop first needs them in the block
-        rates = rates_block[:, h % _BLOCK_HOURS]
-        first = h * per_hour
+            spares_block = None if settings is None else _BlockSpares(inp, rent, h, b)
+        rates, first = rates_block[:, h % _BLOCK_HOURS], h * per_hour
         cards.start_hour(warm_plan[:, h], None if inp.eligible is None else inp.eligible[:, h], first)
         warm = cards.warm
         short_usd = 0.0  # the periods this hour's adds were not yet warm in, not billed
         cap, gain_tps = _hour_capacity(rates, warm, cards.ready, first, per_hour, cards.ready_by)
         promise.start_hour(h, warm, cards, first, per_hour)
         if settings is not None:
-            score = scores_block[:, h % _BLOCK_HOURS]
+            score = spares_block.scores[:, h % _BLOCK_HOURS]
             scored = float(np.add.reduce(score[warm]))
             free = None  # the spares not warm, best first: ranked when the loop first needs them this hour
             adds_left = settings.max_adds_per_hour
         for j in range(per_hour):
-            t = first + j
-            cap += gain_tps[j]
+            t, cap = first + j, cap + gain_tps[j]
             capacity[t] = cap
-            lost[t] = serve(queue, t, steps_tps[t] * step_s, cap * step_s, late)
+            lost[t] = promise.serve(queue, t, steps_tps[t] * step_s, cap * step_s, late)
             if queue is not None:
                 backlog = queue.tokens
                 run = run + 1 if backlog > 1e-6 else 0
@@ -415,13 +421,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
             if need <= scored + 1e-6:
                 continue
             if free is None:  # the loop's picks (`reactive_picks`), the hour's ranking kept: it adds the best free first
-                if ranked is None:
-                    tpd_block = tokens_per_dollar(scores_block, rent)
-                    ranked = ranked_spares_by_hour(tpd_block, None if inp.eligible is None else
-                                                   np.asarray(inp.eligible[:, h - h % _BLOCK_HOURS: b], dtype=bool))
-                tpd = tpd_block[:, h % _BLOCK_HOURS]
-                spares = ranked[0][: ranked[1][h % _BLOCK_HOURS], h % _BLOCK_HOURS]
-                free = spares[~warm[spares]]
+                free, tpd = spares_block.free(h % _BLOCK_HOURS, warm)
             got = free[:cards_to_cover(free, score, need - scored, adds_left)]
             free = free[got.size:]
             if got.size:
@@ -435,65 +435,17 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                     promise.add(c, serves_from)
             adds_left -= got.size
         lost_so_far += sum(lost[first: first + per_hour])
-        if lost_so_far > stop_tokens:
-            stopped = True
+        stopped = lost_so_far > stop_tokens
+        if stopped:
             break
         if cards.holding and bills:  # only the loop's cards are warm outside the plan: every period of the hour, whole
             reactive_usd += (float(np.add.reduce(rent[warm > warm_plan[:, h]])) * full_periods - short_usd) * period_usd
     capacity, lost, late = np.asarray(capacity), np.asarray(lost), np.asarray(late)
     if queue is not None and not stopped:
         lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
-    total = float(demand.sum() * step_s)
-    served = float(late.sum())
-    return Traffic(demand_tokens=total, served_tokens=served, served_late_tokens=float(late[1:].sum()),
+    return Traffic(demand_tokens=float(demand.sum() * step_s), served_tokens=float(late.sum()),
+                   served_late_tokens=float(late[1:].sum()),
                    lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max,
                    add_log=tuple(adds), headroom=0.0 if settings is None else float(settings.headroom),
                    reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost,
                    stopped=stopped, **promise.figures())
-
-
-def ideal_usd_by_period(true_rate_tps, warmup_hours: int, rent_usd_per_hour: np.ndarray, step_demand_tps: np.ndarray,
-                        step_minutes: int, billing_minutes: int) -> np.ndarray:
-    """The ideal operator at the finer clock: each billing period, the cheapest whole-card set whose true rates cover
-    the period's highest step, paid for the period (it boots nothing and knows every step)."""
-    per_hour = 60 // step_minutes
-    period = billing_minutes // step_minutes
-    per_hour_periods = per_hour // period
-    demand = np.asarray(step_demand_tps, dtype=np.float64)
-    hours = demand.size // per_hour
-    peaks = demand[: hours * per_hour].reshape(hours * per_hour_periods, period).max(axis=1)
-    out = np.empty(peaks.size)
-    for a in range(0, hours, _BLOCK_HOURS):
-        b = min(hours, a + _BLOCK_HOURS)
-        rates = np.asarray(true_rate_tps[:, warmup_hours + a: warmup_hours + b])
-        rates = np.repeat(rates, per_hour_periods, axis=1)
-        out[a * per_hour_periods: b * per_hour_periods] = ideal_exact_usd_by_hour(
-            rates, rent_usd_per_hour, peaks[a * per_hour_periods: b * per_hour_periods])
-    return out * billing_minutes / 60.0
-
-
-def traffic_figures(t: Traffic, plan_bill_usd: float, ideal_usd: float, step_minutes: int, billing_minutes: int,
-                    max_wait_s: float | None, reactive: bool) -> dict:
-    """The verdict's figures of the finer clock: what the checks read in place of the hourly fluid's."""
-    bill = plan_bill_usd + t.reactive_usd
-    return {
-        "step_minutes": step_minutes,
-        "billing_minutes": billing_minutes,
-        "max_wait_s": max_wait_s,
-        "reactive": reactive,
-        "demand_tokens": t.demand_tokens,
-        "served_tokens": t.served_tokens,
-        "served_late_tokens": t.served_late_tokens,
-        "served_late_share": t.served_late_tokens / t.demand_tokens if t.demand_tokens > 0 else 0.0,
-        "lost_tokens": t.lost_tokens,
-        "lost_share": t.lost_tokens / t.demand_tokens if t.demand_tokens > 0 else 0.0,
-        "wait_p50_s": t.wait_s(0.5),
-        "wait_p99_s": t.wait_s(0.99),
-        "drain_minutes_max": t.drain_steps_max * step_minutes,
-        "reactive_adds": t.reactive_adds,
-        "reactive_usd": t.reactive_usd,
-        "plan_bill_usd": plan_bill_usd,
-        "bill_usd": bill,
-        "ideal_bill_usd": ideal_usd,
-        "convergence": ideal_usd / bill if bill > 0 else float("nan"),
-    }

@@ -11,7 +11,8 @@ import pytest
 from fleet.core.errors import ConfigError
 from fleet.core.scenario import build_scenario
 from fleet.core.scenario import Reactive
-from fleet.core.traffic import TrafficInput, ideal_usd_by_period, react, run_traffic
+from fleet.core.traffic import TrafficInput, react, run_traffic
+from fleet.core.traffic_figures import ideal_usd_by_period
 from fleet.presets import load_preset, replay_scenario, resolve_scenario
 
 

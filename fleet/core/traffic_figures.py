@@ -1,0 +1,56 @@
+"""The finer clock's figures: the ideal operator at the month's step and billing period, and the verdict's figures
+the checks read in place of the hourly fluid's (`fleet.core.traffic` walks the month they are read from)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleet.core.ideal import ideal_exact_usd_by_hour
+from fleet.core.traffic import _BLOCK_HOURS, Traffic
+
+
+def ideal_usd_by_period(true_rate_tps, warmup_hours: int, rent_usd_per_hour: np.ndarray, step_demand_tps: np.ndarray,
+                        step_minutes: int, billing_minutes: int) -> np.ndarray:
+    """The ideal operator at the finer clock: each billing period, the cheapest whole-card set whose true rates cover
+    the period's highest step, paid for the period (it boots nothing and knows every step)."""
+    per_hour = 60 // step_minutes
+    period = billing_minutes // step_minutes
+    per_hour_periods = per_hour // period
+    demand = np.asarray(step_demand_tps, dtype=np.float64)
+    hours = demand.size // per_hour
+    peaks = demand[: hours * per_hour].reshape(hours * per_hour_periods, period).max(axis=1)
+    out = np.empty(peaks.size)
+    for a in range(0, hours, _BLOCK_HOURS):
+        b = min(hours, a + _BLOCK_HOURS)
+        rates = np.asarray(true_rate_tps[:, warmup_hours + a: warmup_hours + b])
+        rates = np.repeat(rates, per_hour_periods, axis=1)
+        out[a * per_hour_periods: b * per_hour_periods] = ideal_exact_usd_by_hour(
+            rates, rent_usd_per_hour, peaks[a * per_hour_periods: b * per_hour_periods])
+    return out * billing_minutes / 60.0
+
+
+def traffic_figures(t: Traffic, plan_bill_usd: float, ideal_usd: float, step_minutes: int, billing_minutes: int,
+                    max_wait_s: float | None, reactive: bool) -> dict:
+    """The verdict's figures of the finer clock: what the checks read in place of the hourly fluid's."""
+    bill = plan_bill_usd + t.reactive_usd
+    return {
+        "step_minutes": step_minutes,
+        "billing_minutes": billing_minutes,
+        "max_wait_s": max_wait_s,
+        "reactive": reactive,
+        "demand_tokens": t.demand_tokens,
+        "served_tokens": t.served_tokens,
+        "served_late_tokens": t.served_late_tokens,
+        "served_late_share": t.served_late_tokens / t.demand_tokens if t.demand_tokens > 0 else 0.0,
+        "lost_tokens": t.lost_tokens,
+        "lost_share": t.lost_tokens / t.demand_tokens if t.demand_tokens > 0 else 0.0,
+        "wait_p50_s": t.wait_s(0.5),
+        "wait_p99_s": t.wait_s(0.99),
+        "drain_minutes_max": t.drain_steps_max * step_minutes,
+        "reactive_adds": t.reactive_adds,
+        "reactive_usd": t.reactive_usd,
+        "plan_bill_usd": plan_bill_usd,
+        "bill_usd": bill,
+        "ideal_bill_usd": ideal_usd,
+        "convergence": ideal_usd / bill if bill > 0 else float("nan"),
+    }
