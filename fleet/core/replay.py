@@ -275,8 +275,8 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
 
 def served_rate_tps(true_rate_tps: np.ndarray, rate_at_promise_tps: np.ndarray) -> np.ndarray:
     """What each card serves an hour under a promise, from its true rate and its rate at the promise ((cards, hours)
-    arrays each): the larger, in the true rates' type. `serving_rate_tps` reads a month by this rule; the service's
-    bill a stretch of hours."""
+    arrays each): the larger, in the true rates' type. `serving_rate_tps` reads a month by it (two levels a card, or
+    whole), the service's bill a stretch of hours."""
     return np.maximum(true_rate_tps, np.asarray(rate_at_promise_tps).astype(true_rate_tps.dtype, copy=False))
 
 
@@ -290,10 +290,10 @@ def serving_rate_tps(month: Month, at_promise: tuple[np.ndarray, np.ndarray] | N
     if hasattr(true, "with_levels") and hasattr(at, "dipped_tps") and at.shape == true.shape:
         # A drawn month's: two levels a card, each the larger of its true rate and its rate at the promise (the
         # float32 numbers the month's array would hold), billed a block of hours at a time as the true rates are.
-        return true.with_levels(np.maximum(true.ticket_tps, np.asarray(at.ticket_tps).astype(true.dtype)),
-                                np.maximum(true.dipped_tps, np.asarray(at.dipped_tps).astype(true.dtype)))
+        return true.with_levels(served_rate_tps(np.asarray(true.ticket_tps, dtype=true.dtype), at.ticket_tps),
+                                served_rate_tps(np.asarray(true.dipped_tps, dtype=true.dtype), at.dipped_tps))
     true = np.asarray(true)
-    return np.maximum(true, at[:, :true.shape[1]].astype(true.dtype, copy=False))
+    return served_rate_tps(true, at[:, :true.shape[1]])
 
 
 def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.ndarray | None = None) -> np.ndarray:
