@@ -50,9 +50,11 @@ def serve_cmd(
         raise typer.Exit(1)
     s = service.snapshot
     t = s.totals
+    goodput = t.get("goodput_share")  # under a promise: the share of delivered tokens served within it
+    within = "" if goodput is None or goodput != goodput else f", {percent(goodput)} of delivered tokens within the promise"
     print(
         f"fleet serve: stopped; {s.hours_billed} hours of the month from {iso_minute(s.month_start_ts)} billed, bill ${t['bill_usd']:,.2f}, "
-        f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}", file=sys.stderr, flush=True,
+        f"{times(s.evictions, 'eviction')}, convergence {percent(t['convergence'])}{within}", file=sys.stderr, flush=True,
     )
     if got and got[0] == signal.SIGINT:
         raise typer.Exit(130)  # `fleet: interrupted`, as every command says after Ctrl-C

@@ -26,18 +26,19 @@ class Measured:
 
 
 def reactive_adds(measured: Measured, interval_s: float, warm: np.ndarray, eligible: np.ndarray, score_tps: np.ndarray,
-                  rent_usd_per_hour: np.ndarray, settings: Reactive, adds_this_hour: int, step: int = 0
-                  ) -> tuple[ReactiveAdd, ...]:
+                  rent_usd_per_hour: np.ndarray, settings: Reactive, adds_this_hour: int, step: int = 0,
+                  target=None) -> tuple[ReactiveAdd, ...]:
     """The cards a reactive run adds: `warm` is the run set now, `eligible` the cards it may add (run classes, not
     evicted, retired or silent), `score_tps` the plan's scores (a card without one is no spare: it would add no
-    scored capacity). The backlog is cleared within one interval."""
+    scored capacity; under a promise sized to, its rate at it). The backlog is cleared within one interval. Under
+    a promise, `target` (`PromiseView.target_tps`) lifts the demand to the slots its first tokens need."""
     warm = np.asarray(warm, dtype=bool)
     score = np.asarray(score_tps, dtype=np.float64)
     scored = float(score[warm].sum())
     tpd = tokens_per_dollar(score, np.asarray(rent_usd_per_hour, dtype=np.float64))
     spares = ranked_spares(tpd, np.asarray(eligible, dtype=bool) & (score > 0))  # no score: it adds no capacity
     return react(max(measured.demand_tps, 0.0), max(measured.backlog_tokens, 0.0) / interval_s, scored, warm, spares,
-                 score, tpd, settings, settings.max_adds_per_hour - adds_this_hour, step)
+                 score, tpd, settings, settings.max_adds_per_hour - adds_this_hour, step, target)
 
 
 def cooling_down(added_ts: float, cooldown_minutes: int, hour_ts: float) -> bool:

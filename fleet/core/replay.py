@@ -329,6 +329,8 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
     for p in result.passes:
         evicted_hour[list(p.evicted)] = p.hour
     eligible = in_class[:, None] & (evicted_hour[:, None] > np.arange(month.hours)[None, :]) if plan_scores is not None else None
+    sized_to = None if plan_scores is None else sizing_promise(s, month.class_names, month.card_class)
+    loop_target = None if sized_to is None else sized_to.target_tps  # the loop lifts demand as the plan does
     stop = None
     if capacity_only and "goodput_share" not in result.figures:  # under a promise, capacity reads more than the loss
         stop = s.checks.max_unmet_share
@@ -338,7 +340,7 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
         billing_minutes=billing, boot_steps=boot_steps_of(month.boot_hours, month.n_cards, step_minutes),
         max_wait_s=s.demand.max_wait_s, reactive=s.policy.reactive, score_tps=plan_scores, eligible=eligible,
         stop_lost_share=stop, promise_rate_tps=None if at_promise is None else at_promise[0],
-        promise_slots=None if at_promise is None else at_promise[1]))
+        promise_slots=None if at_promise is None else at_promise[1], need_target=loop_target))
     ideal = fine_ideal(s, month) if ideal_usd is None else float(ideal_usd)
     figs = result.figures
     tf = traffic_figures(t, figs["bill_usd"], ideal, step_minutes, billing, s.demand.max_wait_s, s.policy.reactive is not None)

@@ -243,12 +243,18 @@ class StepInput:
         score on its class's."""
         if self.promise is None:
             return self
-        score = self.promise.rates_tps(self.score_tps)
-        if self.promise_rate_tps is not None:
-            own = np.asarray(self.promise_rate_tps, dtype=np.float64).reshape(-1, 1)
-            score = np.where(np.isfinite(own), own, score).astype(score.dtype, copy=False)
-        return replace(self, score_tps=score,
+        return replace(self, score_tps=scores_at_promise(self.promise, self.score_tps, self.promise_rate_tps),
                        evict_score_tps=None if self.evict_score_tps is None else self.promise.rates_tps(self.evict_score_tps))
+
+
+def scores_at_promise(promise, score_tps: np.ndarray, own_rate_tps: np.ndarray | None = None) -> np.ndarray:
+    """Scores (cards, hours) read as rates at the promise, a card's own curve's rate (`own_rate_tps`, (cards,); NaN
+    where it has none) first: what the plan and the reactive loop both weigh cards by under a promise."""
+    score = promise.rates_tps(score_tps)
+    if own_rate_tps is not None:
+        own = np.asarray(own_rate_tps, dtype=np.float64).reshape(-1, 1)
+        score = np.where(np.isfinite(own), own, score).astype(score.dtype, copy=False)
+    return score
 
 
 class CardChanges(Protocol):

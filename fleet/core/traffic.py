@@ -42,41 +42,50 @@ class ReactiveAdd:
     backlog_tps: float  # the backlog it read, over the step's seconds
     headroom: float
     scored_tps: float  # the warm cards' scored capacity before the add
+    need_tps: float | None = None  # under a promise: the need with the demand lifted to its first-token slots
 
     @property
     def reason(self) -> str:
         """Said when asked (the journal, `explain`): a month adds thousands, most never read."""
-        need = self.observed_tps * self.headroom + self.backlog_tps
+        plain = self.observed_tps * self.headroom + self.backlog_tps
+        need = plain if self.need_tps is None else self.need_tps
+        slots = (f", lifted to {need:.0f} tok/s for the first tokens' slots" if need > plain + 0.5 else "")
         return (f"reactive: step demand {self.observed_tps:.0f} tok/s × {self.headroom:g} headroom"
                 + (f" + backlog {self.backlog_tps:.0f} tok/s to clear within a step" if self.backlog_tps > 0 else "")
-                + f" = {need:.0f} tok/s, above the scored capacity {self.scored_tps:.0f} tok/s")
+                + f" = {plain:.0f} tok/s{slots}, above the scored capacity {self.scored_tps:.0f} tok/s")
 
 
-def reactive_need_tps(observed_tps, backlog_tps: float, settings: Reactive):
+def reactive_need_tps(observed_tps, backlog_tps: float, settings: Reactive, target=None):
     """What the loop asks the warm cards to cover: the step's demand × its headroom, plus the backlog to clear
-    within one step (its tokens over the step's seconds). Given every step's demand at once, every step's need."""
-    need = np.asarray(observed_tps, dtype=np.float64) * settings.headroom + float(backlog_tps)
+    within one step (its tokens over the step's seconds). Given every step's demand at once, every step's need.
+    Under a promise (`target`: the plan's own lift, `PromiseView.target_tps`) the demand is lifted to the slots its
+    first tokens need, as the plan sizes each hour."""
+    need = np.asarray(observed_tps, dtype=np.float64) * settings.headroom
+    if target is not None:
+        need = np.asarray(target(np.atleast_1d(need)), dtype=np.float64).reshape(need.shape)
+    need = need + float(backlog_tps)
     return need if need.ndim else float(need)
 
 
 def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
-          score_tps: np.ndarray, tokens_per_usd: np.ndarray, settings: Reactive, adds_left: int, step: int
-          ) -> tuple[ReactiveAdd, ...]:
+          score_tps: np.ndarray, tokens_per_usd: np.ndarray, settings: Reactive, adds_left: int, step: int,
+          target=None) -> tuple[ReactiveAdd, ...]:
     """The reactive loop's decision after a step: the spares to add, best tokens per dollar first.
 
     The need is `reactive_need_tps`; the scored capacity of the warm cards (`scored_tps`, booting ones included:
     they were added for this) is what covers it. `spares` are the cards the loop may add, best first; at most
-    `adds_left` are taken. Scale-up only.
+    `adds_left` are taken. Scale-up only. Under a promise, `target` lifts the demand (`reactive_need_tps`).
     """
-    picked = reactive_picks(observed_tps, backlog_tps, scored_tps, warm, spares, score_tps, settings, adds_left)
-    seen = (float(observed_tps), float(backlog_tps), float(settings.headroom), float(scored_tps))
+    picked = reactive_picks(observed_tps, backlog_tps, scored_tps, warm, spares, score_tps, settings, adds_left, target)
+    need = None if target is None else float(reactive_need_tps(observed_tps, backlog_tps, settings, target))
+    seen = (float(observed_tps), float(backlog_tps), float(settings.headroom), float(scored_tps), need)
     return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), *seen) for c in picked)
 
 
 def reactive_picks(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
-                   score_tps: np.ndarray, settings: Reactive, adds_left: int) -> np.ndarray:
+                   score_tps: np.ndarray, settings: Reactive, adds_left: int, target=None) -> np.ndarray:
     """`react`'s cards, as indices: a month's walk keeps these and says the adds when asked."""
-    need = reactive_need_tps(observed_tps, backlog_tps, settings)
+    need = reactive_need_tps(observed_tps, backlog_tps, settings, target)
     if adds_left <= 0 or need <= scored_tps + 1e-6:
         return spares[:0]
     free = spares[~warm[spares]]
@@ -116,6 +125,7 @@ class TrafficInput:
     # such a walk is read for its loss alone: the loop's rent (`reactive_usd`) is left at 0
     promise_rate_tps: np.ndarray | None = None  # (cards, hours) under a promise: each card's true rate at it
     promise_slots: np.ndarray | None = None  # (cards, hours) and the streams it decodes at it
+    need_target: object = None  # under a promise the plan sizes to: its lift of demand to first-token slots
 
 
 @dataclass(frozen=True)
@@ -129,7 +139,7 @@ class Traffic:
     late_by_steps: np.ndarray  # (K + 1,) tokens served k steps after they arrived, k = 0..K
     step_s: float
     drain_steps_max: int  # the longest run of steps ending with a backlog
-    add_log: tuple  # (step, cards, observed_tps, backlog_tps, scored_tps, score_tps, tokens_per_usd) of each react
+    add_log: tuple  # (step, cards, observed_tps, backlog_tps, scored_tps, score_tps, tokens_per_usd, need_tps) of each react
     headroom: float  # the loop's headroom (its adds' reasons say it)
     reactive_usd: float  # rent of the loop's cards in billing periods the plan did not pay for
     capacity_step_tps: np.ndarray  # (steps,) true capacity serving each step
@@ -142,8 +152,8 @@ class Traffic:
     @property
     def adds(self) -> tuple[ReactiveAdd, ...]:
         """The loop's adds, each with its reason: built when asked (a month adds thousands, most never read)."""
-        return tuple(ReactiveAdd(t, int(c), float(score[c]), float(tpd[c]), seen, backlog, self.headroom, scored)
-                     for t, cards, seen, backlog, scored, score, tpd in self.add_log for c in cards)
+        return tuple(ReactiveAdd(t, int(c), float(score[c]), float(tpd[c]), seen, backlog, self.headroom, scored, need)
+                     for t, cards, seen, backlog, scored, score, tpd, need in self.add_log for c in cards)
 
     @property
     def reactive_adds(self) -> int:
@@ -384,7 +394,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     cards = _Cards(n, inp.boot_steps, 0 if settings is None else -(-settings.cooldown_minutes // inp.step_minutes))
     steps_tps = demand.tolist()  # read one step at a time: plain floats
     if settings is not None:  # with no queue nothing waits: what the loop asks of each step is known before the walk
-        need_tps = reactive_need_tps(demand, 0.0, settings).tolist()
+        need_tps = reactive_need_tps(demand, 0.0, settings, inp.need_target).tolist()
     capacity, lost, adds = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour), []
     run, drain_max, backlog, reactive_usd = 0, 0, 0.0, 0.0  # with no queue nothing waits
     rates_block, lost_so_far, stopped = None, 0.0, False
@@ -417,7 +427,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                 drain_max = max(drain_max, run)
             if settings is None or adds_left <= 0:
                 continue
-            need = need_tps[t] if queue is None else reactive_need_tps(steps_tps[t], backlog / step_s, settings)
+            need = need_tps[t] if queue is None else reactive_need_tps(steps_tps[t], backlog / step_s, settings, inp.need_target)
             if need <= scored + 1e-6:
                 continue
             if free is None:  # the loop's picks (`reactive_picks`), the hour's ranking kept: it adds the best free first
@@ -425,7 +435,8 @@ def run_traffic(inp: TrafficInput) -> Traffic:
             got = free[:cards_to_cover(free, score, need - scored, adds_left)]
             free = free[got.size:]
             if got.size:
-                adds.append((t, got, steps_tps[t], backlog / step_s, scored, score, tpd))
+                adds.append((t, got, steps_tps[t], backlog / step_s, scored, score, tpd,
+                             None if inp.need_target is None else need))
             for c in got.tolist():
                 serves_from = cards.add(c, t) - first
                 short_usd += rent[c] * ((j + 1) // period if j + 1 < per_hour else full_periods)

@@ -32,7 +32,7 @@ Each hour goes sync, step, journal:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, AbstractSet, Protocol
+from typing import TYPE_CHECKING, AbstractSet, Callable, Protocol
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from fleet.core.forecast import DemandView
 from fleet.core.greedy import tokens_per_dollar
 from fleet.core.latency import PoolAtPromise, PromiseView, card_steps, pool_at_promise, sizing_promise
 from fleet.core.scenario import budget_left
-from fleet.core.step import Decisions, StepInput, step
+from fleet.core.step import Decisions, StepInput, scores_at_promise, step
 from fleet.service.calendar import HOUR_S
 from fleet.service.frame import Frame, Lead
 from fleet.service.pool import PoolIndex, pool_promise
@@ -332,6 +332,19 @@ class DecideJob:
             return self.scores.window_scores_at(hour_ts, index, self.frame.parts.size_window_hours, in_class), None, 0.0
         score, in_dip, allowance = estimated
         return np.where(in_class, score, np.float32(0)), in_dip & in_class, allowance
+
+    def loop_scores(self, hour_ts: int, index: PoolIndex, in_class: np.ndarray) -> tuple[np.ndarray, Callable | None]:
+        """What the reactive loop weighs cards by after the hour `hour_ts` was decided: the hour's scores, and under
+        a promise sized to, each card's rate at it (its own curve's first, as the step sizes) with the lift of demand
+        to the slots its first tokens need: replay's loop reads the same."""
+        score = self.hour_scores(hour_ts, index, in_class)[0]
+        promise = self.promise(index)
+        if promise is None:
+            return score, None
+        own = self.scores.promise_rate_tps(hour_ts, index)
+        own = None if own is None else np.where(in_class, own, np.nan)
+        at = scores_at_promise(promise, np.asarray(score)[:, None], own)[:, 0]
+        return np.where(in_class, at, 0.0), promise.target_tps
 
     def promise(self, index: PoolIndex) -> PromiseView | None:
         """The promise the policy sizes to in this pool (`sizing_promise`, the replay's), built once a pool."""

@@ -109,7 +109,8 @@ class ReactiveJob:
 
     def __init__(self, frame: Frame, store: JournalStore, journal: Journal, hour_scores: Callable, lead: Lead,
                  queue: PrometheusQueue | None, interval_s: float):
-        """`hour_scores(hour_ts, index, in_class)`: the decide job's scores of an hour (`DecideJob.hour_scores`)."""
+        """`hour_scores(hour_ts, index, in_class)`: the decide job's scores of an hour for the loop, and under a
+        promise the lift of demand to its first-token slots (`DecideJob.loop_scores`)."""
         self.frame, self.store, self.journal, self.hour_scores, self.lead = frame, store, journal, hour_scores, lead
         self.queue = queue
         self.interval_s = float(interval_s)
@@ -135,7 +136,7 @@ class ReactiveJob:
         index = f.pool.current()
         policy = f.parts.policy
         in_class = index.run_class_mask(policy)
-        score = self.hour_scores(plan_ts, index, in_class)[0]
+        score, target = self.hour_scores(plan_ts, index, in_class)
         m0, _ = cal.month_of(plan_ts)
         gone = {k for _, k in self.store.eviction_hours(m0, now + 1)} | set(self.store.retired())
         warm = index.mask(self.store.run_set_at(now))
@@ -144,7 +145,7 @@ class ReactiveJob:
                                                      limit=ROWS_READ) if r.record.reactive]
         adds = reactive_adds(measured, self.interval_s, warm, in_class & ~index.mask(gone), score,
                              index.rent_usd_per_hour, settings, len(this_hour),
-                             step=int((now - cal.start_ts) // self.interval_s))
+                             step=int((now - cal.start_ts) // self.interval_s), target=target)
         if not adds:
             return 0
         scored = float(adds[0].scored_tps)

@@ -163,7 +163,7 @@ class Service:
         source = cfg.reactive_source() if simulation is None else None
         queue = None if source is None else PrometheusQueue(source[0], cfg.reactive.backlog_query, cfg.reactive.demand_query,
                                                             source[1])
-        self.reactive = ReactiveJob(frame, self.journal_store, self.journal, self.decide.hour_scores, lead, queue,
+        self.reactive = ReactiveJob(frame, self.journal_store, self.journal, self.decide.loop_scores, lead, queue,
                                     cfg.schedule.reactive_interval_s)
         truth = SimulatedTruth(simulation, self.calendar) if simulation is not None else Hindsight(telemetry, self.calendar)
         self.billing = BillJob(self.journal_store, self.pool, self.calendar, clock, frame.demand, truth, self.stopping,

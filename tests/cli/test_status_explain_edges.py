@@ -224,3 +224,17 @@ def test_a_cold_start_run_set_line_says_every_card_not_inf():
     assert "inf" not in cold and "every card" in cold and "150,000" in cold
     sized = _run_set_line(12, 40_000.0, 40_800.0, 45_000.0)
     assert sized == "run set: 12 cards for 40,000 tok/s demand (target 40,800, scored capacity 45,000)"
+
+
+def test_serve_under_a_promise_ends_with_its_goodput(tmp_path):
+    """The exit line says what share of the delivered tokens kept the promise, as `status` does."""
+    text = (ROOT / "presets/chat-latency.toml").read_text().replace("\nhours = 720\n", "\nhours = 48\n", 1)
+    (tmp_path / "chat.toml").write_text(text)
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    done = fleet("serve", "--simulate", str(tmp_path / "chat.toml"), "--db", db, "--metrics-port", "0",
+                 "--speed", "1e7", "--exit-when-done")
+    assert done.returncode == 0, done.stderr[-2000:]
+    share = json.loads(fleet("status", "--db", db, "--json").stdout)["goodput_share"]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("fleet serve: stopped; 48 hours")
+    assert last.endswith(f", {share:.1%} of delivered tokens within the promise"), last

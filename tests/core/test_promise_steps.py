@@ -33,3 +33,23 @@ def test_the_loops_cards_serve_the_promise_and_the_ideal_keeps_it_at_every_step(
     plain = load_preset("document-batch")  # the same pool and demand, no promise: a fluid ideal, cheaper
     assert replay_scenario(plain.resolve(overrides=fine)).figures["ideal_bill_usd"] < 0.9 * looped["ideal_bill_usd"]
     assert np.isfinite(looped["goodput_share"]) and looped["checks"]["capacity"]["mark"].startswith("tokens not served")
+
+
+def test_the_loop_sizes_to_the_first_tokens_slots_as_the_plan_does():
+    """Under a promise the plan sizes to, the loop's need is the plan's lift of the step's demand × its headroom (the
+    slots its first tokens need at the percentile), never the demand alone."""
+    from fleet.core.latency import sizing_promise
+
+    p = load_preset("chat-latency")
+    s = p.resolve(overrides=["step_minutes=10", "policy.reactive.headroom=1.2", "policy.size_to=\"promise\""])
+    result = replay_scenario(s)
+    adds = result.traffic.adds
+    assert adds, "the loop adds cards on chat-latency at ten-minute steps"
+    month = result.month
+    view = sizing_promise(s, month.class_names, month.card_class)
+    lifted = view.target_tps(np.array([a.observed_tps * a.headroom for a in adds]))
+    for a, need in zip(adds, lifted):
+        assert a.need_tps == pytest.approx(float(need) + a.backlog_tps, rel=1e-12)
+        assert a.need_tps >= a.observed_tps * a.headroom + a.backlog_tps
+    assert any(a.need_tps > a.observed_tps * a.headroom + 1 for a in adds), "the slots lift some step's need"
+    assert any("first tokens' slots" in a.reason for a in adds)

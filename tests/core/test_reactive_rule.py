@@ -56,3 +56,18 @@ def _check(score_tps, backlog_tokens, demand_tps, headroom, eligible, adds_this_
 ])
 def test_the_plan_releases_a_loop_card_only_after_its_cool_down(added_ts, cooldown_minutes, hour_ts, held):
     assert cooling_down(added_ts, cooldown_minutes, hour_ts) is held
+
+
+def test_under_a_promise_the_demand_is_lifted_to_its_first_token_slots():
+    """The lift (`PromiseView.target_tps` in the service and in replay) is applied to the demand × headroom before
+    the backlog is added: 5,000 × 1.0 lifted to 6,500 asks for card 3 where the plain rule asks for none."""
+    settings = Reactive(headroom=1.0, max_adds_per_hour=16, cooldown_minutes=60)
+    lift = lambda tps: np.maximum(np.asarray(tps) * 1.3, 0.0)  # noqa: E731
+    measured, eligible = Measured(0.0, 5000.0), np.ones(4, dtype=bool)
+    plain = reactive_adds(measured, INTERVAL_S, WARM, eligible, SCORE_TPS, RENT_USD_PER_HOUR, settings, 0)
+    lifted = reactive_adds(measured, INTERVAL_S, WARM, eligible, SCORE_TPS, RENT_USD_PER_HOUR, settings, 0,
+                           target=lift)
+    assert plain == ()
+    assert [a.card for a in lifted] == [3]
+    assert lifted[0].need_tps == pytest.approx(6500.0)
+    assert "lifted to 6500 tok/s for the first tokens' slots" in lifted[0].reason

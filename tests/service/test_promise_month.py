@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from fleet.presets import load_preset, replay_scenario
 from storage.repository import open_repository
+from storage.values import Kind
 from tests.service.test_service import run_cli
 
 
@@ -83,3 +86,28 @@ def test_status_and_metrics_say_the_promise(served, capsys):
         assert sample(fams, "fleet_check_pass", check=name) == (1.0 if c["pass"] else 0.0), name
     assert sample(fams, "fleet_goodput_ratio") == pytest.approx(f["goodput_share"], rel=1e-9)
     assert sample(fams, "fleet_goodput_tokens_per_second") == pytest.approx(f["goodput_avg_tps"], rel=1e-9)
+
+
+def test_the_loop_weighs_cards_as_the_hours_plan_did(served):
+    """The reactive job's view of an hour (`DecideJob.loop_scores`) is the plan's: under the promise sized to, each
+    run-set card at the rate its size record carries and the demand lifted to the first tokens' slots; sized to
+    throughput, the scores as they are and no lift."""
+    svc = served["svc"]
+    decide, store = svc.decide, svc.journal_store
+    index = svc.frame.pool.current()
+    in_class = index.run_class_mask(svc.frame.parts.policy)
+    sizes = [r for r in store.decisions(kinds=[Kind.SIZE], since_ts=svc.calendar.start_ts, limit=200)
+             if r.record.rate_at_promise_tps]
+    score, target = decide.loop_scores(sizes[-1].ts, index, in_class) if sizes else decide.loop_scores(
+        svc.calendar.start_ts + 50 * 3600, index, in_class)
+    assert bool(sizes) == (svc.frame.parts.policy.size_to == "promise")
+    if not sizes:  # sized to throughput: the loop reads the plan's own scores, unlifted
+        assert target is None
+        plain = decide.hour_scores(svc.calendar.start_ts + 50 * 3600, index, in_class)[0]
+        assert score == pytest.approx(plain)
+        return
+    pos = {k: i for i, k in enumerate(index.keys)}
+    for card, rate in sizes[-1].record.rate_at_promise_tps.items():
+        assert score[pos[card]] == pytest.approx(rate, rel=1e-6), card
+    demand = np.array([1000.0, 5000.0])
+    assert np.all(target(demand) >= demand) and target(demand)[0] > demand[0]
