@@ -189,6 +189,8 @@ def _mark_text(check: str, value: float) -> str:
         return f"{value:.2%} of demand"
     if check == "convergence":
         return f"{value:.1%}"
+    if check == "latency":  # the share of delivered tokens served within the promise
+        return f"{value:.2%} of delivered tokens within the promise"
     return f"{value:,.0f} wrong"
 
 

@@ -124,3 +124,25 @@ def test_the_forecast_line_says_when_no_forecaster_covers_the_demand():
     assert "errs least (mean error 25.0% an hour)" in line and "inf" not in line
     found = ForecastChoice("last-hour", 0.75, 1.1, 1.234, 0.1)
     assert "sized to its errors' 0.75 quantile" in forecast_note(found, 0.95) and "1.234× demand" in forecast_note(found, 0.95)
+
+
+@pytest.mark.parametrize("check, median, mark, passing, words", [
+    ("capacity", 0.0154, 0.005, 0.1042, "capacity: 1.54% of demand in the median month against the mark 0.50% of "
+                                        "demand; passes in 25% of months, 95% needed: a mark of 10.42% of demand"),
+    ("convergence", 0.85, 0.9, 0.801, "convergence: 85.0% in the median month against the mark 90.0%; passes in 25% "
+                                      "of months, 95% needed: a mark of 80.1% passes"),
+    ("eviction", 2.0, 0.0, 3.0, "eviction: 2 wrong in the median month against the mark 0 wrong; passes in 25% of "
+                                "months, 95% needed: a mark of 3 wrong passes"),
+    # Once said "1 wrong in the median month against the mark 1 wrong" for a promise's share of tokens.
+    ("latency", 0.982, 0.99, 0.8958, "latency: 98.20% of delivered tokens within the promise in the median month "
+                                     "against the mark 99.00% of delivered tokens within the promise; passes in 25% "
+                                     "of months, 95% needed: a mark of 89.58% of delivered tokens within the promise "
+                                     "passes (--set checks.latency_share=0.8958)"),
+])
+def test_each_check_is_said_in_its_own_units(check, median, mark, passing, words):
+    from fleet.cli.compare_view import shortfall_lines
+    from fleet.core.shortfall import CheckShortfall, Shortfall
+
+    short = Shortfall(combo=None, min_pass_rate=0.95, checks=(CheckShortfall(check, 0.25, mark, median, passing),),
+                      together_pass_rate=1.0, clairvoyant=None, demand_peak_tps=1.0, pool_rated_tps=2.0)
+    assert words in shortfall_lines(short)[1]
