@@ -318,6 +318,14 @@ def check_promise(slo: Slo, rented_classes, demand, needs_requests: bool = True)
                              f"({one:.1f} tok/s a stream)")
     if needs_requests and slo.ttft_ms is not None and demand.output_tokens_per_request is None:
         raise ValueError("slo.ttft_ms: the first-token wait needs demand.output_tokens_per_request (demand as requests)")
+    shape = None if slo.ttft_ms is None else request_shape(demand)
+    for c in rented_classes if shape is not None else ():
+        sv = c.serving
+        took_s = 0.0 if sv.params_b is None else prefill_s(sv.params_b, shape.prompt_tokens, sv.effective_tflops)
+        if took_s > slo.ttft_ms / 1000.0:  # no wait left for a slot: no run set keeps it, however large
+            raise ValueError(f"slo.ttft_ms {slo.ttft_ms:g}: a prompt's prefill alone takes {took_s * 1000:.0f} ms on "
+                             f"class {c.name!r} (2 x {sv.params_b:g} B parameters x {shape.prompt_tokens:g} prompt "
+                             f"tokens over {sv.effective_tflops:g} TFLOPS)")
 
 
 def slot_speed_tps(servings: list[ClassServing | None], rented: list[int], stream_floor_tps: float | None) -> float:

@@ -33,6 +33,7 @@ def test_the_promise_as_an_axis_prices_each_floor():
     (["-p", "chat-latency", "--stream-tps", "60"], "slo.stream_tps 60: no card of class 'h100-70b' meets it even at batch 1"),
     (["-p", "golden-idler", "--stream-tps", "30"], "a promise needs its [classes.serving] curve"),
     (["-p", "chat-latency", "--ttft-ms", "-5"], "--ttft-ms '-5': -5 is outside"),
+    (["-p", "chat-latency", "--ttft-ms", "100"], "slo.ttft_ms 100: a prompt's prefill alone takes 210 ms"),
 ])
 def test_a_promise_that_cannot_be_judged_is_one_line_and_exit_2(args, reason):
     p = fleet("compare", *args, "--months", "2", check=False)

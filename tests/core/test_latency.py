@@ -109,11 +109,20 @@ def test_sized_to_the_promise_the_same_pool_keeps_it_with_more_cards():
     ({"slo": {"stream_tps": 60}}, "slo.stream_tps 60: no card of class 'h100-70b' meets it even at batch 1 (47.3 tok/s a stream)"),
     ({"slo": {"ttft_ms": 500}, "demand": {"output_tokens_per_request": None}}, "needs demand.output_tokens_per_request"),
     ({"demand": {"output_tokens_per_request": -5}}, "demand.output_tokens_per_request"),
+    # 2 x 70e9 x 600 / 400e12 = 210 ms of prefill: a first token within 200 ms leaves no wait for a slot.
+    ({"slo": {"ttft_ms": 200}}, "slo.ttft_ms 200: a prompt's prefill alone takes 210 ms on class 'h100-70b' (2 x 70 B "
+                                "parameters x 600 prompt tokens over 400 TFLOPS)"),
 ])
 def test_a_promise_that_cannot_be_judged_is_one_error(over, reason):
     with pytest.raises(ConfigError) as err:
         scenario(**over)
     assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_first_token_promise_the_prefill_just_fits_is_kept():
+    """A promise at the prefill itself, or with no prompt size, is a promise a run set can keep: no error."""
+    assert scenario(slo={"ttft_ms": 210.0}).slo.ttft_ms == 210.0
+    assert scenario(slo={"ttft_ms": 100}, demand={"prompt_tokens_per_request": None}).slo.ttft_ms == 100
 
 
 def test_a_promise_on_a_class_without_a_curve_is_refused():
