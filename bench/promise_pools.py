@@ -4,6 +4,7 @@ search never saw.
     python bench/promise_pools.py                 # 8 pools: search on 100 months, judge on 100 others
     python bench/promise_pools.py --pools 2 --search-months 20 --eval-months 20   # a quick look
     python bench/promise_pools.py --json promise-pools.json
+    python bench/promise_pools.py --pools 1 --set 'policy.scores.dip-aware.sigmas=2'   # a setting on every pool
 
 Each pool is drawn from a seeded generator over the serving arithmetic of docs/latency.md: a 70B model in 8-bit on
 H100 cards (a step of 20.9 ms + 0.227 ms a stream, rated at a batch of 128), beside MI300X cards in two-class pools
@@ -104,6 +105,24 @@ def generate_pools(n: int, seed: int = 2031) -> list[dict]:
     return pools
 
 
+def with_settings(raw: dict, settings: list[str]) -> dict:
+    """`raw` with each `KEY.PATH=VALUE` (a TOML value) set in it, as `--set` sets a preset's keys."""
+    import copy
+    import tomllib
+
+    out = copy.deepcopy(raw)
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"promise_pools: --set {item!r}: expected KEY=VALUE")
+        *path, last = key.strip().split(".")
+        table = out
+        for k in path:
+            table = table.setdefault(k, {})
+        table[last] = tomllib.loads(f"v = {value.strip()}")["v"]
+    return out
+
+
 def evaluate(preset, overrides: list[str], seeds) -> dict:
     """The held-out months under `overrides`: the share failing latency, short of tokens (delivered, within the
     promise or not, short of the demand by more than the capacity mark: too few cards for the fluid itself), passing
@@ -147,6 +166,9 @@ def main() -> int:
     ap.add_argument("--eval-months", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting put on every pool before the searches (repeatable), e.g. "
+                         "'policy.scores.dip-aware.sigmas=2'")
     args = ap.parse_args()
 
     from fleet.core.preset import Preset
@@ -156,7 +178,7 @@ def main() -> int:
     held_out = range(EVAL_SEED, EVAL_SEED + args.eval_months)
     print("pool        throughput-only: fails latency / short, all four / conv   under the promise: all four / "
           "conv   search s", flush=True)
-    for raw in generate_pools(args.pools):
+    for raw in (with_settings(r, args.set) for r in generate_pools(args.pools)):
         promised = Preset(raw, raw["name"])
         blind = Preset({k: v for k, v in raw.items() if k != "slo"}, raw["name"])
         t0 = time.perf_counter()
