@@ -157,6 +157,9 @@ def rates_at_floor_tps(curve: StepCurve, stream_floor_tps: float, rated_tps: flo
         return over_chunks(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
     out = np.empty(src.shape, dtype=dtype, order=order)
     flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
+    if src.dtype == np.float32 and out.dtype == np.float32 and _float32_rates_at_floor(
+            curve, stream_floor_tps, rated_tps, flat_src, flat_out):
+        return out
     step = min(CHUNK_CELLS, max(flat_src.size, 1))
     speed, rate, slow, batched = np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool)
     for i in range(0, flat_src.size, step):
@@ -167,6 +170,83 @@ def rates_at_floor_tps(curve: StepCurve, stream_floor_tps: float, rated_tps: flo
         curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
         flat_out[i:j] = rate[:k]
     return out
+
+
+_SURE_ULPS = 16.0
+"""How many float32 roundings of the batch's largest term the float32 reading of a batch must sit clear of a whole
+number by (`_float32_rates_at_floor`): four times the four roundings it makes."""
+
+_RATE_MARGIN = 2.0 ** -46
+"""The product's relative margin either side (`_float32_rates_at_floor`): 128 float64 roundings, twenty times the
+six by which the product and `rate_at_floor_into`'s three divisions can part."""
+
+
+def _float32_rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float, src: np.ndarray,
+                            out: np.ndarray) -> bool:
+    """`rates_at_floor_tps` of float32 rates into float32 (a month's scores), the same numbers without its five
+    float64 divisions a card-hour; False (nothing written) where it does not apply: a curve of each card's own, no
+    cost a stream, a rate that is not a finite number from 0, or a batch past the memory's.
+
+    The batch is a whole number that rises with the rate, and at batch b the rate at the floor is the rate times
+    b / ((alpha + beta × b) × rated): one constant a batch. So each rate's batch is read in float32 from its rate
+    times one constant less another, and is sure where that reading is farther from a whole number than its
+    rounding can move it (`_SURE_ULPS`); the rate is its float64 product with its batch's constant, and is sure where
+    the float32 it rounds to is the one every number within `_RATE_MARGIN` of it rounds to: the three divisions'
+    float64 number is among those, so rounds to it too. The rare card-hour not sure of either (a few in ten thousand)
+    is worked out by `rate_at_floor_into`, as every card-hour was.
+    """
+    alpha, beta = curve.alpha_s, curve.beta_s
+    if np.ndim(alpha) or np.ndim(beta) or not (beta > 0 and rated_tps > 0 and stream_floor_tps > 0) or src.size == 0:
+        return False
+    top, low = float(src.max()), float(src.min())
+    if not (np.isfinite(top) and low >= 0.0):
+        return False
+    top_batch = curve._batch_at(stream_floor_tps, float(np.float64(top) / rated_tps))
+    if top_batch > curve.max_batch:
+        return False
+    per_rate = 1.0 / (float(rated_tps) * float(stream_floor_tps) * float(beta))  # the batch: rate × this, less shift
+    shift = float(alpha) / float(beta) - 1e-9 + 0.5  # a half more: the batch is the nearest whole number
+    margin = _SURE_ULPS * 2.0 ** -24 * (top * per_rate + shift + 1.0)
+    if margin >= 0.25:
+        return False
+    batches = np.arange(max(int(top_batch), 0) + 2, dtype=np.float64)
+    per_batch = batches / ((batches * beta + alpha) * float(rated_tps))  # its step as `rate_at_floor_into` makes it
+    a32, shift32, sure32 = np.float32(per_rate), np.float32(shift), np.float32(0.5 - margin)
+    n = min(CHUNK_CELLS, src.size)
+    near, whole, rate = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n)
+    scaled, batch, high = np.empty(n), np.empty(n, np.int32), np.empty(n, np.float32)
+    unsure, differ = np.empty(n, bool), np.empty(n, bool)
+    redo = []
+    for i in range(0, src.size, n):
+        j = min(src.size, i + n)
+        k = j - i
+        y, w, r, s, b, u, d = near[:k], whole[:k], rate[:k], scaled[:k], batch[:k], unsure[:k], differ[:k]
+        np.multiply(src[i:j], a32, out=y)
+        y -= shift32
+        np.rint(y, out=w)
+        np.copyto(b, w, casting="unsafe")  # a batch below zero reads the table's first entry, 0: no batch
+        y -= w
+        np.abs(y, out=y)
+        np.greater(y, sure32, out=u)  # within the margin of a half: near a whole batch
+        np.take(per_batch, b, out=r, mode="clip")
+        np.copyto(s, src[i:j])
+        r *= s
+        np.multiply(r, 1.0 - _RATE_MARGIN, out=s)
+        np.copyto(out[i:j], s, casting="same_kind")
+        r *= 1.0 + _RATE_MARGIN
+        np.copyto(high[:k], r, casting="same_kind")
+        np.not_equal(out[i:j], high[:k], out=d)
+        u |= d
+        if u.any():
+            redo.append(np.flatnonzero(u) + i)
+    if redo:
+        at = np.concatenate(redo)
+        speed = src[at].astype(np.float64)
+        speed /= rated_tps
+        exact = np.empty(at.size)
+        curve.rate_at_floor_into(stream_floor_tps, speed, exact, np.empty(at.size), np.empty(at.size, dtype=bool))
+        out[at] = exact
+    return True
 
 
 class Serving(Strict):
