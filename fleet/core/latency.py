@@ -227,7 +227,8 @@ def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndar
     A block of hours at a time, a tile of cards at a time: what is summed stays in cache. Blocks are at least two hours
     wide, summed with the hours along their rows as the month's array is: `numpy.einsum` of a tile and its run set
     adds the products card after card, and a first row of the sums so far (times 1.0) carries them to the next tile.
-    Whole-number slots two levels a card (a drawn month's) are summed beside, exactly, in any order."""
+    Whole-number slots two levels a card (a drawn month's) are summed beside, exactly, in any order: so as matrix
+    products, a tile's full slots less what its dipped warm cards lack."""
     warm = np.asarray(warm, dtype=bool)
     if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
         return tuple((np.asarray(x[:, :warm.shape[1]]) * warm).sum(axis=0) for x in (rate_tps, slots))
@@ -273,8 +274,10 @@ def _summed_in_order(warm: np.ndarray, src, whole=None) -> tuple[np.ndarray, np.
                 np.copyto(block[1:], np.asarray(src[c0:c1, a:b]))
             np.einsum("ch,ch->h", block, ran, out=out[a:b])
             if whole is not None:
-                out_whole[a:b] += np.einsum("ch,c->h", ran[1:], full[c0:c1])  # less what dipped warm cards lack
-                out_whole[a:b] -= np.einsum("ch,c->h", np.logical_and(dips_whole[c0:c1], run, out=run_d[:t, :k]), lack[c0:c1])
+                out_whole[a:b] += full[c0:c1] @ ran[1:]  # less what dipped warm cards lack
+                np.logical_and(dips_whole[c0:c1], run, out=run_d[:t, :k])
+                np.copyto(block[1:], run_d[:t, :k].view(np.uint8))
+                out_whole[a:b] -= lack[c0:c1] @ block[1:]
     return out, out_whole
 
 
