@@ -115,9 +115,12 @@ class DippedRates:
         return DippedRates.of_bits(self.ticket_tps[cards], self._bits[cards], self._first, self._hours, self.dip_factor)
 
     def same_dips(self, other) -> bool:
-        """Whether `other` reads the very dip bits these rates read, over the same hours (levels made from them)."""
-        return (isinstance(other, DippedRates) and other._bits is self._bits and other._first == self._first
-                and other._hours == self._hours)
+        """Whether `other` reads the very dip bits these rates read, over the same hours (levels made from them, or
+        from the same slice of a month's rates: a view of the same bits)."""
+        if not (isinstance(other, DippedRates) and other._first == self._first and other._hours == self._hours):
+            return False
+        a, b = self._bits, other._bits
+        return a is b or (a.shape == b.shape and a.strides == b.strides and a.ctypes.data == b.ctypes.data)
 
     def dip_mask(self, a: int, b: int) -> np.ndarray:
         """Whether each card dips in hours a..b, (cards, b − a) bool."""

@@ -20,6 +20,7 @@ from fleet.core.ideal import month_ideals
 from fleet.core.latency import (PromiseFigures, promise_month_figures, promise_view, run_set_promise, sizing_promise,
                                 true_at_promise)
 from fleet.core.month import Month, draw_month
+from fleet.core.run_set_sums import BlockSums
 from fleet.core.carry import Carry, run_class_mask
 from fleet.core.plugins import PolicyParts, Scored
 from fleet.core.scenario import Scenario, budget_cards
@@ -261,12 +262,16 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)
-    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, serving_rate_tps(month, at_promise), month.demand_tps,
-                      evicted_at, ideal_usd, boot_hours=month.boot_hours)
+    served = serving_rate_tps(month, at_promise)
+    # Under a promise its rate and slots are summed over the run sets beside the bill, on the bill's pass over them.
+    sums = BlockSums(*at_promise, n, H, served) if at_promise is not None and BlockSums.applies(*at_promise, n, H) else None
+    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, served, month.demand_tps, evicted_at, ideal_usd,
+                      boot_hours=month.boot_hours, each_block=None if sums is None else sums.add)
     wrong, medians = judge_evictions(passes, warm, month)
     result = MonthResult(scenario=scenario, month=month, warm=warm, passes=passes, eviction_budget=budget, bill=bill,
                          wrong=wrong, median_ticket_tps=medians, in_dip=in_dip, demand=view)
-    result.figures = figures(scenario, month, warm, bill, result.wrong, budget, at_promise)
+    result.figures = figures(scenario, month, warm, bill, result.wrong, budget, at_promise,
+                             None if sums is None else sums.sums)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
     if scenario.fine:
         fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only, at_promise)
