@@ -67,7 +67,6 @@ def test_two_levels_a_card_read_as_the_float_array(rates, dtype):
 
 def test_a_drawn_months_rates_at_a_few_hours_picked_are_the_dense_arrays():
     """Hours picked by index (the ideal's hours left to the greedy) read only the dips between them: the same numbers."""
-    from fleet.core.month import DippedRates
 
     rng = np.random.default_rng(3)
     rates = DippedRates(rng.lognormal(7, 0.3, 40).astype(np.float32), rng.random((40, 300)) < 0.1, 0.7)
