@@ -220,7 +220,7 @@ def _float32_rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps
     a32, shift32, sure32 = np.float32(per_rate), np.float32(shift), np.float32(0.5 - margin)
     n = min(CHUNK_CELLS, src.size)
     near, whole, rate = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n)
-    low, batch = np.empty(n, np.int64), np.empty(n, np.int32)
+    low, batch = np.empty(n, np.int64), np.empty(n, np.intp)
     unsure, turns = np.empty(n, bool), np.empty(n, bool)
     redo = []
     for i in range(0, src.size, n):
