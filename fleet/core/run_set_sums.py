@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fleet.core.billing import _BILL_BLOCK_HOURS
 from fleet.core.greedy import copy_in_tiles
 
-_SUM_BLOCK_HOURS = 96
+_SUM_BLOCK_HOURS = _BILL_BLOCK_HOURS
 """Hours of a run set summed at once by `run_set_sums`: the bill's blocks (`fleet.core.billing`), so the two can share."""
 
 _SUM_TILE_CARDS = 512
