@@ -89,7 +89,8 @@ _BILL_TILE_CARDS = 1024
 is turned round cheaper than the month's run sets whole (docs/benchmark.md has the figures)."""
 
 
-def capacity_and_warm_usd(true_rate_tps, warm: np.ndarray, rent_usd_per_hour: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def capacity_and_warm_usd(true_rate_tps, warm: np.ndarray, rent_usd_per_hour: np.ndarray, each_block=None
+                          ) -> tuple[np.ndarray, np.ndarray]:
     """`capacity_tps(true_rate_tps, warm)` and `warm_usd_by_hour(warm, rent_usd_per_hour)` in one pass over the run
     sets, for a drawn month's rates (`DippedRates`) served whole (no boot).
 
@@ -97,6 +98,11 @@ def capacity_and_warm_usd(true_rate_tps, warm: np.ndarray, rent_usd_per_hour: np
     rates of the block made in float64 (the float32 rates cast, exactly), each hour over cards in order as before.
     Casting in einsum was most of the capacity's time: reading the one cast block twice is a third cheaper than
     casting it for each. A lone last hour is billed as the two functions bill it (its own summation order).
+
+    `each_block(a, b, run_b, dips)`, when given, is handed every block of two hours or more as it is billed: its run sets
+    cards-major (bool, (cards, b − a)) and the true rates' dip mask over it (None where the rates have no dips), which
+    the capacity's rates are then made from (`cards_major`'s numbers): another sum over the same run sets rides on
+    this pass (`fleet.core.run_set_sums.BlockSums`).
     """
     rent = np.asarray(rent_usd_per_hour, dtype=np.float64)
     n, hours = warm.shape
@@ -111,9 +117,17 @@ def capacity_and_warm_usd(true_rate_tps, warm: np.ndarray, rent_usd_per_hour: np
         if b - a < width:
             run_b, run_f, rate_f = np.empty((n, b - a), dtype=bool), np.empty((n, b - a)), np.empty((n, b - a))
         copy_in_tiles(run_b, warm[:, a:b], axis=0, tile_cards=_BILL_TILE_CARDS)  # turned cards-major if hours-major
+        dips = true_rate_tps.dip_mask(a, b) if each_block is not None and hasattr(true_rate_tps, "dip_mask") else None
+        if each_block is not None:
+            each_block(a, b, run_b, dips)  # while the block's run sets are in cache
         np.copyto(run_f, run_b.view(np.uint8))  # the same 0.0 and 1.0; bytes cast faster than bools
         usd[a:b] = rent @ run_f
-        capacity[a:b] = np.einsum("ch,ch->h", true_rate_tps.cards_major(a, b, rate_f), run_f)
+        if dips is None:
+            true_rate_tps.cards_major(a, b, rate_f)
+        else:  # as `cards_major` makes them, from the dips unpacked once for both sums
+            np.copyto(rate_f, np.asarray(true_rate_tps.ticket_tps)[:, None])
+            np.copyto(rate_f, np.asarray(true_rate_tps.dipped_tps)[:, None], where=dips)
+        capacity[a:b] = np.einsum("ch,ch->h", rate_f, run_f)
     return capacity, usd
 
 
@@ -141,6 +155,7 @@ def bill_hours(
     ideal_usd: np.ndarray | None = None,
     boot_hours: np.ndarray | None = None,
     warm_before: np.ndarray | None = None,
+    each_block=None,
 ) -> HoursBill:
     """Warm rent, churn fees, capacity, delivered, idle cost and the ideal bill of a stretch of hours.
 
@@ -150,6 +165,7 @@ def bill_hours(
     so the ideal's greedy buckets it by rate). `ideal_usd` is the stretch's ideal
     bill when the caller has it already (a sweep computes it once per month). `boot_hours` (cards,) is how long a
     card takes to serve once added (`serving_share`); `warm_before` the run set of the hour before the stretch.
+    `each_block` rides on the one pass over a drawn month's run sets, when it is taken (`capacity_and_warm_usd`).
     """
     warm = np.asarray(run_set, dtype=bool)
     one_pass = boot_hours is None and hasattr(true_rate_tps, "cards_major") and warm.size > 0
@@ -158,7 +174,7 @@ def bill_hours(
     rent_h = np.asarray(rent_usd_per_hour, dtype=np.float64)
     demand = np.asarray(demand_tps, dtype=np.float64)
     if one_pass:
-        capacity, warm_usd = capacity_and_warm_usd(true_rate_tps, warm, rent_h)
+        capacity, warm_usd = capacity_and_warm_usd(true_rate_tps, warm, rent_h, each_block)
     else:
         serving = warm if boot_hours is None else serving_share(warm, boot_hours, warm_before)
         capacity = capacity_tps(true_rate_tps, serving) if warm.shape[0] else np.zeros(demand.size)

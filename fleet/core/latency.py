@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field
 
 from fleet.core.queueing import admitted_in_time_share_many, slots_for_wait_many, wait_at_percentile_many_s
+from fleet.core.run_set_sums import run_set_sums
 from fleet.core.serving import UNLIMITED_BATCH, StepCurve, over_chunks, prefill_s, rates_at_floor_tps
 from fleet.core.tables import Strict
 
@@ -199,92 +200,22 @@ def true_at_promise(s, month) -> tuple[np.ndarray, np.ndarray]:
 
 
 def month_promise(s, month, warm: np.ndarray, delivered_tps: np.ndarray, demand_tps: np.ndarray,
-                  at_promise: tuple[np.ndarray, np.ndarray] | None = None) -> PromiseFigures:
+                  at_promise: tuple[np.ndarray, np.ndarray] | None = None,
+                  sums: tuple[np.ndarray, np.ndarray] | None = None) -> PromiseFigures:
     """The promise read over a replayed month: each warm card at its true rate (lottery and dips) on its class's
     curve (`true_at_promise`, unless given). The prefill is the slowest rented class's, so a mixed run set is not
-    flattered."""
+    flattered. `sums`: the run sets' summed rate and slots at the promise, when the caller has them (`run_set_sums`'
+    numbers, summed beside the bill)."""
     view = promise_view(s, month.class_names, month.card_class)
-    rate, slots = true_at_promise(s, month) if at_promise is None else at_promise
-    # The promise reads a run set through its rate and slots at the promise each hour: summed here a block of hours
+    # The promise reads a run set through its rate and slots at the promise each hour: summed a block of hours
     # at a time and handed over as one row, the run set's own totals.
-    rate_h, slots_h = run_set_sums(warm, rate, slots)
+    if sums is None:
+        rate, slots = true_at_promise(s, month) if at_promise is None else at_promise
+        sums = run_set_sums(warm, rate, slots)
+    rate_h, slots_h = sums
     whole = np.ones((1, rate_h.size), dtype=bool)
     return promise_figures(whole, rate_h[None, :], slots_h[None, :], delivered_tps, demand_tps, s.slo, view.shape,
                            view.prefill_s)
-
-
-_SUM_BLOCK_HOURS = 96
-"""Hours of a run set summed at once by `run_set_sums`."""
-
-_SUM_TILE_CARDS = 512
-"""Cards of a block summed at once by `run_set_sums` (a tile of its run set and rates in cache)."""
-
-
-def run_set_sums(warm: np.ndarray, rate_tps, slots) -> tuple[np.ndarray, np.ndarray]:
-    """The warm cards' summed rate and slots each hour, (hours,) each: `(rate × warm).sum(axis=0)` to the bit (every
-    hour over cards in order), from rates as arrays or as two levels a card (`DippedLevels`, made a tile at a time).
-
-    A block of hours at a time, a tile of cards at a time: what is summed stays in cache. Blocks are at least two hours
-    wide, summed with the hours along their rows as the month's array is: `numpy.einsum` of a tile and its run set
-    adds the products card after card, and a first row of the sums so far (times 1.0) carries them to the next tile.
-    Whole-number slots two levels a card (a drawn month's) are summed beside, exactly, in any order."""
-    warm = np.asarray(warm, dtype=bool)
-    if np.dtype(rate_tps.dtype) != np.float64 or np.dtype(slots.dtype) != np.float64:  # summed in their own type
-        return tuple((np.asarray(x[:, :warm.shape[1]]) * warm).sum(axis=0) for x in (rate_tps, slots))
-    whole = _whole_levels(slots, warm.shape[0])
-    rate_h, slots_h = _summed_in_order(warm, rate_tps, slots if whole else None)
-    return rate_h, slots_h if whole else _summed_in_order(warm, slots)[0]
-
-
-def _summed_in_order(warm: np.ndarray, src, whole=None) -> tuple[np.ndarray, np.ndarray | None]:
-    """`run_set_sums`' sums of `src` over the warm cards, and of the `whole` slots beside them (None: none)."""
-    n, hours = warm.shape
-    out, out_whole = np.zeros(hours), None if whole is None else np.zeros(hours)
-    edges = list(range(0, hours, _SUM_BLOCK_HOURS)) + [hours]
-    if len(edges) > 2 and edges[-1] - edges[-2] < 2:
-        edges.pop(-2)  # a lone last hour joins the block before it
-    width, tile = max((b - a for a, b in zip(edges, edges[1:])), default=0), max(1, min(n, _SUM_TILE_CARDS))
-    run_b, run_d = np.empty((tile, width), dtype=bool), np.empty((tile, width), dtype=bool)
-    run_f, level = np.empty((tile + 1, width)), np.empty((tile + 1, width))
-    run_f[0] = 1.0  # the first row carries the sums so far
-    levels = hasattr(src, "dip_mask")
-    if whole is not None:
-        full, lack = np.asarray(whole.ticket_tps), np.asarray(whole.ticket_tps) - np.asarray(whole.dipped_tps)
-        own = not (levels and src.same_dips(whole))  # levels made from the same dips unpack them once
-    for a, b in zip(edges, edges[1:]):
-        k = b - a
-        if k == 1:  # a month of one hour: a column of its own
-            for x, into in ((src, out), (whole, out_whole))[: 1 + (whole is not None)]:
-                into[a:b] = (np.asarray(x[:, a:b]) * warm[:, a:b]).sum(axis=0)
-            continue
-        dips = src.dip_mask(a, b) if levels else None  # unpacked once a block (a byte a card-hour)
-        dips_whole = None if whole is None else whole.dip_mask(a, b) if own else dips
-        for c0 in range(0, n, tile):
-            c1 = min(n, c0 + tile)
-            t = c1 - c0
-            run, ran, block = run_b[:t, :k], run_f[: t + 1, :k], level[: t + 1, :k]
-            np.copyto(run, warm[c0:c1, a:b])  # cards-major, whatever the run sets' layout (a tile: in cache)
-            np.copyto(ran[1:], run.view(np.uint8))  # 0.0 and 1.0, the bools as the product casts them
-            block[0] = out[a:b]
-            if levels:  # two levels a card: the level, and in its dips the other
-                np.copyto(block[1:], np.asarray(src.ticket_tps)[c0:c1, None])
-                np.copyto(block[1:], np.asarray(src.dipped_tps)[c0:c1, None], where=dips[c0:c1])
-            else:
-                np.copyto(block[1:], np.asarray(src[c0:c1, a:b]))
-            np.einsum("ch,ch->h", block, ran, out=out[a:b])
-            if whole is not None:
-                out_whole[a:b] += np.einsum("ch,c->h", ran[1:], full[c0:c1])  # less what dipped warm cards lack
-                out_whole[a:b] -= np.einsum("ch,c->h", np.logical_and(dips_whole[c0:c1], run, out=run_d[:t, :k]), lack[c0:c1])
-    return out, out_whole
-
-
-def _whole_levels(slots, n: int) -> bool:
-    """Whether `slots` are two levels a card (`DippedLevels`) of whole numbers from 0 whose sum over `n` cards stays
-    below 2^52 in float64: then every partial sum is exact, in any order."""
-    if not hasattr(slots, "dip_mask") or not hasattr(slots, "dipped_tps"):
-        return False
-    levels = np.concatenate([np.asarray(slots.ticket_tps), np.asarray(slots.dipped_tps)])
-    return bool(((levels >= 0) & (levels == np.floor(levels))).all() and levels.max(initial=0.0) * max(n, 1) < 2.0**52)
 
 
 def promise_month_figures(s, p: PromiseFigures, delivered_tps: np.ndarray, demand_tps: np.ndarray) -> dict:

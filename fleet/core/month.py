@@ -115,13 +115,25 @@ class DippedRates:
         return DippedRates.of_bits(self.ticket_tps[cards], self._bits[cards], self._first, self._hours, self.dip_factor)
 
     def same_dips(self, other) -> bool:
-        """Whether `other` reads the very dip bits these rates read, over the same hours (levels made from them)."""
-        return (isinstance(other, DippedRates) and other._bits is self._bits and other._first == self._first
-                and other._hours == self._hours)
+        """Whether `other` reads the very dip bits these rates read, over the same hours (levels made from them, or
+        from the same slice of a month's rates: a view of the same bits)."""
+        if not (isinstance(other, DippedRates) and other._first == self._first and other._hours == self._hours):
+            return False
+        a, b = self._bits, other._bits
+        return a is b or (a.shape == b.shape and a.strides == b.strides and a.ctypes.data == b.ctypes.data)
 
     def dip_mask(self, a: int, b: int) -> np.ndarray:
         """Whether each card dips in hours a..b, (cards, b − a) bool."""
         return self._dips(self._bits, a, b)
+
+    def _dips_at(self, rows, cols) -> np.ndarray:
+        """`in_dip[rows, cols]`, unpacking only the hours from the first column read to the last (a few hours picked
+        from a month: not the month's mask)."""
+        c = np.asarray(cols)
+        if c.dtype.kind in "iu" and c.size and int(c.min()) >= 0 and int(c.max()) < self._hours:
+            first = int(c.min())
+            return self._dips(self._bits, first, int(c.max()) + 1)[rows, c - first]
+        return self.in_dip[rows, cols]
 
     @property
     def in_dip(self) -> np.ndarray:
@@ -158,7 +170,7 @@ class DippedRates:
                 return DippedRates.of_bits(ticket, self._bits[rows], self._first + a, max(0, b - a), self.dip_factor)
             in_dip = self._dips(self._bits[rows], a, b)
         else:
-            in_dip = self.in_dip[rows, cols]
+            in_dip = self._dips_at(rows, cols)
         return self._rates(ticket[..., None] if np.ndim(ticket) and in_dip.ndim == np.ndim(ticket) + 1 else ticket, in_dip)
 
     def __array__(self, dtype=None, copy=None):
@@ -221,7 +233,7 @@ class DippedLevels(DippedRates):
                 return self._like(rows, self._first + a, max(0, b - a), self._bits[rows])
             in_dip = self._dips(self._bits[rows], a, b)
         else:
-            in_dip = self.in_dip[rows, cols]
+            in_dip = self._dips_at(rows, cols)
         level, dipped = self.ticket_tps[rows], self._dipped[rows]
         if np.ndim(level) and in_dip.ndim == np.ndim(level) + 1:
             level, dipped = level[..., None], dipped[..., None]

@@ -20,6 +20,7 @@ from fleet.core.ideal import month_ideals
 from fleet.core.latency import (PromiseFigures, promise_month_figures, promise_view, run_set_promise, sizing_promise,
                                 true_at_promise)
 from fleet.core.month import Month, draw_month
+from fleet.core.run_set_sums import BlockSums
 from fleet.core.carry import Carry, run_class_mask
 from fleet.core.plugins import PolicyParts, Scored
 from fleet.core.scenario import Scenario, budget_cards
@@ -261,16 +262,28 @@ def replay(scenario: Scenario, parts: PolicyParts, month: Month | None = None, i
     evicted_at: list[list[int]] = [[] for _ in range(H)]
     for p in passes:
         evicted_at[p.hour] = list(p.evicted)
-    bill = bill_hours(warm, rent_h, month.rent_usd_per_month, serving_rate_tps(month, at_promise), month.demand_tps,
-                      evicted_at, ideal_usd, boot_hours=month.boot_hours)
+    bill, sums = bill_month(month, warm, at_promise, evicted_at, ideal_usd)
     wrong, medians = judge_evictions(passes, warm, month)
     result = MonthResult(scenario=scenario, month=month, warm=warm, passes=passes, eviction_budget=budget, bill=bill,
                          wrong=wrong, median_ticket_tps=medians, in_dip=in_dip, demand=view)
-    result.figures = figures(scenario, month, warm, bill, result.wrong, budget, at_promise)
+    result.figures = figures(scenario, month, warm, bill, result.wrong, budget, at_promise, sums)
     result.figures.update(demand_figures(view, month.demand_tps, policy))
     if scenario.fine:
         fine_figures(result, plan_scores, in_class, fine_ideal_usd, capacity_only, at_promise)
     return result
+
+
+def bill_month(month: Month, warm: np.ndarray, at_promise: tuple[np.ndarray, np.ndarray] | None,
+               evicted_at: list[list[int]], ideal_usd: np.ndarray | None) -> tuple[HoursBill, tuple | None]:
+    """The month's bill, and under a promise (`at_promise`) its rate and slots summed over the run sets on the bill's
+    pass over them (`BlockSums`; None where they cannot ride on it, and `month_promise` sums them itself)."""
+    served = serving_rate_tps(month, at_promise)
+    n, hours = warm.shape
+    sums = BlockSums(*at_promise, n, hours, served) if at_promise is not None and BlockSums.applies(
+        *at_promise, n, hours) else None
+    bill = bill_hours(warm, month.rent_usd_per_hour, month.rent_usd_per_month, served, month.demand_tps, evicted_at,
+                      ideal_usd, boot_hours=month.boot_hours, each_block=None if sums is None else sums.add)
+    return bill, None if sums is None else sums.sums
 
 
 def served_rate_tps(true_rate_tps: np.ndarray, rate_at_promise_tps: np.ndarray) -> np.ndarray:

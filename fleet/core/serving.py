@@ -157,6 +157,9 @@ def rates_at_floor_tps(curve: StepCurve, stream_floor_tps: float, rated_tps: flo
         return over_chunks(lambda r: curve.rate_at_floor_tps(stream_floor_tps, r / rated_tps), src, dtype)
     out = np.empty(src.shape, dtype=dtype, order=order)
     flat_src, flat_out = src.ravel(order=order), out.ravel(order=order)
+    if src.dtype == np.float32 and out.dtype == np.float32 and _float32_rates_at_floor(
+            curve, stream_floor_tps, rated_tps, flat_src, flat_out):
+        return out
     step = min(CHUNK_CELLS, max(flat_src.size, 1))
     speed, rate, slow, batched = np.empty(step), np.empty(step), np.empty(step), np.empty(step, dtype=bool)
     for i in range(0, flat_src.size, step):
@@ -167,6 +170,87 @@ def rates_at_floor_tps(curve: StepCurve, stream_floor_tps: float, rated_tps: flo
         curve.rate_at_floor_into(stream_floor_tps, speed[:k], rate[:k], slow[:k], batched[:k])
         flat_out[i:j] = rate[:k]
     return out
+
+
+_SURE_ULPS = 16.0
+"""How many float32 roundings of the batch's largest term the float32 reading of a batch must sit clear of a whole
+number by (`_float32_rates_at_floor`): four times the four roundings it makes."""
+
+_TURN_ULPS = 64
+"""How many float64 steps a rate's product must sit clear of a float32 rounding's turn by (`_float32_rates_at_floor`):
+ten times the six by which the product and `rate_at_floor_into`'s three divisions can part."""
+
+_LOW_BITS = (1 << 29) - 1
+"""The float64 bits below a float32's: at half of them (2^28) a rounding to float32 turns."""
+
+
+def _float32_rates_at_floor(curve: StepCurve, stream_floor_tps: float, rated_tps: float, src: np.ndarray,
+                            out: np.ndarray) -> bool:
+    """`rates_at_floor_tps` of float32 rates into float32 (a month's scores), the same numbers without its five
+    float64 divisions a card-hour; False (nothing written) where it does not apply: a curve of each card's own, no
+    cost a stream, a rate that is not a finite number from 0 (or too large for the float32 rounding below), or a
+    batch past the memory's.
+
+    The batch is a whole number that rises with the rate, and at batch b the rate at the floor is the rate times
+    b / ((alpha + beta × b) × rated): one constant a batch. So each rate's batch is read in float32 from its rate
+    times one constant less another, and is sure where that reading is farther from a whole number than its
+    rounding can move it (`_SURE_ULPS`); the rate is its float64 product with its batch's constant, and is sure where
+    its bits below a float32's are farther from the rounding's turn than the float64 steps by which it and the three
+    divisions' number can part (`_TURN_ULPS`): then both round to the same float32. (A rate at a batch is at least
+    the floor, so the float32 it rounds to is a normal one.) The rare card-hour not sure of either (a few in ten
+    thousand) is worked out by `rate_at_floor_into`, as every card-hour was.
+    """
+    alpha, beta = curve.alpha_s, curve.beta_s
+    if np.ndim(alpha) or np.ndim(beta) or not (beta > 0 and rated_tps > 0 and stream_floor_tps >= 1e-30) or src.size == 0:
+        return False
+    top_bits = int(src.view(np.uint32).max())  # a negative rate's sign bit, or one not finite, reads above the rest
+    top = float(np.array(top_bits, dtype=np.uint32).view(np.float32))
+    if top_bits > 0x7F7FFFFF or top / (float(rated_tps) * float(beta)) > 1e37:
+        return False
+    top_batch = curve._batch_at(stream_floor_tps, float(np.float64(top) / rated_tps))
+    if top_batch > curve.max_batch:
+        return False
+    per_rate = 1.0 / (float(rated_tps) * float(stream_floor_tps) * float(beta))  # the batch: rate × this, less shift
+    shift = float(alpha) / float(beta) - 1e-9 + 0.5  # a half more: the batch is the nearest whole number
+    margin = _SURE_ULPS * 2.0 ** -24 * (top * per_rate + shift + 1.0)
+    if margin >= 0.25:
+        return False
+    batches = np.arange(max(int(top_batch), 0) + 2, dtype=np.float64)
+    per_batch = batches / ((batches * beta + alpha) * float(rated_tps))  # its step as `rate_at_floor_into` makes it
+    a32, shift32, sure32 = np.float32(per_rate), np.float32(shift), np.float32(0.5 - margin)
+    n = min(CHUNK_CELLS, src.size)
+    near, whole, rate = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n)
+    low, batch = np.empty(n, np.int64), np.empty(n, np.intp)
+    unsure, turns = np.empty(n, bool), np.empty(n, bool)
+    redo = []
+    for i in range(0, src.size, n):
+        j = min(src.size, i + n)
+        k = j - i
+        y, w, r, lo, b, u, t = near[:k], whole[:k], rate[:k], low[:k], batch[:k], unsure[:k], turns[:k]
+        np.multiply(src[i:j], a32, out=y)
+        y -= shift32
+        np.rint(y, out=w)
+        np.copyto(b, w, casting="unsafe")  # a batch below zero reads the table's first entry, 0: no batch
+        y -= w
+        np.abs(y, out=y)
+        np.greater(y, sure32, out=u)  # within the margin of a half: near a whole batch
+        np.take(per_batch, b, out=r, mode="clip")
+        np.multiply(r, src[i:j], out=r)  # float64: the float32 rates cast exactly
+        np.copyto(out[i:j], r, casting="same_kind")
+        np.subtract(r.view(np.int64), (1 << 28) - _TURN_ULPS, out=lo)
+        np.bitwise_and(lo, _LOW_BITS, out=lo)
+        np.less_equal(lo, 2 * _TURN_ULPS, out=t)  # within the margin of the turn
+        u |= t
+        if u.any():
+            redo.append(np.flatnonzero(u) + i)
+    if redo:
+        at = np.concatenate(redo)
+        speed = src[at].astype(np.float64)
+        speed /= rated_tps
+        exact = np.empty(at.size)
+        curve.rate_at_floor_into(stream_floor_tps, speed, exact, np.empty(at.size), np.empty(at.size, dtype=bool))
+        out[at] = exact
+    return True
 
 
 class Serving(Strict):

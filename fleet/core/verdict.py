@@ -110,9 +110,11 @@ def checks(figs: dict, marks) -> dict:
 
 
 def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_eviction: np.ndarray, eviction_budget: int,
-            at_promise: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+            at_promise: tuple[np.ndarray, np.ndarray] | None = None,
+            promise_sums: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """Every figure of the verdict, as plain numbers (the `--json` object), from a month's run sets, bill and evictions
-    (under a promise, `at_promise`: the cards' true rates and slots at it, when the caller has them)."""
+    (under a promise, `at_promise`: the cards' true rates and slots at it, and `promise_sums`: those summed over the
+    run sets, when the caller has them)."""
     H = max(1, month.hours)
     wrong = int(np.sum(wrong_by_eviction))
     n_evicted = int(np.size(wrong_by_eviction))
@@ -159,7 +161,8 @@ def figures(s: Scenario, month: Month, warm: np.ndarray, b: HoursBill, wrong_by_
     if s.slo is not None:
         from fleet.core.latency import month_promise, promise_month_figures
 
-        figs.update(promise_month_figures(s, month_promise(s, month, warm, b.delivered_tps, b.demand_tps, at_promise),
+        figs.update(promise_month_figures(s, month_promise(s, month, warm, b.delivered_tps, b.demand_tps, at_promise,
+                                                                promise_sums),
                                           b.delivered_tps, b.demand_tps))
     figs["checks"] = checks(figs, s.checks)
     return figs

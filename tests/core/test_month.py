@@ -63,3 +63,16 @@ def test_two_levels_a_card_read_as_the_float_array(rates, dtype):
     assert np.array_equal(levels[[1, 4], [3, 20]], full[[1, 4], [3, 20]])
     cards = np.array([6, 0, 3, 3, 1])
     assert np.array_equal(np.asarray(levels[:, 3:20].rows(cards)), full[cards, 3:20])
+
+
+def test_a_drawn_months_rates_at_a_few_hours_picked_are_the_dense_arrays():
+    """Hours picked by index (the ideal's hours left to the greedy) read only the dips between them: the same numbers."""
+
+    rng = np.random.default_rng(3)
+    rates = DippedRates(rng.lognormal(7, 0.3, 40).astype(np.float32), rng.random((40, 300)) < 0.1, 0.7)
+    levels = rates.with_levels(rng.random(40), rng.random(40))
+    for x in (rates, levels):
+        dense = np.asarray(x)
+        for hours in (np.array([17]), np.array([250, 3, 99]), np.flatnonzero(rng.random(300) < 0.02)):
+            assert np.array_equal(x[:, hours], dense[:, hours])
+            assert np.array_equal(x[np.arange(5), hours[:1]], dense[np.arange(5), hours[:1]])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fleet.core.scenario import Serving
-from fleet.core.serving import curve_rows, prefill_s, step_curve
+from fleet.core.serving import StepCurve, curve_rows, prefill_s, step_curve
 
 H100_70B = {"memory_bandwidth_tb_s": 3.35, "weight_gb": 70}
 # The seed's batch of 128 measured at 20 tok/s per user: a 50 ms step, the weights' 20.9 ms plus 0.23 ms a stream.
@@ -74,3 +74,29 @@ def test_the_curve_rows_climb_in_aggregate_and_fall_per_user():
 def test_prefill_is_two_flops_a_parameter_a_token():
     # 70B parameters, a 1,000-token prompt, 400 effective TFLOPS: 2 × 70e9 × 1000 / 400e12 = 0.35 s
     assert prefill_s(70, 1000, 400) == pytest.approx(0.35)
+
+
+@pytest.mark.parametrize("alpha_s, beta_s, max_batch, rated_tps, floor_tps", [
+    (0.0209, 0.000227, 1_000_000, 2562.25, 30.0),  # the chat class's curve
+    (0.012, 0.0004, 1_000_000, 900.0, 12.5),
+    (0.0209, 0.000227, 40, 2562.25, 30.0),  # the memory caps the batch: read the one way
+])
+def test_float32_rates_at_the_floor_are_the_float64_ones_to_the_bit(monkeypatch, alpha_s, beta_s, max_batch, rated_tps,
+                                                                   floor_tps):
+    """A month's float32 scores read at the promise without the float64 divisions: the very numbers, at every batch's
+    edge too (where the float32 reading is not sure and the card-hour is worked out the long way)."""
+    from fleet.core import serving
+
+    curve = StepCurve(alpha_s, beta_s, max_batch)
+    rng = np.random.default_rng(7)
+    edges = (np.arange(0, 300) * beta_s + alpha_s) * floor_tps * rated_tps  # the rates where a batch begins
+    near = np.concatenate([edges, np.nextafter(edges.astype(np.float32), np.float32(0)),
+                           np.nextafter(edges.astype(np.float32), np.float32(np.inf))])
+    rates = np.concatenate([rng.uniform(0, 3, 200_000) * rated_tps, near, [0.0]]).astype(np.float32)
+    scores = np.asfortranarray(rates[: rates.size // 50 * 50].reshape(50, -1).T)  # hours-major, as a month's scores
+    fast = serving.rates_at_floor_tps(curve, floor_tps, rated_tps, scores, np.float32)
+    monkeypatch.setattr(serving, "_float32_rates_at_floor", lambda *a: False)
+    slow = serving.rates_at_floor_tps(curve, floor_tps, rated_tps, scores, np.float32)
+    assert fast.dtype == np.float32 and fast.flags.f_contiguous
+    assert np.array_equal(fast, slow)
+    assert (fast > 0).any() and (fast == 0).any()
