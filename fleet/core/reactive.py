@@ -34,11 +34,10 @@ def reactive_adds(measured: Measured, interval_s: float, warm: np.ndarray, eligi
     a promise, `target` (`PromiseView.target_tps`) lifts the demand to the slots its first tokens need."""
     warm = np.asarray(warm, dtype=bool)
     score = np.asarray(score_tps, dtype=np.float64)
-    scored = float(score[warm].sum())
     tpd = tokens_per_dollar(score, np.asarray(rent_usd_per_hour, dtype=np.float64))
     spares = ranked_spares(tpd, np.asarray(eligible, dtype=bool) & (score > 0))  # no score: it adds no capacity
-    return react(max(measured.demand_tps, 0.0), max(measured.backlog_tokens, 0.0) / interval_s, scored, warm, spares,
-                 score, tpd, settings, settings.max_adds_per_hour - adds_this_hour, step, target)
+    return react(max(measured.demand_tps, 0.0), max(measured.backlog_tokens, 0.0) / interval_s, warm, spares, score, tpd,
+                 settings, settings.max_adds_per_hour - adds_this_hour, step, target)
 
 
 def cooling_down(added_ts: float, cooldown_minutes: int, hour_ts: float) -> bool:

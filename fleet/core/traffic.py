@@ -42,7 +42,7 @@ class ReactiveAdd:
     backlog_tps: float  # the backlog it read, over the step's seconds
     headroom: float
     scored_tps: float  # the warm cards' scored capacity before the add
-    need_tps: float | None = None  # under a promise: the need with the demand lifted to its first-token slots
+    need_tps: float | None = None  # what the loop asked: under a promise, the demand lifted to its first-token slots
 
     @property
     def reason(self) -> str:
@@ -67,17 +67,18 @@ def reactive_need_tps(observed_tps, backlog_tps: float, settings: Reactive, targ
     return need if need.ndim else float(need)
 
 
-def react(observed_tps: float, backlog_tps: float, scored_tps: float, warm: np.ndarray, spares: np.ndarray,
-          score_tps: np.ndarray, tokens_per_usd: np.ndarray, settings: Reactive, adds_left: int, step: int,
-          target=None) -> tuple[ReactiveAdd, ...]:
+def react(observed_tps: float, backlog_tps: float, warm: np.ndarray, spares: np.ndarray, score_tps: np.ndarray,
+          tokens_per_usd: np.ndarray, settings: Reactive, adds_left: int, step: int, target=None
+          ) -> tuple[ReactiveAdd, ...]:
     """The reactive loop's decision after a step: the spares to add, best tokens per dollar first.
 
-    The need is `reactive_need_tps`; the scored capacity of the warm cards (`scored_tps`, booting ones included:
-    they were added for this) is what covers it. `spares` are the cards the loop may add, best first; at most
+    The need is `reactive_need_tps`; the scored capacity of the warm cards (booting ones included: they were added
+    for this) is what covers it. `spares` are the cards the loop may add, best first; at most
     `adds_left` are taken. Scale-up only. Under a promise, `target` lifts the demand (`reactive_need_tps`).
     """
+    scored_tps = float(np.asarray(score_tps, dtype=np.float64)[warm].sum())
     picked = reactive_picks(observed_tps, backlog_tps, scored_tps, warm, spares, score_tps, settings, adds_left, target)
-    need = None if target is None else float(reactive_need_tps(observed_tps, backlog_tps, settings, target))
+    need = float(reactive_need_tps(observed_tps, backlog_tps, settings, target))
     seen = (float(observed_tps), float(backlog_tps), float(settings.headroom), float(scored_tps), need)
     return tuple(ReactiveAdd(int(step), int(c), float(score_tps[c]), float(tokens_per_usd[c]), *seen) for c in picked)
 
@@ -435,8 +436,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
             got = free[:cards_to_cover(free, score, need - scored, adds_left)]
             free = free[got.size:]
             if got.size:
-                adds.append((t, got, steps_tps[t], backlog / step_s, scored, score, tpd,
-                             None if inp.need_target is None else need))
+                adds.append((t, got, steps_tps[t], backlog / step_s, scored, score, tpd, need))
             for c in got.tolist():
                 serves_from = cards.add(c, t) - first
                 short_usd += rent[c] * ((j + 1) // period if j + 1 < per_hour else full_periods)

@@ -91,9 +91,9 @@ def test_hourly_billing_charges_the_whole_hour_of_a_card_added_within_it():
 def test_react_is_scale_up_only_and_within_its_budget():
     warm = np.array([True, False, False, False])
     score = np.full(4, 100.0)
-    got = react(1000.0, 0.0, float(score[warm].sum()), warm, np.arange(4), score, score / 10, Reactive(headroom=1.0), adds_left=2, step=5)
+    got = react(1000.0, 0.0, warm, np.arange(4), score, score / 10, Reactive(headroom=1.0), adds_left=2, step=5)
     assert [a.card for a in got] == [1, 2]
-    assert react(50.0, 0.0, float(score[warm].sum()), warm, np.arange(4), score, score / 10, Reactive(headroom=1.0), adds_left=2, step=5) == ()
+    assert react(50.0, 0.0, warm, np.arange(4), score, score / 10, Reactive(headroom=1.0), adds_left=2, step=5) == ()
 
 
 def test_the_ideal_pays_each_period_for_its_highest_step():
