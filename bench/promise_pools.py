@@ -171,13 +171,14 @@ def main() -> int:
                          "'policy.scores.dip-aware.sigmas=2'")
     args = ap.parse_args()
 
+    from fleet.core.noise_ceiling import noise_ceiling
     from fleet.core.preset import Preset
 
     rows = []
     t_all = time.perf_counter()
     held_out = range(EVAL_SEED, EVAL_SEED + args.eval_months)
     print("pool        throughput-only: fails latency / short, all four / conv   under the promise: all four / "
-          "conv   search s", flush=True)
+          "conv   hourly cap   search s", flush=True)
     for raw in (with_settings(r, args.set) for r in generate_pools(args.pools)):
         promised = Preset(raw, raw["name"])
         blind = Preset({k: v for k, v in raw.items() if k != "slo"}, raw["name"])
@@ -190,7 +191,10 @@ def main() -> int:
         # search finds nothing either, the pool's own policy sized to the rated rate.
         sized_to_throughput, source = next((s, name) for s, name in (
             (blind_set, "blind search"), (kept_set, "the promise's pick"), ([], "the pool's policy")) if s is not None)
+        scenario = promised.resolve()
+        ceiling = noise_ceiling(scenario.demand.jitter, scenario.checks.max_unmet_share, scenario.checks.min_convergence)
         row = {"pool": raw["name"], "story": raw["story"], "search_s": search_s,
+               "noise_ceiling": None if ceiling is None else ceiling.as_dict(),
                "throughput_only_from": source,
                "throughput_only": evaluate(promised, [*sized_to_throughput, 'policy.size_to="throughput"'], held_out),
                "under_promise": None if kept_set is None else evaluate(promised, kept_set, held_out),
@@ -201,11 +205,16 @@ def main() -> int:
         left = (f"{t['latency_fails']:6.0%} / {t['short_of_tokens']:4.0%}, {t['all_checks']:4.0%} / "
                 f"{t['median_convergence']:6.1%}{mark}")
         right = "no recommendation" if k is None else f"{k['all_checks']:4.0%} / {k['median_convergence']:6.1%}"
-        print(f"{raw['name']}  {left:>44}   {right:>30}   {search_s:6.0f}   {raw['story']}", flush=True)
+        cap = "" if ceiling is None else f"<= {ceiling.convergence:.1%}"
+        print(f"{raw['name']}  {left:>44}   {right:>30}   {cap:>8}   {search_s:6.0f}   {raw['story']}", flush=True)
     failing = [r for r in rows if r["throughput_only"] and r["throughput_only"]["latency_fails"] > 0.5]
     keeping = [r for r in rows if r["under_promise"] and r["under_promise"]["all_checks"] >= MIN_PASS]
     print("\n* nothing passed the search blind to the promise: the promise's pick, sized to the rated rate")
     print("** nothing passed either search: the pool's own policy, sized to the rated rate")
+    capped = [r for r in rows if r["noise_ceiling"] and r["noise_ceiling"]["binds"]]
+    print("hourly cap: the most any plan set before the hour converges against the demand's independent hourly noise "
+          f"at the capacity mark (fleet.core.noise_ceiling); under the convergence mark on {len(capped)} of "
+          f"{len(rows)} pools")
     print(f"throughput-only fails latency in most held-out months on {len(failing)} of {len(rows)} pools; the "
           f"recommendation under the promise passes all four checks in >= {MIN_PASS:.0%} of them on {len(keeping)} "
           f"of {len(rows)} ({time.perf_counter() - t_all:.0f} s)")

@@ -17,6 +17,7 @@ from fleet.core.compare import (
     DEFAULT_EVICTION_WINDOWS, DEFAULT_SHARES, HEADROOM_SEARCH, MIN_PASS_RATE, REACTIVE_HEADROOM_SEARCH, SEARCH_CONFIDENCE, Recommendation, combo_of,
     csv_rows, default_grid_axes, distinct, expand_grid, ideal_summary, rank_of, recommend, summarise,
 )
+from fleet.core.noise_ceiling import noise_ceiling
 from fleet.core.shortfall import Shortfall, clairvoyant_twin, pool_rated_tps, shortfall
 from fleet.sweep import (
     DEMAND_SEARCH_MONTHS, Engine, GridBase, LocalEngine, Searched, Sweep, choose_forecast, demand_peak_tps, search,
@@ -297,8 +298,10 @@ def _shortfall(grid: GridBase, found: Searched, nearest, replay_twin, demand_pea
     twin = clairvoyant_twin(nearest.combo)
     twin_summary = summarise([twin], replay_twin(grid.scenarios([twin])))[0] if twin is not None else None
     scenario = grid.scenarios([nearest.combo])[0]
-    return shortfall(nearest.combo, figures, passes, scenario.checks, min_pass, twin_summary, demand_peak,
-                     pool_rated_tps(scenario))
+    marks = scenario.checks
+    noise = None if scenario.fine else noise_ceiling(scenario.demand.jitter, marks.max_unmet_share, marks.min_convergence)
+    return shortfall(nearest.combo, figures, passes, marks, min_pass, twin_summary, demand_peak,
+                     pool_rated_tps(scenario), noise)
 
 
 def _write_files(grid: GridBase, base, summaries, rec, outputs: Outputs, source: str) -> None:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from fleet.cli.tables import Columns, piped_text, print_table, wide_console
 from fleet.core.compare import AXES, CHECKS, HEADROOM_SEARCH, SEARCH_CONFIDENCE, ComboSummary, Recommendation, rank_of
 from fleet.core.demand_search import ForecastChoice
+from fleet.core.noise_ceiling import NoiseCeiling
 from fleet.core.shortfall import Shortfall
 from fleet.report.verdict import KNEW_DEMAND
 from fleet.sweep import SCREEN_MONTHS
@@ -221,7 +222,18 @@ def shortfall_lines(short: Shortfall) -> list[str]:
         lines.append(f"{told}: the pool is too small for its demand's peak ({peak}); no policy of this pool passes capacity.")
     else:
         lines.append(f"{told}: even knowing the demand it falls short ({peak}: the lottery and dips leave less).")
+    if short.noise is not None and short.noise.binds:
+        lines.append(noise_line(short.noise))
     return lines
+
+
+def noise_line(noise: NoiseCeiling) -> str:
+    """Why no forecast passes capacity and convergence together on a demand with independent hourly noise."""
+    return (f"The demand's hour-to-hour noise (σ {noise.jitter:.1%}, drawn afresh each hour) is beyond any forecast: a "
+            f"plan set before the hour needs headroom {noise.headroom:.3f} over the hour's level to keep unmet demand "
+            f"under {noise.max_unmet_share:.2%}, and then converges at most at {noise.convergence:.1%} against the "
+            f"ideal (mark {noise.min_convergence:.1%}), so no policy on the hourly clock passes both. A finer clock "
+            "with the reactive loop (step_minutes, [policy.reactive]) follows the hour, or a mark moves.")
 
 
 def render_recommendation(console, rec: Recommendation, evicting: bool = True, short: Shortfall | None = None) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fleet.core.compare import CHECKS, FIGURES, Combo, ComboSummary
+from fleet.core.noise_ceiling import NoiseCeiling
 from fleet.core.scenario import KNOWN_FORECAST, Checks, Scenario
 
 CHECK_FIGURE = {"capacity": "unmet_share", "convergence": "convergence", "eviction": "wrong_evictions",
@@ -59,6 +60,7 @@ class Shortfall:
     clairvoyant: ComboSummary | None  # the same policy told each hour's demand; None: the combination already is
     demand_peak_tps: float  # the demand's peak hour, in the median month
     pool_rated_tps: float  # every card of the classes the combination rents, at its rated rate
+    noise: NoiseCeiling | None = None  # what the demand's hour-to-hour noise caps a plan set before the hour at
 
     @property
     def binding(self) -> tuple[CheckShortfall, ...]:
@@ -79,6 +81,7 @@ class Shortfall:
                                                       "set": twin.combo.overrides()},
             "demand_peak_tps": self.demand_peak_tps,
             "pool_rated_tps": self.pool_rated_tps,
+            "noise_ceiling": None if self.noise is None else self.noise.as_dict(),
         }
 
 
@@ -120,9 +123,10 @@ def _passes_at(check: str, values: np.ndarray, mark: float) -> np.ndarray:
 
 
 def shortfall(combo: Combo, figures: np.ndarray, passes: np.ndarray, marks: Checks, min_pass: float,
-              clairvoyant: ComboSummary | None, demand_peak_tps: float, pool_tps: float) -> Shortfall:
+              clairvoyant: ComboSummary | None, demand_peak_tps: float, pool_tps: float,
+              noise: NoiseCeiling | None = None) -> Shortfall:
     """The nearest combination's shortfall from its months' figures (months, `FIGURES`) and check passes (months,
-    `CHECKS`) at `marks`."""
+    `CHECKS`) at `marks`; `noise` is the demand's noise ceiling where the plan is set before each hour."""
     failing, ok = [], np.array(passes, dtype=bool)
     for j, check in enumerate(CHECKS):
         rate = float(ok[:, j].mean())
@@ -137,4 +141,4 @@ def shortfall(combo: Combo, figures: np.ndarray, passes: np.ndarray, marks: Chec
         j = CHECKS.index(c.check)
         together[:, j] = _passes_at(c.check, np.asarray(figures[:, FIGURES.index(CHECK_FIGURE[c.check])]), c.passing_mark)
     return Shortfall(combo, min_pass, tuple(failing), float(together.all(axis=1).mean()), clairvoyant,
-                     float(demand_peak_tps), float(pool_tps))
+                     float(demand_peak_tps), float(pool_tps), noise)

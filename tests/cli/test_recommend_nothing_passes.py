@@ -146,3 +146,55 @@ def test_each_check_is_said_in_its_own_units(check, median, mark, passing, words
     short = Shortfall(combo=None, min_pass_rate=0.95, checks=(CheckShortfall(check, 0.25, mark, median, passing),),
                       together_pass_rate=1.0, clairvoyant=None, demand_peak_tps=1.0, pool_rated_tps=2.0)
     assert words in shortfall_lines(short)[1]
+
+
+# Forty flagships for a flat demand whose level jumps 15% from hour to hour at random: no forecast sees the next hour.
+BURSTY_POOL = SMALL_POOL.replace('name = "small-pool"', 'name = "bursty-pool"').replace(
+    f"pool_cards = {CARDS}", "pool_cards = 40").split("[demand]")[0] + """\
+[demand]
+shape = "flat"
+avg_tps = 120000
+jitter = 0.15
+
+[policy]
+card_class = "flagship"
+window = "day"
+mode = "steady"
+headroom = 1.05
+
+[policy.eviction]
+rule = "none"
+"""
+
+
+def test_on_independent_hourly_noise_it_names_the_ceiling_no_forecast_passes(tmp_path):
+    from fleet.core.noise_ceiling import noise_ceiling
+
+    pool = tmp_path / "bursty-pool.toml"
+    pool.write_text(BURSTY_POOL)
+    ceiling = noise_ceiling(0.15, 0.005, 0.9)
+    r = recommend(pool)
+    assert r.returncode == 4, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert (f"needs headroom {ceiling.headroom:.3f} over the hour's level to keep unmet demand under 0.50%, and then "
+            f"converges at most at {ceiling.convergence:.1%} against the ideal (mark 90.0%)") in out
+    r = recommend(pool, "--json")
+    assert r.returncode == 4
+    (nearest,) = [row for row in json.loads(r.stdout) if "shortfall" in row]
+    assert nearest["shortfall"]["noise_ceiling"] == pytest.approx(ceiling.as_dict())
+    # The ceiling is an upper bound: the nearest policy's months converge under it.
+    assert nearest["convergence"]["median"] < ceiling.convergence
+
+
+def test_the_noise_line_is_said_only_where_the_noise_binds():
+    from fleet.cli.compare_view import shortfall_lines
+    from fleet.core.noise_ceiling import noise_ceiling
+    from fleet.core.shortfall import Shortfall
+
+    def lines(jitter):
+        return shortfall_lines(Shortfall(combo=None, min_pass_rate=0.95, checks=(), together_pass_rate=1.0,
+                                         clairvoyant=None, demand_peak_tps=1.0, pool_rated_tps=2.0,
+                                         noise=noise_ceiling(jitter, 0.005, 0.9)))
+
+    assert any("drawn afresh each hour" in line for line in lines(0.15))
+    assert not any("drawn afresh each hour" in line for line in lines(0.05))
