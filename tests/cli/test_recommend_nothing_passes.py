@@ -149,22 +149,9 @@ def test_each_check_is_said_in_its_own_units(check, median, mark, passing, words
 
 
 # Forty flagships for a flat demand whose level jumps 15% from hour to hour at random: no forecast sees the next hour.
-BURSTY_POOL = SMALL_POOL.replace('name = "small-pool"', 'name = "bursty-pool"').replace(
-    f"pool_cards = {CARDS}", "pool_cards = 40").split("[demand]")[0] + """\
-[demand]
-shape = "flat"
-avg_tps = 120000
-jitter = 0.15
-
-[policy]
-card_class = "flagship"
-window = "day"
-mode = "steady"
-headroom = 1.05
-
-[policy.eviction]
-rule = "none"
-"""
+_HEAD, _REST = SMALL_POOL.replace('name = "small-pool"', 'name = "bursty-pool"').replace(
+    f"pool_cards = {CARDS}", "pool_cards = 40").split("[demand]")
+BURSTY_POOL = _HEAD + '[demand]\nshape = "flat"\navg_tps = 120000\njitter = 0.15\n\n[policy]' + _REST.split("[policy]")[1]
 
 
 def test_on_independent_hourly_noise_it_names_the_ceiling_no_forecast_passes(tmp_path):
