@@ -27,7 +27,7 @@ from fleet.core.scenario import Scenario, budget_cards
 from fleet.core.scores import AtHours, of_rows, unscored_as_zero, window_mean, window_scores_many
 from fleet.core.step import CardDecision, EvictionPass, StepInput, is_decision_hour, step
 from fleet.core.traffic import Traffic, TrafficInput, boot_steps_of, run_traffic
-from fleet.core.traffic_figures import ideal_usd_by_period, traffic_figures
+from fleet.core.traffic_figures import fine_hours, ideal_usd_by_period, traffic_figures
 from fleet.core.verdict import checks, figures, median_ticket_tps, wrong_evictions
 
 
@@ -315,16 +315,21 @@ def promise_ideal_usd(scenario: Scenario, month: Month, true_at_promise_tps: np.
     return month_ideals(month, True, promise_view(scenario, month.class_names, month.card_class), true_at_promise_tps)[1]
 
 
-def fine_ideal(scenario: Scenario, month: Month) -> float:
-    """The ideal operator's bill at the scenario's finer clock and billing period (`ideal_usd_by_period`); under a
-    promise it keeps it there too: each card at its true rate at the promise, each step lifted to the slots its first
-    tokens need."""
+def fine_ideal_by_period(scenario: Scenario, month: Month) -> np.ndarray:
+    """The ideal operator's bill of each billing period at the scenario's finer clock (`ideal_usd_by_period`); under
+    a promise it keeps it there too: each card at its true rate at the promise, each step lifted to the slots its
+    first tokens need."""
     rate, warmup, demand = month.true_rate_tps, month.warmup_hours, month.step_demand_tps
     if scenario.slo is not None:
         rate, warmup = true_at_promise(scenario, month)[0], 0
         demand = promise_view(scenario, month.class_names, month.card_class).target_tps(demand)
-    return float(ideal_usd_by_period(rate, warmup, month.rent_usd_per_hour, demand, scenario.step_minutes,
-                                     scenario.billing_minutes or scenario.step_minutes).sum())
+    return ideal_usd_by_period(rate, warmup, month.rent_usd_per_hour, demand, scenario.step_minutes,
+                               scenario.billing_minutes or scenario.step_minutes)
+
+
+def fine_ideal(scenario: Scenario, month: Month) -> float:
+    """The ideal operator's bill of the month at the scenario's finer clock."""
+    return float(fine_ideal_by_period(scenario, month).sum())
 
 
 def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: np.ndarray,
@@ -361,6 +366,8 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
     figs["traffic"] = tf
     figs.update(bill_usd=tf["bill_usd"], ideal_bill_usd=ideal, convergence=tf["convergence"], unmet_share=tf["lost_share"],
                 unmet_avg_tps=t.lost_tokens / (month.hours * 3600.0))  # what compare's tables read: the tokens lost
+    if stop is None and not t.stopped:  # a walk that bills, by the hour: idle cost, capacity and delivered read from it
+        figs.update(fine_hours(t, result.bill.warm_usd, month.step_demand_tps).figures(tf["bill_usd"]))
     if t.fresh_step_tokens is not None and not t.stopped:
         figs.update(step_promise_figures(s, month, t))
     figs["checks"] = checks(figs, s.checks)
@@ -369,6 +376,13 @@ def fine_figures(result: MonthResult, plan_scores: np.ndarray | None, in_class: 
 def step_promise_figures(s: Scenario, month: Month, t) -> dict:
     """The promise judged step by step and read by the hour: each step's first tokens queue for the slots of the cards
     serving it; tokens served from the backlog waited past their step and are outside the first-token promise."""
+    hourly, delivered, demand = step_promise_hours(s, month, t)
+    return promise_month_figures(s, hourly, delivered, demand)
+
+
+def step_promise_hours(s: Scenario, month: Month, t) -> tuple[PromiseFigures, np.ndarray, np.ndarray]:
+    """`step_promise_figures`' hours: the promise read by the hour, and each hour's delivered tokens (those of its
+    arrivals served, on time or late) and demand, a second."""
     view = promise_view(s, month.class_names, month.card_class)
     demand = np.asarray(month.step_demand_tps, dtype=np.float64)[: t.fresh_step_tokens.size]
     p = run_set_promise(t.promise_rate_step_tps, t.promise_slots_step, t.fresh_step_tokens / t.step_s, demand, s.slo,
@@ -379,7 +393,7 @@ def step_promise_figures(s: Scenario, month: Month, t) -> dict:
                             by_hour(p.slots).mean(axis=1), by_hour(p.ttft_s).max(axis=1),
                             by_hour(p.ttft_ok_share).min(axis=1))
     delivered = by_hour(demand * t.step_s - t.lost_step_tokens).sum(axis=1) / 3600.0
-    return promise_month_figures(s, hourly, delivered, by_hour(demand).mean(axis=1))
+    return hourly, delivered, by_hour(demand).mean(axis=1)
 
 
 def judge_evictions(passes: list[EvictionPass], warm: np.ndarray, month: Month) -> tuple[np.ndarray, np.ndarray]:

@@ -147,6 +147,8 @@ class Traffic:
     lost_step_tokens: np.ndarray  # (steps,) tokens abandoned or dropped in each step
     stopped: bool = False  # the walk stopped early, past `stop_lost_share`: every figure is partial but the loss
     fresh_step_tokens: np.ndarray | None = None  # (steps,) under a promise: tokens served in the step they arrived in
+    reactive_usd_hour: np.ndarray | None = None  # (hours,) `reactive_usd` by the hour it was billed in
+    backlog_hour_end_tokens: np.ndarray | None = None  # (hours,) tokens still waiting as each hour ends (0 at the last)
     promise_rate_step_tps: np.ndarray | None = None  # (steps,) the serving cards' true rate at the promise
     promise_slots_step: np.ndarray | None = None  # (steps,) and their streams at it
 
@@ -380,6 +382,16 @@ class _BlockSpares:
         return spares[~warm[spares]], self.tpd[:, k]
 
 
+def _month_end(queue: _Queue | None, stopped: bool, lost: list, backlog_end: np.ndarray) -> np.ndarray:
+    """Each step's lost tokens: those still waiting when the month ends were not served within it (lost in its last
+    step, and no backlog left at the last hour's end)."""
+    lost = np.asarray(lost)
+    if queue is not None and not stopped:
+        lost[-1] += queue.tokens
+        backlog_end[-1] = 0.0
+    return lost
+
+
 def run_traffic(inp: TrafficInput) -> Traffic:
     """Walk the month step by step: serve, queue, abandon, react, and bill the loop's cards."""
     warm_plan = np.asarray(inp.plan_warm, dtype=bool)
@@ -397,6 +409,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     if settings is not None:  # with no queue nothing waits: what the loop asks of each step is known before the walk
         need_tps = reactive_need_tps(demand, 0.0, settings, inp.need_target).tolist()
     capacity, lost, adds = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour), []
+    loop_usd, backlog_end = np.zeros(hours), np.zeros(hours)  # by the hour: what the export and the idle cost read
     run, drain_max, backlog, reactive_usd = 0, 0, 0.0, 0.0  # with no queue nothing waits
     rates_block, lost_so_far, stopped = None, 0.0, False
     promise = _PromiseSums.of(inp, hours * per_hour)
@@ -446,17 +459,16 @@ def run_traffic(inp: TrafficInput) -> Traffic:
                     promise.add(c, serves_from)
             adds_left -= got.size
         lost_so_far += sum(lost[first: first + per_hour])
+        backlog_end[h] = backlog
         stopped = lost_so_far > stop_tokens
         if stopped:
             break
         if cards.holding and bills:  # only the loop's cards are warm outside the plan: every period of the hour, whole
-            reactive_usd += (float(np.add.reduce(rent[warm > warm_plan[:, h]])) * full_periods - short_usd) * period_usd
-    capacity, lost, late = np.asarray(capacity), np.asarray(lost), np.asarray(late)
-    if queue is not None and not stopped:
-        lost[-1] += queue.tokens  # still waiting when the month ends: not served within it
-    return Traffic(demand_tokens=float(demand.sum() * step_s), served_tokens=float(late.sum()),
-                   served_late_tokens=float(late[1:].sum()),
-                   lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max,
-                   add_log=tuple(adds), headroom=0.0 if settings is None else float(settings.headroom),
-                   reactive_usd=reactive_usd, capacity_step_tps=capacity, lost_step_tokens=lost,
-                   stopped=stopped, **promise.figures())
+            loop_usd[h] = usd = (float(np.add.reduce(rent[warm > warm_plan[:, h]])) * full_periods - short_usd) * period_usd
+            reactive_usd += usd
+    capacity, lost, late = np.asarray(capacity), _month_end(queue, stopped, lost, backlog_end), np.asarray(late)
+    return Traffic(demand_tokens=float(demand.sum() * step_s), served_tokens=float(late.sum()), served_late_tokens=float(late[1:].sum()),
+                   lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max, add_log=tuple(adds),
+                   headroom=0.0 if settings is None else float(settings.headroom), reactive_usd=reactive_usd,
+                   capacity_step_tps=capacity, lost_step_tokens=lost, stopped=stopped, reactive_usd_hour=loop_usd,
+                   backlog_hour_end_tokens=backlog_end, **promise.figures())

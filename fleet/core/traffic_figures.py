@@ -3,8 +3,11 @@ the checks read in place of the hourly fluid's (`fleet.core.traffic` walks the m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from fleet.core.billing import idle_usd_by_hour
 from fleet.core.ideal import ideal_exact_usd_by_hour
 from fleet.core.traffic import _BLOCK_HOURS, Traffic
 
@@ -54,3 +57,39 @@ def traffic_figures(t: Traffic, plan_bill_usd: float, ideal_usd: float, step_min
         "ideal_bill_usd": ideal_usd,
         "convergence": ideal_usd / bill if bill > 0 else float("nan"),
     }
+
+
+@dataclass(frozen=True)
+class FineHours:
+    """The month at the finer clock read by the hour, as the hourly bill is: what the verdict's idle cost and the
+    export's hours.csv read, so a month on the finer clock adds up from its hours as an hourly one does."""
+
+    demand_tps: np.ndarray  # (hours,) the mean of the hour's steps
+    capacity_tps: np.ndarray  # (hours,) true capacity of the cards serving, the mean of the hour's steps (the loop's
+    # cards and booting ones counted from the step they serve)
+    delivered_tps: np.ndarray  # (hours,) tokens served in the hour, on time or from the queue, a second
+    reactive_usd: np.ndarray  # (hours,) the loop's rent
+    idle_usd: np.ndarray  # (hours,) the plan's warm rent and the loop's, × (1 − delivered / capacity)
+
+    def figures(self, bill_usd: float) -> dict:
+        """The verdict's figures read from the hours, in place of the plan's."""
+        hours, idle = max(1, self.capacity_tps.size), float(self.idle_usd.sum())
+        return {"capacity_avg_tps": float(self.capacity_tps.sum()) / hours,
+                "delivered_avg_tps": float(self.delivered_tps.sum()) / hours,
+                "idle_usd": idle, "idle_share": idle / bill_usd if bill_usd > 0 else 0.0}
+
+
+def fine_hours(t: Traffic, plan_warm_usd: np.ndarray, step_demand_tps: np.ndarray) -> FineHours:
+    """A walked month (not one stopped early) by the hour. An hour served what arrived in it and what waited into
+    it, less what waits past it and what was lost in it."""
+    plan_warm_usd = np.asarray(plan_warm_usd, dtype=np.float64)
+    hours = plan_warm_usd.size
+    per_hour = t.capacity_step_tps.size // max(1, hours)
+    by_hour = lambda a: np.asarray(a, dtype=np.float64)[: hours * per_hour].reshape(hours, per_hour)  # noqa: E731
+    arrived = by_hour(step_demand_tps).sum(axis=1) * t.step_s
+    waiting = np.asarray(t.backlog_hour_end_tokens, dtype=np.float64)
+    served = arrived + np.concatenate(([0.0], waiting[:-1])) - waiting - by_hour(t.lost_step_tokens).sum(axis=1)
+    delivered = np.maximum(served, 0.0) / 3600.0
+    capacity = by_hour(t.capacity_step_tps).mean(axis=1)
+    loop = np.asarray(t.reactive_usd_hour, dtype=np.float64)
+    return FineHours(arrived / 3600.0, capacity, delivered, loop, idle_usd_by_hour(plan_warm_usd + loop, delivered, capacity))

@@ -65,6 +65,39 @@ def run_set_intervals(warm: np.ndarray, evicted_at: dict[int, int]) -> pd.DataFr
     return pd.DataFrame({"card_id": start_c, "start_hour": start_h, "end_hour": end_h, "end_reason": reason})
 
 
+def month_hours(r) -> dict:
+    """hours.csv's columns: the bill hour by hour, and under a promise goodput and what it was read from. A month at
+    a finer clock is read from its walk (`fine_hours`): capacity and delivered tokens step by step, the reactive
+    loop's rent, the idle cost of both, and the finer clock's ideal; the plan's run sets and rent stay the plan's."""
+    m, b = r.month, r.bill
+    hours = {"hour": np.arange(m.hours), "demand_tps": b.demand_tps, "capacity_tps": b.capacity_tps,
+             "delivered_tps": b.delivered_tps, "cards_warm": b.cards_warm, "warm_usd": b.warm_usd,
+             "idle_usd": b.idle_usd, "ideal_usd": b.ideal_usd}
+    fine = r.traffic is not None and not r.traffic.stopped
+    if fine:
+        from fleet.core.replay import fine_ideal_by_period
+        from fleet.core.traffic_figures import fine_hours
+
+        f = fine_hours(r.traffic, b.warm_usd, m.step_demand_tps)
+        hours.update(demand_tps=f.demand_tps, capacity_tps=f.capacity_tps, delivered_tps=f.delivered_tps)
+        hours = {**{k: hours[k] for k in ("hour", "demand_tps", "capacity_tps", "delivered_tps", "cards_warm",
+                                          "warm_usd")},
+                 "reactive_usd": f.reactive_usd, "idle_usd": f.idle_usd,
+                 "ideal_usd": fine_ideal_by_period(r.scenario, m).reshape(m.hours, -1).sum(axis=1)}
+    if r.scenario.slo is not None:  # the promise hour by hour: goodput and what it was read from
+        if fine and r.traffic.fresh_step_tokens is not None:
+            from fleet.core.replay import step_promise_hours
+
+            p = step_promise_hours(r.scenario, m, r.traffic)[0]
+        else:
+            from fleet.core.latency import month_promise
+
+            p = month_promise(r.scenario, m, r.warm, b.delivered_tps, b.demand_tps)
+        hours.update({"rate_at_promise_tps": p.rate_at_promise_tps, "slots": p.slots, "ttft_s": p.ttft_s,
+                      "ttft_ok_share": p.ttft_ok_share, "goodput_tps": p.goodput_tps})
+    return hours
+
+
 def export_month(r, folder: Path) -> None:
     """cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json of one replayed month."""
     folder = Path(folder)
@@ -83,23 +116,7 @@ def export_month(r, folder: Path) -> None:
     iv = run_set_intervals(r.warm, {e.card: e.hour for e in r.evictions})
     iv["card_id"] = ids[iv["card_id"].to_numpy()]
     iv.to_csv(folder / "intervals.csv", index=False)
-    hours = {
-        "hour": np.arange(m.hours),
-        "demand_tps": r.bill.demand_tps,
-        "capacity_tps": r.bill.capacity_tps,
-        "delivered_tps": r.bill.delivered_tps,
-        "cards_warm": r.bill.cards_warm,
-        "warm_usd": r.bill.warm_usd,
-        "idle_usd": r.bill.idle_usd,
-        "ideal_usd": r.bill.ideal_usd,
-    }
-    if r.scenario.slo is not None:  # the promise hour by hour: goodput and what it was read from
-        from fleet.core.latency import month_promise
-
-        p = month_promise(r.scenario, m, r.warm, r.bill.delivered_tps, r.bill.demand_tps)
-        hours.update({"rate_at_promise_tps": p.rate_at_promise_tps, "slots": p.slots, "ttft_s": p.ttft_s,
-                      "ttft_ok_share": p.ttft_ok_share, "goodput_tps": p.goodput_tps})
-    pd.DataFrame(hours).to_csv(folder / "hours.csv", index=False)
+    pd.DataFrame(month_hours(r)).to_csv(folder / "hours.csv", index=False)
     rows = []
     k = 0  # r.wrong and r.median_ticket_tps follow the evictions in order
     for p in r.passes:
