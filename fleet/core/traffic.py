@@ -148,6 +148,7 @@ class Traffic:
     stopped: bool = False  # the walk stopped early, past `stop_lost_share`: every figure is partial but the loss
     fresh_step_tokens: np.ndarray | None = None  # (steps,) under a promise: tokens served in the step they arrived in
     reactive_usd_hour: np.ndarray | None = None  # (hours,) `reactive_usd` by the hour it was billed in
+    loop_cards_hour: np.ndarray | None = None  # (hours,) the loop's cards warm beyond the plan in each (any part of it)
     backlog_hour_end_tokens: np.ndarray | None = None  # (hours,) tokens still waiting as each hour ends (0 at the last)
     promise_rate_step_tps: np.ndarray | None = None  # (steps,) the serving cards' true rate at the promise
     promise_slots_step: np.ndarray | None = None  # (steps,) and their streams at it
@@ -382,6 +383,13 @@ class _BlockSpares:
         return spares[~warm[spares]], self.tpd[:, k]
 
 
+def _loop_rent(rent: np.ndarray, held: np.ndarray, full_periods: int, short_usd: float,
+               period_usd: float) -> tuple[float, int]:
+    """The loop's rent of an hour and its cards: those warm beyond the plan (`held`) pay every billing period of the
+    hour, whole, less the periods this hour's adds were not yet warm in (`short_usd`)."""
+    return (float(np.add.reduce(rent[held])) * full_periods - short_usd) * period_usd, int(np.count_nonzero(held))
+
+
 def _month_end(queue: _Queue | None, stopped: bool, lost: list, backlog_end: np.ndarray) -> np.ndarray:
     """Each step's lost tokens: those still waiting when the month ends were not served within it (lost in its last
     step, and no backlog left at the last hour's end)."""
@@ -409,7 +417,7 @@ def run_traffic(inp: TrafficInput) -> Traffic:
     if settings is not None:  # with no queue nothing waits: what the loop asks of each step is known before the walk
         need_tps = reactive_need_tps(demand, 0.0, settings, inp.need_target).tolist()
     capacity, lost, adds = [0.0] * (hours * per_hour), [0.0] * (hours * per_hour), []
-    loop_usd, backlog_end = np.zeros(hours), np.zeros(hours)  # by the hour: what the export and the idle cost read
+    loop_usd, loop_cards, backlog_end = np.zeros(hours), np.zeros(hours, np.int64), np.zeros(hours)  # by the hour
     run, drain_max, backlog, reactive_usd = 0, 0, 0.0, 0.0  # with no queue nothing waits
     rates_block, lost_so_far, stopped = None, 0.0, False
     promise = _PromiseSums.of(inp, hours * per_hour)
@@ -464,11 +472,11 @@ def run_traffic(inp: TrafficInput) -> Traffic:
         if stopped:
             break
         if cards.holding and bills:  # only the loop's cards are warm outside the plan: every period of the hour, whole
-            loop_usd[h] = usd = (float(np.add.reduce(rent[warm > warm_plan[:, h]])) * full_periods - short_usd) * period_usd
-            reactive_usd += usd
+            loop_usd[h], loop_cards[h] = _loop_rent(rent, warm > warm_plan[:, h], full_periods, short_usd, period_usd)
+            reactive_usd += float(loop_usd[h])
     capacity, lost, late = np.asarray(capacity), _month_end(queue, stopped, lost, backlog_end), np.asarray(late)
     return Traffic(demand_tokens=float(demand.sum() * step_s), served_tokens=float(late.sum()), served_late_tokens=float(late[1:].sum()),
                    lost_tokens=float(lost.sum()), late_by_steps=late, step_s=step_s, drain_steps_max=drain_max, add_log=tuple(adds),
                    headroom=0.0 if settings is None else float(settings.headroom), reactive_usd=reactive_usd,
                    capacity_step_tps=capacity, lost_step_tokens=lost, stopped=stopped, reactive_usd_hour=loop_usd,
-                   backlog_hour_end_tokens=backlog_end, **promise.figures())
+                   loop_cards_hour=loop_cards, backlog_hour_end_tokens=backlog_end, **promise.figures())

@@ -52,6 +52,8 @@ def traffic_figures(t: Traffic, plan_bill_usd: float, ideal_usd: float, step_min
         "drain_minutes_max": t.drain_steps_max * step_minutes,
         "reactive_adds": t.reactive_adds,
         "reactive_usd": t.reactive_usd,
+        "loop_cards_avg": float(t.loop_cards_hour.mean()) if t.loop_cards_hour is not None and t.loop_cards_hour.size else 0.0,
+        "loop_cards_max": int(t.loop_cards_hour.max()) if t.loop_cards_hour is not None and t.loop_cards_hour.size else 0,
         "plan_bill_usd": plan_bill_usd,
         "bill_usd": bill,
         "ideal_bill_usd": ideal_usd,

@@ -124,7 +124,9 @@ def render_verdict(console: Console, preset, fix: bool, r, overrides=(), span=No
     if "goodput_share" in f:
         t.add_row("goodput", f"{f['goodput_avg_tps']:,.0f} tok/s", f"{f['goodput_share']:.1%} of delivered within the promise ({promise_words(f)}); "
                   f"outside it in {f['slow_hours']} of {f['hours']} hours")
-    t.add_row("run set", f"{f['cards_warm_avg']:.2f} cards", f"average warm; max {f['cards_warm_max']}; {f['cards_used']} cards used")
+    t.add_row("run set", f"{f['cards_warm_avg']:.2f} cards", f"average warm; max {f['cards_warm_max']}; {f['cards_used']} cards used"
+              + (f"; the reactive loop kept {tr['loop_cards_avg']:.2f} more an hour on average (max {tr['loop_cards_max']})"
+                 if tr and tr["reactive"] and "loop_cards_avg" in tr else ""))
     t.add_row("evictions", f"{f['evictions']} of {f['pool_cards']}", f"{f['wrong_evictions']} wrong ({f['wrong_eviction_share']:.0%})")
     t.add_row("ideal bill", _usd(f["ideal_bill_usd"]), f"convergence {f['convergence']:.1%}")
     console.print(t)

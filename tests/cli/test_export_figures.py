@@ -60,6 +60,8 @@ def test_a_month_at_the_finer_clock_adds_up_from_its_hours(tmp_path):
     assert len(hours) == s["hours"]
     churn = 0.15 * float(cards.set_index("card_id").loc[ev.card_id, "rent_usd_per_month"].sum())
     assert s["traffic"]["reactive_usd"] > 0 and s["traffic"]["served_late_tokens"] > 0  # the loop and the queue both ran
+    kept = s["traffic"]["loop_cards_avg"]
+    assert kept > 0 and f"the reactive loop kept {kept:.2f} more an hour on average" in p.stdout
     assert hours.reactive_usd.sum() == pytest.approx(s["traffic"]["reactive_usd"], abs=0.005)
     assert hours.warm_usd.sum() + hours.reactive_usd.sum() + churn == pytest.approx(s["bill_usd"], abs=0.01)
     assert (hours.delivered_tps <= hours.capacity_tps * (1 + 1e-9)).all()

@@ -8,7 +8,7 @@ import pytest
 
 from fleet.core.scenario import Reactive
 from fleet.core.traffic import TrafficInput, run_traffic
-from fleet.core.traffic_figures import fine_hours
+from fleet.core.traffic_figures import fine_hours, traffic_figures
 
 
 def _two_hours(demand, cards=1, **kw):
@@ -51,6 +51,9 @@ def test_the_loop_s_cards_pay_rent_and_idle_in_the_hour_they_were_billed():
                                                                       cooldown_minutes=600),
                    score_tps=np.full((3, 2), 100.0), eligible=np.ones((3, 2), dtype=bool))
     assert t.reactive_adds == 2
+    assert list(t.loop_cards_hour) == [0, 2]  # the two cards it keeps beyond the plan in hour 1
+    tr = traffic_figures(t, 20.0, 20.0, 1, 1, 120.0, True)
+    assert (tr["loop_cards_avg"], tr["loop_cards_max"]) == (1.0, 2)
     h = fine_hours(t, np.array([10.0, 10.0]), demand)
     assert h.reactive_usd.sum() == pytest.approx(t.reactive_usd)
     assert h.reactive_usd[0] == 0 and h.reactive_usd[1] == pytest.approx(2 * 10 * 29 / 60)
