@@ -91,7 +91,7 @@ def replay_cmd(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Redraw the month with this seed (0 or more).")] = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Replay this many seeds (seed, seed+1, ...) and print the spread of each figure.", min=1)] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (a list with --all or --seeds); dollars to the cent.")] = False,
-    export: Annotated[Optional[Path], typer.Option("--export", help="Write cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json to this folder (with --seeds: one folder a seed, seed-N/, and spread.json).")] = None,
+    export: Annotated[Optional[Path], typer.Option("--export", help="Write cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json to this folder (adds.csv too with a reactive loop; with --seeds: one folder a seed, seed-N/, and spread.json).")] = None,
     db: Annotated[Optional[str], typer.Option("--db", help="Replay the month stored at this database URL (the preset gives market, demand and policy).")] = None,
     telemetry: Annotated[Optional[Path], typer.Option("--telemetry", help="Replay the month in this telemetry file (CSV, JSON Lines or Parquet).")] = None,
 ) -> None:

@@ -98,8 +98,23 @@ def month_hours(r) -> dict:
     return hours
 
 
+def reactive_adds_frame(r) -> pd.DataFrame:
+    """adds.csv: each card the reactive loop added, at the step it was decided at, with what it read and why."""
+    m, t = r.month, r.traffic
+    per_hour = t.capacity_step_tps.size // max(1, m.hours)
+    step_minutes = 60 // max(1, per_hour)
+    rows = [{"step": a.step, "hour": a.step // per_hour, "minute": (a.step % per_hour) * step_minutes,
+             "card_id": m.card_ids[a.card], "card_class": m.class_names[int(m.card_class[a.card])],
+             "score_tps": a.score_tps, "tokens_per_usd": a.tokens_per_usd, "observed_tps": a.observed_tps,
+             "backlog_tps": a.backlog_tps, "scored_tps": a.scored_tps,
+             "need_tps": a.need_tps, "reason": a.reason} for a in t.adds]
+    return pd.DataFrame(rows, columns=["step", "hour", "minute", "card_id", "card_class", "score_tps", "tokens_per_usd",
+                                       "observed_tps", "backlog_tps", "scored_tps", "need_tps", "reason"])
+
+
 def export_month(r, folder: Path) -> None:
-    """cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json of one replayed month."""
+    """cards.csv, intervals.csv, hours.csv, evictions.csv and summary.json of one replayed month; adds.csv too when
+    a reactive loop ran."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     m = r.month
@@ -117,6 +132,8 @@ def export_month(r, folder: Path) -> None:
     iv["card_id"] = ids[iv["card_id"].to_numpy()]
     iv.to_csv(folder / "intervals.csv", index=False)
     pd.DataFrame(month_hours(r)).to_csv(folder / "hours.csv", index=False)
+    if r.traffic is not None and r.scenario.policy.reactive is not None:
+        reactive_adds_frame(r).to_csv(folder / "adds.csv", index=False)
     rows = []
     k = 0  # r.wrong and r.median_ticket_tps follow the evictions in order
     for p in r.passes:

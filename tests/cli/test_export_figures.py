@@ -49,7 +49,7 @@ def test_seeds_lists_every_seed_replayed(tmp_path):
 def test_a_month_at_the_finer_clock_adds_up_from_its_hours(tmp_path):
     """With a queue and the reactive loop at 10-minute steps, hours.csv is read from the walk: the plan's rent and the
     loop's add up to the bill, delivered tokens (on time or late) to the month's, and idle cost and the finer clock's
-    ideal to the summary's."""
+    ideal to the summary's; adds.csv lists the loop's adds."""
     pool = Path(__file__).resolve().parents[2] / "bench" / "pools" / "servegen-m-mid.toml"
     out = tmp_path / "out"
     p = fleet("replay", "-p", str(pool), "--set", "step_minutes=10", "--set", "demand.max_wait_s=1200",
@@ -72,6 +72,12 @@ def test_a_month_at_the_finer_clock_adds_up_from_its_hours(tmp_path):
     assert idle == pytest.approx(s["idle_usd"], abs=0.005)
     assert hours.ideal_usd.sum() == pytest.approx(s["ideal_bill_usd"], abs=0.005)
     assert s["convergence"] == pytest.approx(s["ideal_bill_usd"] / s["bill_usd"])
+    # adds.csv: the loop's every add with its reason, each a card the plan did not run that hour.
+    adds, iv = pd.read_csv(out / "adds.csv"), pd.read_csv(out / "intervals.csv")
+    assert len(adds) == s["traffic"]["reactive_adds"] > 0
+    assert adds.reason.str.startswith("reactive: step demand").all()
+    planned = {(c, h) for c, a, b in zip(iv.card_id, iv.start_hour, iv.end_hour) for h in range(a, b)}
+    assert not any((c, h) in planned for c, h in zip(adds.card_id, adds.hour))
 
 
 
