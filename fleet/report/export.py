@@ -70,20 +70,20 @@ def month_hours(r) -> dict:
     a finer clock is read from its walk (`fine_hours`): capacity and delivered tokens step by step, the reactive
     loop's rent, the idle cost of both, and the finer clock's ideal; the plan's run sets and rent stay the plan's."""
     m, b = r.month, r.bill
-    hours = {"hour": np.arange(m.hours), "demand_tps": b.demand_tps, "capacity_tps": b.capacity_tps,
-             "delivered_tps": b.delivered_tps, "cards_warm": b.cards_warm, "warm_usd": b.warm_usd,
-             "idle_usd": b.idle_usd, "ideal_usd": b.ideal_usd}
     fine = r.traffic is not None and not r.traffic.stopped
     if fine:
         from fleet.core.replay import fine_ideal_by_period
         from fleet.core.traffic_figures import fine_hours
 
         f = fine_hours(r.traffic, b.warm_usd, m.step_demand_tps)
-        hours.update(demand_tps=f.demand_tps, capacity_tps=f.capacity_tps, delivered_tps=f.delivered_tps)
-        hours = {**{k: hours[k] for k in ("hour", "demand_tps", "capacity_tps", "delivered_tps", "cards_warm",
-                                          "warm_usd")},
+        hours = {"hour": np.arange(m.hours), "demand_tps": f.demand_tps, "capacity_tps": f.capacity_tps,
+                 "delivered_tps": f.delivered_tps, "cards_warm": b.cards_warm, "warm_usd": b.warm_usd,
                  "reactive_usd": f.reactive_usd, "idle_usd": f.idle_usd,
                  "ideal_usd": fine_ideal_by_period(r.scenario, m).reshape(m.hours, -1).sum(axis=1)}
+    else:
+        hours = {"hour": np.arange(m.hours), "demand_tps": b.demand_tps, "capacity_tps": b.capacity_tps,
+                 "delivered_tps": b.delivered_tps, "cards_warm": b.cards_warm, "warm_usd": b.warm_usd,
+                 "idle_usd": b.idle_usd, "ideal_usd": b.ideal_usd}
     if r.scenario.slo is not None:  # the promise hour by hour: goodput and what it was read from
         if fine and r.traffic.fresh_step_tokens is not None:
             from fleet.core.replay import step_promise_hours
